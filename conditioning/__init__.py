@@ -1,0 +1,1 @@
+"""wavern.conditioning."""

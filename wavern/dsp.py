@@ -1,0 +1,163 @@
+"""Audio format and the one log-mel function of the project.
+
+Every part of wavern (corpus building, training, evaluation, copy synthesis) computes
+features through :func:`log_mel` with a :class:`MelConfig`; a voice stores its
+``MelConfig`` and loading refuses one that differs from the runtime's.
+
+Audio is 22 050 Hz mono 16-bit. A 16-bit sample ``x`` is split into a coarse byte
+``c = (x + 32768) // 256`` and a fine byte ``f = (x + 32768) % 256`` (WaveRNN §3).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import numpy as np
+
+from wavern.errors import ParameterError
+
+__all__ = [
+    "MelConfig",
+    "DEFAULT_MEL",
+    "log_mel",
+    "mel_filterbank",
+    "split_coarse_fine",
+    "join_coarse_fine",
+    "float_to_int16",
+    "int16_to_float",
+    "byte_to_unit",
+    "griffin_lim",
+    "frames_for_samples",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class MelConfig:
+    """Feature parameters; stored in every voice and compared on load."""
+
+    sample_rate: int = 22050  # Hz; espeak-ng renders at this rate natively
+    n_fft: int = 1024  # ~46 ms window: resolves harmonics of voices above ~45 Hz
+    win_length: int = 1024
+    hop_length: int = 256  # ~11.6 ms per frame; the vocoder upsamples by exactly this
+    n_mels: int = 80
+    fmin: float = 0.0
+    fmax: float = 8000.0  # little speech energy above; keeps mel bins dense where it matters
+    log_floor: float = 1e-5  # natural-log clamp: log(1e-5) ≈ -11.5 is "silence"
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "MelConfig":
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise ParameterError(f"unknown mel parameters {sorted(unknown)}; expected a subset of {sorted(names)}")
+        return cls(**d)
+
+
+DEFAULT_MEL = MelConfig()
+
+
+@functools.lru_cache(maxsize=8)
+def mel_filterbank(cfg: MelConfig = DEFAULT_MEL) -> np.ndarray:
+    """Slaney-normalised mel filterbank, shape (n_mels, n_fft // 2 + 1), float32 (librosa's)."""
+    import librosa  # imported lazily: it is slow to import and only needed here
+
+    fb = librosa.filters.mel(
+        sr=cfg.sample_rate, n_fft=cfg.n_fft, n_mels=cfg.n_mels, fmin=cfg.fmin, fmax=cfg.fmax
+    )
+    fb = fb.astype(np.float32)
+    fb.setflags(write=False)
+    return fb
+
+
+@functools.lru_cache(maxsize=8)
+def _window(win_length: int, n_fft: int) -> np.ndarray:
+    w = np.hanning(win_length + 1)[:-1].astype(np.float32)  # periodic Hann, as librosa/scipy use
+    pad = (n_fft - win_length) // 2
+    return np.pad(w, (pad, n_fft - win_length - pad))
+
+
+def frames_for_samples(n_samples: int, cfg: MelConfig = DEFAULT_MEL) -> int:
+    """Number of mel frames :func:`log_mel` returns for ``n_samples`` of audio (centred STFT)."""
+    return 1 + n_samples // cfg.hop_length
+
+
+def log_mel(audio: np.ndarray, cfg: MelConfig = DEFAULT_MEL) -> np.ndarray:
+    """Log-mel spectrogram of mono float audio in [-1, 1].
+
+    Centred STFT (reflect padding of n_fft // 2), magnitude (not power), mel projection,
+    natural log clamped at ``cfg.log_floor``. Frame ``t`` is centred on sample
+    ``t * hop_length``; the vocoder renders frame ``t`` as samples
+    ``[t * hop, (t + 1) * hop)``.
+
+    Args:
+        audio: shape (n_samples,), float32/float64 in [-1, 1]. Int16 input is rejected.
+        cfg: feature parameters.
+
+    Returns:
+        float32 array of shape (1 + n_samples // hop_length, n_mels).
+    """
+    x = np.asarray(audio)
+    if x.ndim != 1:
+        raise ParameterError(f"log_mel expects mono audio of shape (n_samples,), found shape {x.shape}")
+    if not np.issubdtype(x.dtype, np.floating):
+        raise ParameterError(f"log_mel expects float audio in [-1, 1], found dtype {x.dtype}; use int16_to_float")
+    x = x.astype(np.float32, copy=False)
+    if x.size == 0:
+        return np.zeros((1, cfg.n_mels), np.float32) + np.float32(np.log(cfg.log_floor))
+    pad = cfg.n_fft // 2
+    mode = "reflect" if x.size > pad else "constant"
+    xp = np.pad(x, pad, mode=mode)
+    n_frames = frames_for_samples(x.size, cfg)
+    frames = np.lib.stride_tricks.as_strided(
+        xp, shape=(n_frames, cfg.n_fft), strides=(xp.strides[0] * cfg.hop_length, xp.strides[0]), writeable=False
+    )
+    spec = np.abs(np.fft.rfft(frames * _window(cfg.win_length, cfg.n_fft), axis=1)).astype(np.float32)
+    mel = spec @ mel_filterbank(cfg).T
+    return np.log(np.maximum(mel, cfg.log_floor)).astype(np.float32)
+
+
+def griffin_lim(mel: np.ndarray, cfg: MelConfig = DEFAULT_MEL, *, n_iter: int = 32, seed: int = 0) -> np.ndarray:
+    """Invert a log-mel (frames, n_mels) to float audio with Griffin-Lim (the evaluation yardstick)."""
+    import librosa
+
+    mag_mel = np.exp(np.asarray(mel, np.float32)).T  # (n_mels, frames)
+    spec = librosa.feature.inverse.mel_to_stft(
+        mag_mel, sr=cfg.sample_rate, n_fft=cfg.n_fft, power=1.0, fmin=cfg.fmin, fmax=cfg.fmax
+    )
+    rng = np.random.default_rng(seed)
+    y = librosa.griffinlim(
+        spec, n_iter=n_iter, hop_length=cfg.hop_length, win_length=cfg.win_length, n_fft=cfg.n_fft,
+        init="random", random_state=rng,
+    )
+    return y.astype(np.float32)
+
+
+def float_to_int16(x: np.ndarray) -> np.ndarray:
+    """Float audio in [-1, 1] → int16 (clipped, rounded)."""
+    return np.clip(np.round(np.asarray(x, np.float64) * 32768.0), -32768, 32767).astype(np.int16)
+
+
+def int16_to_float(x: np.ndarray) -> np.ndarray:
+    """int16 → float32 in [-1, 1)."""
+    return np.asarray(x, np.int16).astype(np.float32) / 32768.0
+
+
+def split_coarse_fine(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """int16 samples → (coarse, fine) bytes as int64 arrays in [0, 255]."""
+    u = np.asarray(x, np.int16).astype(np.int64) + 32768
+    return u >> 8, u & 255
+
+
+def join_coarse_fine(coarse: np.ndarray, fine: np.ndarray) -> np.ndarray:
+    """(coarse, fine) bytes → int16 samples (inverse of :func:`split_coarse_fine`)."""
+    u = np.asarray(coarse, np.int64) * 256 + np.asarray(fine, np.int64)
+    return (u - 32768).astype(np.int16)
+
+
+def byte_to_unit(b: np.ndarray) -> np.ndarray:
+    """A byte in [0, 255] → network input in [-1, 1] (``b / 127.5 - 1``)."""
+    return np.asarray(b, np.float32) / np.float32(127.5) - np.float32(1.0)
