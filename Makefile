@@ -1,0 +1,15 @@
+# Convenience targets; the README's two commands (./setup.sh, ./test.sh) need no make.
+PY := .venv/bin/python
+.PHONY: setup test bench voice corpus doctor
+setup:
+	./setup.sh --no-speak
+test:
+	./test.sh
+bench: setup
+	$(PY) bench/run_all.py
+voice: setup
+	.venv/bin/wavern train voice
+corpus: setup
+	.venv/bin/wavern corpus build data/corpus --utterances 2000
+doctor: setup
+	.venv/bin/wavern doctor

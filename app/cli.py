@@ -1,0 +1,230 @@
+"""The ``wavern`` command line.
+
+One entry point with subcommands. Library errors (:class:`WavernError`) become a one-line
+``wavern: error: ...`` and exit code 2; a subcommand whose machinery is not built yet says
+what it will do and exits 3. Heavy imports (torch, numba) happen inside the handlers so
+``wavern --help`` is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import Callable, Sequence
+
+from wavern.errors import WavernError
+
+__all__ = ["main", "build_parser"]
+
+EXIT_USER_ERROR = 2
+EXIT_UNFINISHED = 3
+
+
+class Unfinished(Exception):
+    """Raised by a handler whose feature is not built yet; the message says what it will do."""
+
+
+def _float_in(lo: float, hi: float) -> Callable[[str], float]:
+    def parse(s: str) -> float:
+        try:
+            x = float(s)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, found {s!r}") from None
+        if not lo <= x <= hi:
+            raise argparse.ArgumentTypeError(f"{x} is outside [{lo}, {hi}]")
+        return x
+
+    return parse
+
+
+# --------------------------------------------------------------------------- handlers
+
+
+def cmd_say(args: argparse.Namespace) -> int:
+    from wavern.app.speak import read_text_arg, say
+
+    text = read_text_arg(args.text, args.file)
+    return say(text, out=args.out, voice=args.voice, speed=args.speed, volume=args.volume,
+               temperature=args.temperature, device=args.device)
+
+
+def cmd_vocode(args: argparse.Namespace) -> int:
+    from wavern.app.speak import vocode_file
+
+    return vocode_file(args.input, args.output, voice=args.voice)
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    try:
+        from wavern.app.render import render_main
+    except ImportError:
+        raise Unfinished("`wavern render` will render many texts (text files, JSONL/CSV manifests, stdin) to "
+                         "audio files in --out-dir with worker processes, resumably; it is not built yet") from None
+    return render_main(args)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    try:
+        from wavern.app.bench import bench_main
+    except ImportError:
+        raise Unfinished("`wavern bench` will measure time to first audio, RTF and buffer headroom through the "
+                         "real streaming path (optionally against the torch reference loop); not built yet") from None
+    return bench_main(args)
+
+
+def cmd_gui(args: argparse.Namespace) -> int:
+    try:
+        from wavern.app.window import run_window
+    except ImportError:
+        raise Unfinished("`wavern gui` will open the desktop window (type, hear, watch waveform, spectrogram and "
+                         "latency); not built yet") from None
+    return run_window(voice=args.voice)
+
+
+def cmd_voices(args: argparse.Namespace) -> int:
+    from wavern.app.voices import find_voices, voice_dirs
+
+    voices = find_voices()
+    if not voices:
+        print("no voices found; searched: " + ", ".join(str(d) for d in voice_dirs()))
+        return 1
+    for v in voices:
+        status = "ok" if v.error is None else f"INVALID ({v.error})"
+        print(f"{v.name:<16} {status:<6} {v.path}")
+        if v.card:
+            print(f"    {v.card}")
+    return 0
+
+
+def cmd_corpus_build(args: argparse.Namespace) -> int:
+    from wavern.training.corpus import build_corpus
+
+    voices = [v.strip() for v in args.voices.split(",")] if args.voices else None
+    summary = build_corpus(Path(args.out), utterances=args.utterances, seed=args.seed, voices=voices,
+                           jobs=args.jobs, progress=not args.quiet)
+    print(" ".join(f"{k}={v}" for k, v in summary.items() if not isinstance(v, (list, dict))))
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from wavern.app.train_cli import run_train
+
+    return run_train(args)
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from wavern.app.doctor import format_report, run_checks
+
+    results = run_checks()
+    print(format_report(results))
+    return 0
+
+
+# --------------------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="wavern",
+        description="Streaming neural text-to-speech: a sparse WaveRNN running on the CPU, "
+                    "conditioned by a Longformer-style text encoder.")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    s = sub.add_parser("say", help="speak text (plays it, or writes audio with --out)",
+                       description="Speak TEXT (or --file). Plays on the default audio device; with no device, "
+                                   "writes hello.wav and says so. --out writes a file (wav/flac/ogg by suffix), "
+                                   "or raw s16le to stdout with '--out -'.")
+    s.add_argument("text", nargs="?", help="text to speak; omit to use --file")
+    s.add_argument("--file", "-f", metavar="PATH|-", help="read the text from a file, or '-' for stdin")
+    s.add_argument("--out", "-o", metavar="PATH|-", help="write audio here instead of playing; '-' = raw s16le stdout")
+    s.add_argument("--voice", metavar="NAME|PATH", help="voice name (see `wavern voices`) or folder")
+    s.add_argument("--speed", type=_float_in(0.25, 4.0), default=1.0, help="speaking rate, bigger = faster")
+    s.add_argument("--volume", type=_float_in(0.0, 4.0), default=1.0, help="output gain (1 = unchanged)")
+    s.add_argument("--temperature", type=_float_in(0.05, 2.0), default=None,
+                   help="sampling temperature of the vocoder (default: the voice's)")
+    s.add_argument("--device", metavar="NAME|INDEX", help="audio output device (default: the system's)")
+    s.set_defaults(func=cmd_say)
+
+    s = sub.add_parser("vocode", help="copy synthesis: wav → mel → vocoder → wav",
+                       description="Resynthesise IN.wav through the voice's WaveRNN vocoder (tests the vocoder alone).")
+    s.add_argument("input", metavar="IN.wav")
+    s.add_argument("-o", "--output", required=True, metavar="OUT.wav")
+    s.add_argument("--voice", metavar="NAME|PATH")
+    s.set_defaults(func=cmd_vocode)
+
+    s = sub.add_parser("render", help="render many texts to audio files (offline, batched)",
+                       description="Render text files (one utterance per line), JSONL/CSV manifests or stdin to "
+                                   "audio files in --out-dir, using worker processes.")
+    s.add_argument("inputs", nargs="+", metavar="INPUT")
+    s.add_argument("--out-dir", required=True, metavar="DIR")
+    s.add_argument("--format", choices=["wav", "flac", "ogg"], default="wav")
+    s.add_argument("--jobs", type=int, default=None, help="worker processes (default: CPU count)")
+    s.add_argument("--voice", metavar="NAME|PATH")
+    s.add_argument("--paragraphs", action="store_true", help="split text files on blank lines, not on lines")
+    s.set_defaults(func=cmd_render)
+
+    s = sub.add_parser("bench", help="live latency benchmark through the streaming path")
+    s.add_argument("--json", metavar="PATH", help="write results as JSON")
+    s.add_argument("--compare", choices=["torch"], help="also run the torch reference loop with the same weights")
+    s.add_argument("--voice", metavar="NAME|PATH")
+    s.add_argument("--load", type=int, default=0, metavar="N", help="saturate N other cores while measuring")
+    s.add_argument("--device", action="store_true", help="measure against the real audio device, not the null sink")
+    s.set_defaults(func=cmd_bench)
+
+    s = sub.add_parser("gui", help="open the desktop window")
+    s.add_argument("--voice", metavar="NAME|PATH")
+    s.set_defaults(func=cmd_gui)
+
+    s = sub.add_parser("voices", help="list installed voices with their model cards")
+    s.set_defaults(func=cmd_voices)
+
+    s = sub.add_parser("corpus", help="build a training corpus with espeak-ng")
+    csub = s.add_subparsers(dest="corpus_command", metavar="ACTION", required=True)
+    c = csub.add_parser("build", help="render a paired text/audio corpus with exact phoneme durations",
+                        description="Render sentences with several espeak-ng voices into OUT: wavs/, mels/, "
+                                    "metadata.jsonl (phonemes and durations in samples) and corpus.json.")
+    c.add_argument("out", metavar="OUT", nargs="?", default="data/corpus")
+    c.add_argument("--utterances", type=int, default=2000)
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--voices", metavar="V1,V2", help="espeak voices, e.g. en-us,en-gb-x-rp+f3 (default: a varied set)")
+    c.add_argument("--jobs", type=int, default=None, help="processes (default: CPU count)")
+    c.add_argument("--quiet", action="store_true")
+    c.set_defaults(func=cmd_corpus_build)
+
+    s = sub.add_parser("train", help="train the vocoder, the acoustic model, pre-train the encoder, or a whole voice")
+    tsub = s.add_subparsers(dest="model", metavar="MODEL", required=True)
+    from wavern.app.train_cli import add_train_parsers
+
+    add_train_parsers(tsub)
+    s.set_defaults(func=cmd_train)
+
+    s = sub.add_parser("doctor", help="report versions, CPU features, audio devices, espeak-ng, voices, numba cache")
+    s.set_defaults(func=cmd_doctor)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = logging.WARNING - 10 * min(args.verbose, 2)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.func(args) or 0)
+    except WavernError as e:
+        print(f"wavern: error: {e}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except Unfinished as e:
+        print(f"wavern: not available yet: {e}", file=sys.stderr)
+        return EXIT_UNFINISHED
+    except KeyboardInterrupt:
+        print("wavern: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # e.g. `wavern say ... --out - | head -c 100`
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,139 @@
+"""`wavern doctor`: a true report of what this machine offers wavern.
+
+Every line is read off the running system; nothing is assumed. Each check is isolated so
+that one failing probe (no audio library, no espeak data) is reported, not raised.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import platform
+import sys
+from pathlib import Path
+from typing import Callable
+
+__all__ = ["Check", "run_checks", "format_report", "cpu_features"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+def cpu_features() -> dict[str, bool]:
+    """SIMD/matrix features from /proc/cpuinfo (Linux); empty dict elsewhere."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return {}
+    flags: set[str] = set()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            flags.update(line.split(":", 1)[1].split())
+            break
+    wanted = ["avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16", "amx_int8"]
+    return {f: f in flags for f in wanted}
+
+
+def _python() -> Check:
+    ok = sys.version_info >= (3, 11)
+    return Check("python", ok, f"{platform.python_version()} ({sys.executable})")
+
+
+def _versions() -> Check:
+    import numba
+    import numpy
+    import torch
+
+    return Check("libraries", True,
+                 f"numpy {numpy.__version__}, numba {numba.__version__}, torch {torch.__version__} "
+                 f"({torch.get_num_threads()} threads)")
+
+
+def _cpu() -> Check:
+    feats = cpu_features()
+    have = [k for k, v in feats.items() if v]
+    missing = [k for k, v in feats.items() if not v]
+    detail = f"{os.cpu_count()} logical CPUs; has {', '.join(have) or 'none of the probed features'}"
+    if missing:
+        detail += f"; lacks {', '.join(missing)}"
+    return Check("cpu", True, detail)
+
+
+def _audio() -> Check:
+    try:
+        import sounddevice as sd
+    except OSError as e:  # PortAudio shared library missing
+        return Check("audio", False, f"PortAudio not found ({e}); install libportaudio2. Output goes to files.")
+    try:
+        devices = sd.query_devices()
+    except Exception as e:  # noqa: BLE001 - PortAudio raises assorted errors on broken setups
+        return Check("audio", False, f"PortAudio could not list devices ({e}); output goes to files")
+    outs = [d for d in devices if d.get("max_output_channels", 0) > 0]
+    if not outs:
+        return Check("audio", False, "no audio output device found; `wavern say` writes a WAV file instead")
+    names = ", ".join(f"{d['name']} ({int(d['default_samplerate'])} Hz)" for d in outs[:4])
+    return Check("audio", True, f"{len(outs)} output device(s): {names}")
+
+
+def _espeak() -> Check:
+    try:
+        import espeakng_loader
+    except ImportError as e:
+        return Check("espeak-ng", False, f"espeakng-loader not installed ({e})")
+    lib = Path(espeakng_loader.get_library_path())
+    data = Path(espeakng_loader.get_data_path())
+    ok = lib.is_file() and (data / "phontab").is_file()
+    return Check("espeak-ng", ok, f"library {lib} ({'found' if lib.is_file() else 'MISSING'}), "
+                                  f"data {data} ({'found' if (data / 'phontab').is_file() else 'MISSING'})")
+
+
+def _voices() -> Check:
+    from wavern.app.voices import find_voices
+
+    found = find_voices()
+    if not found:
+        return Check("voices", False, "no voices found (looked in assets/voices and $WAVERN_VOICES)")
+    parts = []
+    all_ok = True
+    for info in found:
+        parts.append(f"{info.name} [{'valid' if info.error is None else 'INVALID: ' + info.error}]")
+        all_ok &= info.error is None
+    return Check("voices", all_ok, "; ".join(parts))
+
+
+def _numba_cache() -> Check:
+    cache_dir = os.environ.get("NUMBA_CACHE_DIR")
+    if cache_dir:
+        where = Path(cache_dir)
+    else:
+        import wavern.engine
+
+        where = Path(wavern.engine.__file__).parent / "__pycache__"
+    writable = os.access(where if where.exists() else where.parent, os.W_OK)
+    n = len(list(where.glob("*.nbi"))) if where.exists() else 0
+    return Check("numba cache", writable, f"{where} ({n} cached kernel index files; "
+                                          f"{'writable' if writable else 'NOT writable: kernels recompile each run'})")
+
+
+CHECKS: list[Callable[[], Check]] = [_python, _versions, _cpu, _audio, _espeak, _voices, _numba_cache]
+
+
+def run_checks() -> list[Check]:
+    results = []
+    for check in CHECKS:
+        name = check.__name__.strip("_")
+        try:
+            results.append(check())
+        except Exception as e:  # noqa: BLE001 - the doctor reports, it never crashes
+            results.append(Check(name, False, f"check failed: {type(e).__name__}: {e}"))
+    return results
+
+
+def format_report(results: list[Check]) -> str:
+    width = max(len(r.name) for r in results)
+    lines = [f"{'ok ' if r.ok else '!! '} {r.name:<{width}}  {r.detail}" for r in results]
+    return "\n".join(lines)

@@ -1,0 +1,75 @@
+"""`wavern say` and `wavern vocode`: thin shells over ``Voice.stream`` and the sinks."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+from wavern.errors import AudioDeviceError, ParameterError
+
+__all__ = ["read_text_arg", "say", "vocode_file", "FALLBACK_WAV"]
+
+log = logging.getLogger(__name__)
+
+#: Where `wavern say` writes when there is no audio device and no --out.
+FALLBACK_WAV = Path("hello.wav")
+
+
+def read_text_arg(text: str | None, file: str | None) -> str:
+    """The text to speak from the positional argument or ``--file`` (``-`` = stdin)."""
+    if text is not None and file is not None:
+        raise ParameterError("give the text either as an argument or with --file, not both")
+    if file is not None:
+        if file == "-":
+            data = sys.stdin.buffer.read()
+        else:
+            p = Path(file)
+            if not p.is_file():
+                raise ParameterError(f"--file {file}: no such file")
+            data = p.read_bytes()
+        return data.decode("utf-8", errors="replace")
+    if text is None:
+        if not sys.stdin.isatty():
+            return sys.stdin.buffer.read().decode("utf-8", errors="replace")
+        raise ParameterError("nothing to say: give TEXT, --file PATH, or pipe text on stdin")
+    return text
+
+
+def say(text: str, *, out: str | None, voice: str | None, speed: float = 1.0, volume: float = 1.0,
+        temperature: float | None = None, device: str | None = None) -> int:
+    """Speak ``text``: to the sound card, to a file, or as raw s16le to stdout."""
+    from wavern.app.voices import resolve_voice
+    from wavern.engine import SpeakConfig, Voice
+    from wavern.engine.sinks import DeviceSink, FileSink, RawStdoutSink, play
+
+    v = Voice.load(resolve_voice(voice))
+    cfg = SpeakConfig(speed=speed, volume=volume, temperature=temperature)
+    if out == "-":
+        sink = RawStdoutSink(sys.stdout.buffer)
+    elif out is not None:
+        sink = FileSink(Path(out), sample_rate=v.sample_rate)
+    else:
+        try:
+            sink = DeviceSink(sample_rate=v.sample_rate, device=device)
+        except AudioDeviceError as e:
+            print(f"wavern: no audio device ({e}); writing {FALLBACK_WAV} instead", file=sys.stderr)
+            sink = FileSink(FALLBACK_WAV, sample_rate=v.sample_rate)
+    stats = play(v.stream(text, cfg), sink)
+    if isinstance(sink, FileSink):
+        print(f"wrote {sink.path} ({stats.audio_seconds:.2f} s of audio, RTF {stats.rtf:.3f})", file=sys.stderr)
+    return 0
+
+
+def vocode_file(inp: str, outp: str, *, voice: str | None) -> int:
+    """Copy synthesis: read a WAV, compute its log-mel, render it with the voice's vocoder."""
+    from wavern.app.voices import resolve_voice
+    from wavern.engine import Voice
+    from wavern.engine.audio_io import read_audio, write_audio
+
+    v = Voice.load(resolve_voice(voice))
+    audio = read_audio(Path(inp), sample_rate=v.sample_rate)
+    samples = v.vocode(audio)
+    write_audio(Path(outp), samples, v.sample_rate)
+    print(f"wrote {outp} ({len(samples) / v.sample_rate:.2f} s)", file=sys.stderr)
+    return 0

@@ -1,0 +1,103 @@
+"""`wavern train MODEL`: the command-line face of the trainers in ``wavern.training``.
+
+Each trainer takes one dataclass config. The common flags below map onto its fields by
+name; any other field is set with ``--set name=value`` (parsed as JSON when it can be, else
+as a string). An unknown field is refused with the list of known ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from typing import Any
+
+from wavern.errors import ParameterError
+
+__all__ = ["add_train_parsers", "run_train", "config_from_args"]
+
+# model name -> (module, config class, train function, what it does)
+TRAINERS: dict[str, tuple[str, str, str, str]] = {
+    "vocoder": ("wavern.training.vocoder_trainer", "VocoderTrainConfig", "train_vocoder",
+                "train the WaveRNN vocoder on a corpus (teacher forcing, block pruning)"),
+    "acoustic": ("wavern.training.acoustic_trainer", "AcousticTrainConfig", "train_acoustic",
+                 "train the text → mel acoustic model (encoder, durations, decoder)"),
+    "pretrain": ("wavern.training.pretrain", "PretrainConfig", "pretrain_encoder",
+                 "replaced-token-detection pre-training of the text encoder"),
+    "voice": ("wavern.training.voice", "VoiceBuildConfig", "build_voice",
+              "build a whole voice: corpus, acoustic model, vocoder, prune, export, evaluate"),
+}
+
+_COMMON = [
+    # flag, field, type, help
+    ("--corpus", "corpus_dir", str, "corpus folder (from `wavern corpus build`)"),
+    ("--run-dir", "run_dir", str, "where checkpoints and metrics.jsonl go"),
+    ("--steps", "steps", int, "total optimiser steps"),
+    ("--batch-size", "batch_size", int, "examples per step"),
+    ("--lr", "lr", float, "learning rate"),
+    ("--optimizer", "optimizer", str, "adam | yellowfin | sgd"),
+    ("--device", "device", str, "cpu | cuda | auto"),
+    ("--threads", "threads", int, "torch CPU threads"),
+    ("--seed", "seed", int, "random seed (same seed, same run)"),
+]
+
+
+def add_train_parsers(sub: argparse._SubParsersAction) -> None:
+    for name, (_, _, _, what) in TRAINERS.items():
+        p = sub.add_parser(name, help=what, description=what + ". Fields not covered by a flag: --set name=value.")
+        for flag, field, typ, help_ in _COMMON:
+            p.add_argument(flag, dest=field, type=typ, default=None, help=help_)
+        p.add_argument("--resume", action="store_true", help="continue from the run dir's last checkpoint")
+        p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE",
+                       help="set any other config field")
+
+
+def _parse_value(raw: str) -> Any:
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+
+
+def config_from_args(cls: type, args: argparse.Namespace) -> Any:
+    """Build the trainer's dataclass config from the common flags and ``--set`` overrides."""
+    fields = {f.name for f in dataclasses.fields(cls)}
+    values: dict[str, Any] = {}
+    for _, field, _, _ in _COMMON:
+        v = getattr(args, field, None)
+        if v is not None:
+            if field not in fields:
+                raise ParameterError(f"this trainer has no '{field}' setting")
+            values[field] = v
+    if getattr(args, "resume", False):
+        if "resume" not in fields:
+            raise ParameterError("this trainer cannot resume")
+        values["resume"] = True
+    for item in args.overrides:
+        if "=" not in item:
+            raise ParameterError(f"--set expects NAME=VALUE, found {item!r}")
+        k, raw = item.split("=", 1)
+        k = k.strip().replace("-", "_")
+        if k not in fields:
+            raise ParameterError(f"unknown setting '{k}'; known: {', '.join(sorted(fields))}")
+        values[k] = _parse_value(raw)
+    return cls(**values)
+
+
+def run_train(args: argparse.Namespace) -> int:
+    import importlib
+
+    from wavern.app.cli import Unfinished
+
+    module_name, cls_name, fn_name, what = TRAINERS[args.model]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name and e.name.startswith("wavern"):
+            raise Unfinished(f"`wavern train {args.model}` will {what}; not built yet") from None
+        raise
+    cfg = config_from_args(getattr(module, cls_name), args)
+    result = getattr(module, fn_name)(cfg)
+    if isinstance(result, dict):
+        print(json.dumps(result, indent=2, default=str))
+    return 0

@@ -1,0 +1,89 @@
+"""Finding voices on disk: the shipped ones in ``assets/voices`` and the user's.
+
+Search order: ``$WAVERN_VOICES`` (``os.pathsep``-separated folders), the user folder
+``~/.local/share/wavern/voices``, then the voices shipped in the package. A name given to
+``--voice`` resolves to the first folder of that name; a path is used as it is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+from wavern.errors import ParameterError, VoiceFileError
+
+__all__ = ["VoiceInfo", "voice_dirs", "find_voices", "resolve_voice", "DEFAULT_VOICE"]
+
+#: Name of the voice used when none is asked for; the first valid shipped voice otherwise.
+DEFAULT_VOICE = "default"
+
+
+@dataclasses.dataclass(frozen=True)
+class VoiceInfo:
+    name: str
+    path: Path
+    card: str  # first paragraph of MODEL_CARD.md, or ""
+    error: str | None  # None when voice.json validates
+
+
+def voice_dirs() -> list[Path]:
+    dirs = [Path(p) for p in os.environ.get("WAVERN_VOICES", "").split(os.pathsep) if p]
+    dirs.append(Path.home() / ".local" / "share" / "wavern" / "voices")
+    import wavern.assets
+
+    dirs.append(Path(wavern.assets.__file__).parent / "voices")
+    return dirs
+
+
+def _card(path: Path) -> str:
+    card = path / "MODEL_CARD.md"
+    if not card.is_file():
+        return ""
+    paras = [p.strip() for p in card.read_text(errors="replace").split("\n\n") if p.strip()]
+    body = [p for p in paras if not p.startswith("#")]
+    return " ".join(body[0].split()) if body else ""
+
+
+def find_voices() -> list[VoiceInfo]:
+    """Every voice folder (one holding ``voice.json``) in the search path, validated cheaply."""
+    from wavern.engine.voicefile import read_voice_json
+
+    seen: set[str] = set()
+    out: list[VoiceInfo] = []
+    for d in voice_dirs():
+        if not d.is_dir():
+            continue
+        for sub in sorted(d.iterdir()):
+            if not (sub / "voice.json").is_file() or sub.name in seen:
+                continue
+            seen.add(sub.name)
+            try:
+                read_voice_json(sub)
+                err = None
+            except VoiceFileError as e:
+                err = str(e)
+            out.append(VoiceInfo(sub.name, sub, _card(sub), err))
+    return out
+
+
+def resolve_voice(name_or_path: str | None) -> Path:
+    """Turn ``--voice`` (a name, a path, or None for the default) into a voice folder."""
+    if name_or_path:
+        p = Path(name_or_path).expanduser()
+        if p.is_dir() or os.sep in name_or_path or name_or_path.startswith("."):
+            if not (p / "voice.json").is_file():
+                raise VoiceFileError(f"{p} is not a voice folder (no voice.json in it)")
+            return p
+    wanted = name_or_path or DEFAULT_VOICE
+    voices = find_voices()
+    for v in voices:
+        if v.name == wanted:
+            return v.path
+    if name_or_path is None:
+        valid = [v for v in voices if v.error is None]
+        if valid:
+            return valid[0].path
+        raise VoiceFileError("no voice installed; run the README's first command (./setup.sh) to build one")
+    names = ", ".join(v.name for v in voices) or "none"
+    raise ParameterError(f"unknown voice '{wanted}'; installed voices: {names}")

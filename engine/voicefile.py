@@ -1,0 +1,89 @@
+"""``voice.json``: reading and validating a voice's description without loading weights.
+
+Loading a voice runs no code: JSON plus safetensors. Every field is checked here and a bad
+voice is refused with a :class:`VoiceFileError` that names the field, the value found and
+what was expected. The runtime's :class:`wavern.dsp.MelConfig` must equal the voice's.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from wavern.dsp import DEFAULT_MEL, MelConfig
+from wavern.errors import ParameterError, VoiceFileError
+
+__all__ = ["FORMAT", "FORMAT_VERSION", "read_voice_json", "write_voice_json"]
+
+FORMAT = "wavern-voice"
+FORMAT_VERSION = 1
+_REQUIRED = {
+    "format": str,
+    "format_version": int,
+    "name": str,
+    "dsp": dict,
+    "symbols": list,
+    "acoustic": dict,
+    "vocoder": dict,
+    "provenance": dict,
+}
+
+
+def read_voice_json(folder: str | Path, *, runtime_mel: MelConfig = DEFAULT_MEL) -> dict[str, Any]:
+    """Read and validate ``folder/voice.json``; return the parsed dict.
+
+    Raises:
+        VoiceFileError: missing file, invalid JSON, a missing or mistyped field, a format
+            version this runtime does not read, DSP settings that differ from ``runtime_mel``,
+            or a broken symbol table.
+    """
+    path = Path(folder) / "voice.json"
+    if not path.is_file():
+        raise VoiceFileError(f"{path} not found: a voice is a folder with voice.json, acoustic.safetensors "
+                             f"and vocoder.safetensors")
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise VoiceFileError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(meta, dict):
+        raise VoiceFileError(f"{path}: expected a JSON object, found {type(meta).__name__}")
+    for field, typ in _REQUIRED.items():
+        if field not in meta:
+            raise VoiceFileError(f"{path}: missing field '{field}'")
+        if not isinstance(meta[field], typ) or (typ is int and isinstance(meta[field], bool)):
+            raise VoiceFileError(f"{path}: field '{field}' must be {typ.__name__}, "
+                                 f"found {type(meta[field]).__name__}")
+    if meta["format"] != FORMAT:
+        raise VoiceFileError(f"{path}: field 'format' is {meta['format']!r}, expected {FORMAT!r}")
+    if meta["format_version"] != FORMAT_VERSION:
+        raise VoiceFileError(f"{path}: field 'format_version' is {meta['format_version']}, this wavern reads "
+                             f"version {FORMAT_VERSION}; upgrade wavern or re-export the voice")
+    try:
+        mel = MelConfig.from_dict(meta["dsp"])
+    except (ParameterError, TypeError) as e:
+        raise VoiceFileError(f"{path}: field 'dsp' is invalid ({e})") from None
+    if mel != runtime_mel:
+        diffs = [f"{k}: voice {v!r} vs runtime {getattr(runtime_mel, k)!r}"
+                 for k, v in mel.to_dict().items() if getattr(runtime_mel, k) != v]
+        raise VoiceFileError(f"{path}: field 'dsp' differs from this runtime's feature settings "
+                             f"({'; '.join(diffs)}); the voice was trained for other features and would sound wrong")
+    symbols = meta["symbols"]
+    if not symbols or not all(isinstance(s, str) for s in symbols):
+        raise VoiceFileError(f"{path}: field 'symbols' must be a non-empty list of strings")
+    if len(set(symbols)) != len(symbols):
+        dup = sorted({s for s in symbols if symbols.count(s) > 1})
+        raise VoiceFileError(f"{path}: field 'symbols' has duplicates {dup[:5]}")
+    return meta
+
+
+def write_voice_json(folder: str | Path, meta: dict[str, Any]) -> Path:
+    """Write ``voice.json`` atomically after checking it would read back."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "voice.json"
+    tmp = folder / "voice.json.tmp"
+    tmp.write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    read_voice_json(folder)
+    return path
