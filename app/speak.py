@@ -40,10 +40,12 @@ def say(text: str, *, out: str | None, voice: str | None, speed: float = 1.0, vo
         temperature: float | None = None, device: str | None = None) -> int:
     """Speak ``text``: to the sound card, to a file, or as raw s16le to stdout."""
     from wavern.app.voices import resolve_voice
+
+    path = resolve_voice(voice)
     from wavern.engine import SpeakConfig, Voice
     from wavern.engine.sinks import DeviceSink, FileSink, RawStdoutSink, play
 
-    v = Voice.load(resolve_voice(voice))
+    v = Voice.load(path)
     cfg = SpeakConfig(speed=speed, volume=volume, temperature=temperature)
     if out == "-":
         sink = RawStdoutSink(sys.stdout.buffer)

@@ -1,0 +1,62 @@
+"""The CLI shell: every subcommand has accurate help, errors are one line with exit code 2."""
+
+import subprocess
+import sys
+
+import pytest
+
+from wavern.app.cli import EXIT_UNFINISHED, EXIT_USER_ERROR, build_parser, main
+
+SUBCOMMANDS = ["say", "render", "bench", "gui", "voices", "corpus", "train", "vocode", "doctor"]
+
+
+def test_every_subcommand_is_registered():
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    assert set(SUBCOMMANDS) <= set(sub.choices)
+
+
+@pytest.mark.parametrize("cmd", SUBCOMMANDS)
+def test_help_exits_zero(cmd, capsys):
+    with pytest.raises(SystemExit) as e:
+        main([cmd, "--help"])
+    assert e.value.code == 0
+    assert cmd in capsys.readouterr().out
+
+
+def test_user_error_is_one_line_exit_2(capsys, tmp_path):
+    code = main(["say", "--file", str(tmp_path / "missing.txt")])
+    err = capsys.readouterr().err
+    assert code == EXIT_USER_ERROR
+    assert err.startswith("wavern: error:") and err.count("\n") == 1 and "missing.txt" in err
+
+
+def test_bad_voice_folder_is_clear_error(capsys, tmp_path):
+    code = main(["say", "hi", "--voice", str(tmp_path), "--out", str(tmp_path / "x.wav")])
+    assert code == EXIT_USER_ERROR
+    assert "voice.json" in capsys.readouterr().err
+
+
+def test_train_unknown_setting_is_refused(capsys):
+    from wavern.app.train_cli import config_from_args
+    import argparse
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Cfg:
+        steps: int = 1
+
+    args = argparse.Namespace(overrides=["nope=1"], resume=False)
+    from wavern.errors import ParameterError
+    with pytest.raises(ParameterError, match="unknown setting 'nope'"):
+        config_from_args(Cfg, args)
+    args = argparse.Namespace(overrides=["steps=5"], resume=False, steps=None)
+    assert config_from_args(Cfg, args).steps == 5
+
+
+def test_doctor_runs_as_a_program():
+    out = subprocess.run([sys.executable, "-m", "wavern.app.cli", "doctor"], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    for name in ["python", "libraries", "cpu", "audio", "espeak-ng", "voices", "numba cache"]:
+        assert name in out.stdout
