@@ -1,0 +1,89 @@
+"""Reading and writing audio files: atomic writes, clear errors, a full disk reported as such."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+from pathlib import Path
+
+import numpy as np
+
+from wavern.errors import DiskFullError, ParameterError
+
+__all__ = ["read_audio", "write_audio", "FORMATS", "format_for"]
+
+log = logging.getLogger(__name__)
+
+FORMATS = {".wav": ("WAV", "PCM_16"), ".flac": ("FLAC", "PCM_16"), ".ogg": ("OGG", "VORBIS")}
+
+
+def format_for(path: Path) -> tuple[str, str]:
+    try:
+        return FORMATS[path.suffix.lower()]
+    except KeyError:
+        raise ParameterError(f"unsupported audio file type '{path.suffix}' for {path}; use one of "
+                             f"{', '.join(FORMATS)}") from None
+
+
+def read_audio(path: Path, *, sample_rate: int) -> np.ndarray:
+    """Read an audio file as mono float32 at ``sample_rate`` (downmixes, resamples).
+
+    Raises:
+        ParameterError: missing, unreadable or truncated file, or no samples.
+    """
+    import soundfile as sf
+
+    path = Path(path)
+    if not path.is_file():
+        raise ParameterError(f"{path}: no such file")
+    try:
+        data, sr = sf.read(str(path), dtype="float32", always_2d=True)
+    except (sf.LibsndfileError, RuntimeError, ValueError) as e:
+        raise ParameterError(f"{path}: not a readable audio file ({e})") from None
+    if data.shape[0] == 0:
+        raise ParameterError(f"{path}: the file holds no samples")
+    if data.shape[1] > 1:
+        log.warning("%s has %d channels; mixing down to mono", path, data.shape[1])
+    x = data.mean(axis=1).astype(np.float32)
+    if sr != sample_rate:
+        from math import gcd
+
+        from scipy.signal import resample_poly
+
+        log.info("%s is %d Hz; resampling to %d Hz", path, sr, sample_rate)
+        g = gcd(sr, sample_rate)
+        x = resample_poly(x, sample_rate // g, sr // g).astype(np.float32)
+    return np.clip(x, -1.0, 1.0)
+
+
+def write_audio(path: Path, samples: np.ndarray, sample_rate: int) -> Path:
+    """Write mono audio (float in [-1, 1] or int16) atomically: a temp file renamed into place.
+
+    Raises:
+        DiskFullError: the disk or quota is full; no partial file is left at ``path``.
+        ParameterError: unknown file type.
+    """
+    import soundfile as sf
+
+    path = Path(path)
+    fmt, subtype = format_for(path)
+    x = np.asarray(samples)
+    if x.dtype == np.int16:
+        x = x.astype(np.float32) / 32768.0
+    tmp = path.with_name(f".{path.name}.part")
+    try:
+        with sf.SoundFile(str(tmp), "w", samplerate=sample_rate, channels=1, format=fmt, subtype=subtype) as f:
+            f.write(np.asarray(x, np.float32))
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise DiskFullError(f"disk full while writing {path}; free space and run again") from None
+        raise
+    except sf.LibsndfileError as e:
+        tmp.unlink(missing_ok=True)
+        if "space" in str(e).lower():
+            raise DiskFullError(f"disk full while writing {path}; free space and run again") from None
+        raise
+    return path

@@ -1,0 +1,69 @@
+"""What the engine hands out: small chunks of audio and the settings of one request."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from wavern.dsp import float_to_int16
+from wavern.errors import ParameterError
+
+__all__ = ["AudioChunk", "SpeakConfig"]
+
+
+@dataclasses.dataclass(frozen=True)
+class AudioChunk:
+    """A piece of an utterance, in order.
+
+    Attributes:
+        samples: float32 mono audio in [-1, 1], volume applied.
+        sample_rate: Hz.
+        start_sample: index of ``samples[0]`` within the whole request's audio.
+        text_span: (start, end) character span of the original text this chunk voices
+            (the sentence it belongs to).
+        sentence_index: which sentence of the request.
+        is_last: True on the final chunk of the request.
+    """
+
+    samples: np.ndarray
+    sample_rate: int
+    start_sample: int
+    text_span: tuple[int, int]
+    sentence_index: int = 0
+    is_last: bool = False
+
+    @property
+    def duration_s(self) -> float:
+        return self.samples.shape[0] / self.sample_rate
+
+    def int16(self) -> np.ndarray:
+        return float_to_int16(self.samples)
+
+
+@dataclasses.dataclass(frozen=True)
+class SpeakConfig:
+    """How to speak one request; ``None`` means "the voice's default".
+
+    speed: speaking rate factor, bigger = faster (durations are divided by it).
+    volume: linear gain applied to the output.
+    temperature: vocoder sampling temperature.
+    pause_s: extra silence between sentences, seconds.
+    speaker: speaker name for multi-speaker voices.
+    """
+
+    speed: float = 1.0
+    volume: float = 1.0
+    temperature: float | None = None
+    pause_s: float | None = None
+    speaker: str | None = None
+
+    def __post_init__(self):
+        if not 0.25 <= self.speed <= 4.0:
+            raise ParameterError(f"speed {self.speed} is outside [0.25, 4.0]")
+        if not 0.0 <= self.volume <= 4.0:
+            raise ParameterError(f"volume {self.volume} is outside [0, 4]")
+        if self.temperature is not None and not 0.05 <= self.temperature <= 2.0:
+            raise ParameterError(f"temperature {self.temperature} is outside [0.05, 2.0]")
+        if self.pause_s is not None and not 0.0 <= self.pause_s <= 5.0:
+            raise ParameterError(f"pause_s {self.pause_s} is outside [0, 5] seconds")

@@ -1,0 +1,352 @@
+"""Where audio goes: the sound card, a file, raw s16le on stdout, or nowhere (tests, benchmarks).
+
+Every sink takes float32 mono chunks through ``write`` and is finished with ``close``.
+:func:`play` drives a chunk generator into a sink and measures it: time to first audio,
+real-time factor, underruns.
+
+The :class:`DeviceSink` callback follows the real-time rules: it only copies from a
+preallocated :class:`~wavern.engine.ring.AudioRing` into ``outdata``, zero-fills a
+shortfall and counts it; it never prints, logs, allocates, locks or raises.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import logging
+import os
+import time
+from math import gcd
+from pathlib import Path
+from typing import BinaryIO, Iterable
+
+import numpy as np
+
+from wavern.engine.audio_io import format_for
+from wavern.engine.chunk import AudioChunk
+from wavern.engine.ring import AudioRing
+from wavern.errors import AudioDeviceError, DiskFullError
+
+__all__ = ["Sink", "NullSink", "FileSink", "RawStdoutSink", "DeviceSink", "StreamingResampler", "PlaybackStats",
+           "play", "list_output_devices"]
+
+log = logging.getLogger(__name__)
+
+
+class Sink:
+    """Base class: ``write`` float32 mono samples, then ``close``. Sinks are context managers."""
+
+    sample_rate: int
+
+    def write(self, samples: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    def abort(self) -> None:
+        """Stop as fast as possible, dropping anything queued; default: close."""
+        self.close()
+
+    @property
+    def underruns(self) -> int:
+        return 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+class NullSink(Sink):
+    """Counts samples; with ``keep=True`` also keeps them (for tests)."""
+
+    def __init__(self, sample_rate: int = 22050, *, keep: bool = False):
+        self.sample_rate = sample_rate
+        self.samples_written = 0
+        self._keep = keep
+        self._parts: list[np.ndarray] = []
+
+    def write(self, samples: np.ndarray) -> None:
+        self.samples_written += len(samples)
+        if self._keep:
+            self._parts.append(np.array(samples, np.float32))
+
+    @property
+    def audio(self) -> np.ndarray:
+        return np.concatenate(self._parts) if self._parts else np.zeros(0, np.float32)
+
+
+def _disk_full(e: BaseException) -> bool:
+    return (isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)) or "space" in str(e).lower()
+
+
+class FileSink(Sink):
+    """Streams to ``path`` (WAV/FLAC/OGG by suffix) through a temp file renamed on close."""
+
+    def __init__(self, path: Path, *, sample_rate: int):
+        import soundfile as sf
+
+        self.path = Path(path)
+        self.sample_rate = sample_rate
+        fmt, subtype = format_for(self.path)
+        self._tmp = self.path.with_name(f".{self.path.name}.part")
+        try:
+            self._f = sf.SoundFile(str(self._tmp), "w", samplerate=sample_rate, channels=1, format=fmt,
+                                   subtype=subtype)
+        except (OSError, sf.LibsndfileError) as e:
+            self._tmp.unlink(missing_ok=True)
+            if _disk_full(e):
+                raise DiskFullError(f"disk full: cannot create {self.path}") from None
+            raise AudioDeviceError(f"cannot write {self.path}: {e}") from None
+
+    def write(self, samples: np.ndarray) -> None:
+        try:
+            self._f.write(np.asarray(samples, np.float32))
+        except Exception as e:
+            self.abort()
+            if _disk_full(e):
+                raise DiskFullError(f"disk full while writing {self.path}; nothing was left behind") from None
+            raise
+
+    def close(self) -> None:
+        if self._f is None:
+            return
+        try:
+            self._f.close()
+            os.replace(self._tmp, self.path)
+        except Exception as e:
+            self._tmp.unlink(missing_ok=True)
+            if _disk_full(e):
+                raise DiskFullError(f"disk full while finishing {self.path}") from None
+            raise
+        finally:
+            self._f = None
+
+    def abort(self) -> None:
+        if self._f is not None:
+            try:
+                self._f.close()
+            except Exception:  # noqa: BLE001 - we are already failing; the temp file goes
+                pass
+            self._f = None
+        self._tmp.unlink(missing_ok=True)
+
+
+class RawStdoutSink(Sink):
+    """Raw signed 16-bit little-endian mono PCM to a binary stream (``--out -``)."""
+
+    def __init__(self, stream: BinaryIO, *, sample_rate: int = 22050):
+        self._stream = stream
+        self.sample_rate = sample_rate
+
+    def write(self, samples: np.ndarray) -> None:
+        x = np.clip(np.round(np.asarray(samples, np.float64) * 32768.0), -32768, 32767).astype("<i2")
+        self._stream.write(x.tobytes())
+
+    def close(self) -> None:
+        self._stream.flush()
+
+
+class StreamingResampler:
+    """Polyphase resampling of a stream in pieces, equal to resampling the whole at once.
+
+    Keeps ``pad`` input samples of history on each side so every output sample sees its
+    full filter support; the last ``pad`` input samples wait for the next piece (or ``flush``).
+    """
+
+    def __init__(self, rate_in: int, rate_out: int):
+        g = gcd(rate_in, rate_out)
+        self.up, self.down = rate_out // g, rate_in // g
+        # resample_poly's filter spans 10·max(up, down) upsampled samples each side, i.e.
+        # 10·max(up, down)/up input samples; round the context up to a multiple of `down`
+        # so every piece starts on the output grid.
+        half = -(-10 * max(self.up, self.down) // self.up) + 2
+        self.pad = self.down * -(-half // self.down)
+        self._hist = np.zeros(0, np.float32)  # input not yet fully consumed (plus left context)
+        self._left = 0  # how many leading samples of _hist are context only
+        self._started = False
+        self._in = 0  # input samples seen in this stream
+        self._out = 0  # output samples returned
+
+    def _run(self, x: np.ndarray) -> np.ndarray:
+        from scipy.signal import resample_poly
+
+        return resample_poly(x, self.up, self.down).astype(np.float32)
+
+    def process(self, x: np.ndarray, *, final: bool = False) -> np.ndarray:
+        x = np.asarray(x, np.float32)
+        self._in += x.shape[0]
+        buf = np.concatenate([self._hist, x])
+        if not self._started:
+            buf = np.concatenate([np.zeros(self.pad, np.float32), buf])
+            self._left = self.pad
+            self._started = True
+        if final:
+            # Everything left: outputs up to ceil(total_in · up / down), zeros beyond the end.
+            buf = np.concatenate([buf, np.zeros(2 * self.pad, np.float32)])
+            n_out = -(-self._in * self.up // self.down) - self._out
+            a = self._left * self.up // self.down
+            out = self._run(buf)[a:a + n_out]
+            self._hist, self._started, self._in, self._out = np.zeros(0, np.float32), False, 0, 0
+            return out
+        usable = buf.shape[0] - self.pad  # input samples whose outputs are final
+        n_new = usable - self._left
+        n_new -= n_new % self.down  # whole output samples only
+        if n_new <= 0:
+            self._hist = buf
+            return np.zeros(0, np.float32)
+        y = self._run(buf[: self._left + n_new + self.pad])
+        a = self._left * self.up // self.down
+        out = y[a: a + n_new * self.up // self.down]
+        self._hist = buf[self._left + n_new - self.pad:]
+        self._left = self.pad
+        self._out += out.shape[0]
+        return out
+
+    def flush(self) -> np.ndarray:
+        return self.process(np.zeros(0, np.float32), final=True)
+
+
+def list_output_devices() -> list[dict]:
+    """Output-capable devices as sounddevice reports them; [] when PortAudio is missing."""
+    try:
+        import sounddevice as sd
+
+        return [dict(d, index=i) for i, d in enumerate(sd.query_devices()) if d.get("max_output_channels", 0) > 0]
+    except Exception:  # noqa: BLE001 - OSError when PortAudio is missing, PortAudioError otherwise
+        return []
+
+
+class DeviceSink(Sink):
+    """Plays through a sounddevice ``OutputStream`` fed from a preallocated ring buffer.
+
+    Args:
+        sample_rate: rate of the audio given to ``write``.
+        device: sounddevice device name or index; None = the system default.
+        buffer_s: ring capacity in seconds (how far generation may run ahead).
+        blocksize: frames per callback (256 ≈ 12 ms at 22.05 kHz: stop acts within a block).
+
+    Raises:
+        AudioDeviceError: PortAudio missing, no output device, or the device refused every rate.
+    """
+
+    def __init__(self, *, sample_rate: int, device: str | int | None = None, buffer_s: float = 4.0,
+                 blocksize: int = 256):
+        try:
+            import sounddevice as sd
+        except OSError as e:
+            raise AudioDeviceError(f"PortAudio library not available ({e}); install libportaudio2") from None
+        if not list_output_devices():
+            raise AudioDeviceError("no audio output device found")
+        if isinstance(device, str) and device.isdigit():
+            device = int(device)
+        self.sample_rate = sample_rate
+        self._resampler: StreamingResampler | None = None
+        try:
+            sd.check_output_settings(device=device, samplerate=sample_rate, channels=1, dtype="float32")
+            device_rate = sample_rate
+        except Exception:  # noqa: BLE001 - the device cannot do our rate: resample to its default
+            try:
+                info = sd.query_devices(device, "output")
+            except Exception as e:  # noqa: BLE001
+                raise AudioDeviceError(f"audio device {device!r} not usable: {e}") from None
+            device_rate = int(info["default_samplerate"])
+            self._resampler = StreamingResampler(sample_rate, device_rate)
+            log.info("device does not take %d Hz; resampling to %d Hz", sample_rate, device_rate)
+        self.device_rate = device_rate
+        self.ring = AudioRing(int(buffer_s * device_rate))
+        ring = self.ring
+
+        def callback(outdata, frames, time_info, status):  # real-time: copy only
+            ring.read_into(outdata[:, 0])
+
+        try:
+            self._stream = sd.OutputStream(samplerate=device_rate, channels=1, dtype="float32", device=device,
+                                           blocksize=blocksize, callback=callback)
+            self._stream.start()
+        except Exception as e:  # noqa: BLE001 - PortAudioError and friends
+            raise AudioDeviceError(f"cannot open audio device {device!r}: {e}") from None
+
+    @property
+    def underruns(self) -> int:
+        return self.ring.underruns
+
+    def write(self, samples: np.ndarray) -> None:
+        x = np.asarray(samples, np.float32)
+        if self._resampler is not None:
+            x = self._resampler.process(x)
+        self.ring.write(x)
+
+    def pause(self, paused: bool = True) -> None:
+        self.ring.paused = paused
+
+    def close(self) -> None:
+        """Play out what is queued, then close the stream."""
+        if self._resampler is not None:
+            self.ring.write(self._resampler.flush())
+        self.ring.finished = True
+        while self.ring.queued > 0 and self._stream.active:
+            time.sleep(0.01)
+        self._stream.stop()
+        self._stream.close()
+
+    def abort(self) -> None:
+        """Silence within one callback block: drop the queue and stop."""
+        self.ring.clear()
+        self.ring.close()
+        try:
+            self._stream.abort()
+            self._stream.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+@dataclasses.dataclass
+class PlaybackStats:
+    audio_seconds: float = 0.0
+    compute_seconds: float = 0.0
+    first_audio_s: float | None = None  # from the call to the first chunk's arrival
+    chunks: int = 0
+    underruns: int = 0
+
+    @property
+    def rtf(self) -> float:
+        """Compute time over audio time (below 1 = faster than real time)."""
+        return self.compute_seconds / self.audio_seconds if self.audio_seconds else float("nan")
+
+
+def play(chunks: Iterable[AudioChunk], sink: Sink) -> PlaybackStats:
+    """Drive ``chunks`` into ``sink``; close it at the end (abort on error). Returns measurements."""
+    stats = PlaybackStats()
+    t0 = time.perf_counter()
+    compute = 0.0
+    it = iter(chunks)
+    try:
+        while True:
+            t = time.perf_counter()
+            try:
+                chunk = next(it)
+            except StopIteration:
+                break
+            compute += time.perf_counter() - t
+            if stats.first_audio_s is None:
+                stats.first_audio_s = time.perf_counter() - t0
+            sink.write(chunk.samples)
+            stats.chunks += 1
+            stats.audio_seconds += chunk.duration_s
+    except BaseException:
+        sink.abort()
+        raise
+    finally:
+        close = getattr(it, "close", None)
+        if close is not None:
+            close()
+    sink.close()
+    stats.compute_seconds = compute
+    stats.underruns = sink.underruns
+    return stats

@@ -1,0 +1,160 @@
+"""Ring buffer against a naive queue, sinks' file safety, the streaming resampler against one-shot."""
+
+import errno
+import io
+import threading
+
+import numpy as np
+import pytest
+import soundfile as sf
+from scipy.signal import resample_poly
+
+from wavern.engine.audio_io import read_audio, write_audio
+from wavern.engine.chunk import AudioChunk, SpeakConfig
+from wavern.engine.ring import AudioRing
+from wavern.engine.sinks import FileSink, NullSink, RawStdoutSink, StreamingResampler, play
+from wavern.errors import DiskFullError, ParameterError
+
+
+def test_ring_matches_naive_queue_with_wraparound():
+    rng = np.random.default_rng(1)
+    ring = AudioRing(100)  # rounds up to 128
+    assert ring.capacity == 128
+    expected: list[float] = []
+    got: list[float] = []
+    for _ in range(300):
+        n_in = int(rng.integers(0, 60))
+        x = rng.standard_normal(n_in).astype(np.float32)
+        free = ring.capacity - ring.queued
+        x = x[:free]
+        assert ring.write(x, timeout_s=0) == x.size
+        expected.extend(x.tolist())
+        out = np.full(int(rng.integers(1, 50)), 7.0, np.float32)
+        n = ring.read_into(out)
+        got.extend(out[:n].tolist())
+        assert np.all(out[n:] == 0.0)  # shortfall zero-filled
+    np.testing.assert_array_equal(np.array(got, np.float32), np.array(expected[: len(got)], np.float32))
+
+
+def test_ring_counts_underruns_and_pauses_and_clears():
+    ring = AudioRing(64)
+    out = np.zeros(16, np.float32)
+    ring.read_into(out)
+    assert ring.underruns == 1 and ring.underrun_samples == 16
+    ring.write(np.ones(40, np.float32))
+    ring.paused = True
+    assert ring.read_into(out) == 0 and np.all(out == 0) and ring.queued == 40
+    ring.paused = False
+    assert ring.read_into(out) == 16 and np.all(out == 1)
+    ring.clear()
+    assert ring.read_into(out) == 0 and ring.queued == 0
+    ring.finished = True
+    before = ring.underruns
+    ring.read_into(out)
+    assert ring.underruns == before  # no underrun once the producer is done
+
+
+def test_ring_producer_waits_for_consumer_thread():
+    ring = AudioRing(256)
+    data = np.arange(5000, dtype=np.float32)
+    got = []
+
+    def consume():
+        out = np.zeros(64, np.float32)
+        while sum(len(g) for g in got) < data.size:
+            n = ring.read_into(out)
+            got.append(out[:n].copy())
+
+    t = threading.Thread(target=consume)
+    t.start()
+    assert ring.write(data) == data.size
+    t.join(timeout=30)
+    np.testing.assert_array_equal(np.concatenate(got), data)
+
+
+@pytest.mark.parametrize("rates", [(22050, 48000), (22050, 44100), (22050, 16000)])
+def test_streaming_resampler_equals_one_shot(rates):
+    x = np.random.default_rng(0).standard_normal(12000).astype(np.float32)
+    r = StreamingResampler(*rates)
+    parts, i = [], 0
+    for n in [1, 57, 2000, 3, 5000, 4939]:
+        parts.append(r.process(x[i:i + n]))
+        i += n
+    parts.append(r.flush())
+    np.testing.assert_allclose(np.concatenate(parts), resample_poly(x, r.up, r.down), atol=1e-6)
+
+
+def _chunks(n_chunks=3, size=1000):
+    for i in range(n_chunks):
+        yield AudioChunk(np.full(size, 0.1 * (i + 1), np.float32), 22050, i * size, (0, 5), is_last=i == n_chunks - 1)
+
+
+def test_file_sink_writes_atomically(tmp_path):
+    out = tmp_path / "a.flac"
+    stats = play(_chunks(), FileSink(out, sample_rate=22050))
+    assert stats.chunks == 3 and abs(stats.audio_seconds - 3000 / 22050) < 1e-9
+    data, sr = sf.read(out)
+    assert sr == 22050 and data.shape == (3000,)
+    assert abs(data[-1] - 0.3) < 1e-3
+    assert not list(tmp_path.glob(".*part"))
+
+
+def test_file_sink_disk_full_leaves_nothing(tmp_path, monkeypatch):
+    out = tmp_path / "b.wav"
+    sink = FileSink(out, sample_rate=22050)
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(sink._f, "write", full)
+    with pytest.raises(DiskFullError, match="disk full"):
+        play(_chunks(), sink)
+    assert not out.exists() and not list(tmp_path.iterdir())
+
+
+def test_generator_error_aborts_file_sink(tmp_path):
+    out = tmp_path / "c.wav"
+
+    def bad():
+        yield from _chunks(1)
+        raise RuntimeError("model exploded")
+
+    with pytest.raises(RuntimeError):
+        play(bad(), FileSink(out, sample_rate=22050))
+    assert not out.exists() and not list(tmp_path.iterdir())
+
+
+def test_raw_sink_is_s16le():
+    buf = io.BytesIO()
+    play(_chunks(1, 4), RawStdoutSink(buf))
+    assert np.frombuffer(buf.getvalue(), "<i2").tolist() == [3277] * 4
+
+
+def test_null_sink_keeps_audio():
+    sink = NullSink(keep=True)
+    play(_chunks(2, 10), sink)
+    assert sink.samples_written == 20 and sink.audio.shape == (20,)
+
+
+def test_read_audio_downmixes_resamples_and_rejects_garbage(tmp_path):
+    stereo = np.stack([np.full(16000, 0.5), np.full(16000, -0.1)], axis=1)
+    sf.write(tmp_path / "s.wav", stereo, 16000)
+    x = read_audio(tmp_path / "s.wav", sample_rate=22050)
+    assert x.ndim == 1 and abs(len(x) - 22050) <= 1 and abs(np.median(x) - 0.2) < 1e-3
+    (tmp_path / "bad.wav").write_bytes(b"RIFF\x00\x00garbage")
+    with pytest.raises(ParameterError, match="not a readable audio file"):
+        read_audio(tmp_path / "bad.wav", sample_rate=22050)
+    sf.write(tmp_path / "t.wav", np.zeros(1000), 22050)
+    raw = (tmp_path / "t.wav").read_bytes()
+    (tmp_path / "trunc.wav").write_bytes(raw[:30])
+    with pytest.raises(ParameterError):
+        read_audio(tmp_path / "trunc.wav", sample_rate=22050)
+    with pytest.raises(ParameterError, match="unsupported audio file type"):
+        write_audio(tmp_path / "x.mp3", np.zeros(10, np.float32), 22050)
+
+
+def test_speak_config_limits():
+    with pytest.raises(ParameterError, match="speed"):
+        SpeakConfig(speed=0)
+    with pytest.raises(ParameterError, match="volume"):
+        SpeakConfig(volume=-1)
