@@ -1,0 +1,63 @@
+"""`make bench`: run every benchmark, then gather their reports into docs/BENCHMARKS.md.
+
+Each benchmark script writes its own markdown section to docs/bench/<name>.md (with the exact
+command that reproduces it). This script runs them in order (or only those named on the
+command line) and concatenates the sections, so docs/BENCHMARKS.md is never edited by hand.
+
+    .venv/bin/python bench/run_all.py                 # run all, then gather
+    .venv/bin/python bench/run_all.py --gather-only   # only rebuild docs/BENCHMARKS.md
+    .venv/bin/python bench/run_all.py engine attention
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ORDER = ["engine", "train_vocoder", "attention", "yellowfin", "eval_vocoder", "render", "latency"]
+
+
+def gather() -> Path:
+    sections = sorted((ROOT / "docs" / "bench").glob("*.md"), key=lambda p: (
+        ORDER.index(p.stem) if p.stem in ORDER else len(ORDER), p.stem))
+    out = ROOT / "docs" / "BENCHMARKS.md"
+    parts = ["# Benchmarks\n",
+             "Every number below was measured by the command shown with it, on this project's 2-core "
+             "development machine (shared, noisy: medians of several runs). Regenerate everything with "
+             "`make bench`; this file is assembled from `docs/bench/*.md` by `bench/run_all.py`.\n"]
+    for p in sections:
+        parts.append(p.read_text().strip() + "\n")
+    out.write_text("\n".join(parts))
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("names", nargs="*", help=f"benchmarks to run (default: all of {', '.join(ORDER)})")
+    ap.add_argument("--gather-only", action="store_true")
+    args = ap.parse_args()
+    failed = []
+    if not args.gather_only:
+        for name in args.names or ORDER:
+            script = ROOT / "bench" / f"{name}.py"
+            if not script.is_file():
+                print(f"[bench] {name}: no bench/{name}.py yet, skipped", flush=True)
+                continue
+            t = time.time()
+            print(f"[bench] {name} ...", flush=True)
+            rc = subprocess.call([sys.executable, str(script)], cwd=ROOT)
+            print(f"[bench] {name} finished rc={rc} in {time.time() - t:.0f} s", flush=True)
+            if rc:
+                failed.append(name)
+    print(f"[bench] wrote {gather()}")
+    if failed:
+        print(f"[bench] FAILED: {', '.join(failed)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
