@@ -1,0 +1,89 @@
+"""Two processes on localhost: gradients are averaged (identical weights after a step, equal to
+the single-process step on the union of the data) and only rank 0 writes the checkpoint."""
+
+import os
+import socket
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from wavern.training.distributed import (DistInfo, average_gradients, broadcast_parameters, init_distributed,
+                                         pick_device, shutdown)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _model(seed):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+
+
+def _data():
+    g = torch.Generator().manual_seed(123)
+    return torch.randn(8, 4, generator=g), torch.randn(8, 1, generator=g)
+
+
+def _worker(rank, world, port, out_dir):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
+                      LOCAL_RANK=str(rank))
+    torch.set_num_threads(1)
+    info = init_distributed(torch.device("cpu"))
+    model = _model(seed=100 + rank)  # different init per rank: broadcast must fix it
+    broadcast_parameters(model, info)
+    x, y = _data()
+    xs, ys = x[rank::world], y[rank::world]  # each rank its own half of the batch
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loss = torch.nn.functional.mse_loss(model(xs), ys)
+    loss.backward()
+    average_gradients(model, info)
+    opt.step()
+    torch.save({k: v.clone() for k, v in model.state_dict().items()}, os.path.join(out_dir, f"weights{rank}.pt"))
+    if info.is_main:
+        torch.save(model.state_dict(), os.path.join(out_dir, "checkpoint.pt"))
+    shutdown(info)
+
+
+def test_two_processes_average_gradients(tmp_path):
+    world = 2
+    mp.spawn(_worker, args=(world, _free_port(), str(tmp_path)), nprocs=world, join=True)
+    w0 = torch.load(tmp_path / "weights0.pt")
+    w1 = torch.load(tmp_path / "weights1.pt")
+    for k in w0:
+        torch.testing.assert_close(w0[k], w1[k], rtol=0, atol=0)
+    # Reference: one process, rank 0's init, the mean of the two halves' losses (= DDP's averaged gradient).
+    model = _model(seed=100)
+    x, y = _data()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loss = sum(torch.nn.functional.mse_loss(model(x[r::world]), y[r::world]) for r in range(world)) / world
+    loss.backward()
+    opt.step()
+    for k, v in model.state_dict().items():
+        torch.testing.assert_close(w0[k], v, rtol=1e-6, atol=1e-7)
+    assert (tmp_path / "checkpoint.pt").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.pt", "weights0.pt", "weights1.pt"]
+
+
+def test_single_process_is_a_no_op(monkeypatch):
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    info = init_distributed()
+    assert info == DistInfo() and not info.enabled and info.is_main
+    m = _model(0)
+    m(torch.randn(2, 4)).sum().backward()
+    before = [p.grad.clone() for p in m.parameters()]
+    average_gradients(m, info)
+    for b, p in zip(before, m.parameters()):
+        assert torch.equal(b, p.grad)
+
+
+def test_pick_device():
+    assert pick_device("cpu").type == "cpu"
+    assert pick_device("auto").type in ("cpu", "cuda")
+    if not torch.cuda.is_available():
+        from wavern.errors import ParameterError
+        with pytest.raises(ParameterError, match="no CUDA"):
+            pick_device("cuda")
