@@ -1,0 +1,266 @@
+"""Evaluation metrics against closed forms and naive twins; the phone classifier on a tone task."""
+
+import math
+
+import numpy as np
+import pytest
+
+from wavern.dsp import log_mel
+from wavern.errors import ParameterError
+from wavern.training import evaluate as ev
+
+SR = 22050
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _speechlike(seconds: float = 2.0, seed: int = 0) -> np.ndarray:
+    """Harmonic complex at 120 Hz with gliding formant-like emphasis and 4 Hz syllabic bursts."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(seconds * SR)) / SR
+    f0 = 120 * (1 + 0.1 * np.sin(2 * np.pi * 0.7 * t))
+    phase = 2 * np.pi * np.cumsum(f0) / SR
+    formant = 700 + 500 * np.sin(2 * np.pi * 1.3 * t + rng.uniform(0, 6))
+    x = np.zeros_like(t)
+    for k in range(1, 30):
+        fk = k * f0
+        x += np.exp(-((fk - formant) / 400) ** 2) * np.sin(k * phase) + 0.1 / k * np.sin(k * phase)
+    env = np.clip(np.sin(2 * np.pi * 4 * t), 0, None) ** 0.5
+    x = x * env
+    return (0.3 * x / np.abs(x).max()).astype(np.float32)
+
+
+def _naive_dtw(cost):
+    """O(n·m) DTW written the obvious way: accumulated cost table, then walk back."""
+    n, m = cost.shape
+    inf = float("inf")
+    acc = [[inf] * (m + 1) for _ in range(n + 1)]
+    acc[0][0] = 0.0
+    for i in range(1, n + 1):
+        for j in range(1, m + 1):
+            acc[i][j] = cost[i - 1][j - 1] + min(acc[i - 1][j - 1], acc[i - 1][j], acc[i][j - 1])
+    path, i, j = [(n - 1, m - 1)], n, m
+    while (i, j) != (1, 1):
+        options = [(acc[i - 1][j - 1], i - 1, j - 1), (acc[i - 1][j], i - 1, j), (acc[i][j - 1], i, j - 1)]
+        _, i, j = min(options, key=lambda o: o[0])  # first minimum: diagonal, then up, then left
+        path.append((i - 1, j - 1))
+    return np.array(path[::-1]), acc[n][m]
+
+
+# --------------------------------------------------------------------------- DTW and MCD
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (1, 7), (6, 1), (9, 9), (13, 21), (40, 17)])
+def test_dtw_matches_naive_twin(shape):
+    rng = np.random.default_rng(sum(shape))
+    cost = rng.random(shape)
+    path, total = ev.dtw_align(cost)
+    ref_path, ref_total = _naive_dtw(cost)
+    np.testing.assert_array_equal(path, ref_path)
+    assert total == pytest.approx(ref_total, rel=1e-12)
+    assert total == pytest.approx(cost[path[:, 0], path[:, 1]].sum(), rel=1e-12)
+    steps = np.diff(path, axis=0)
+    assert set(map(tuple, steps)) <= {(0, 1), (1, 0), (1, 1)}
+
+
+def test_dtw_recovers_a_time_warp():
+    a = np.sin(np.linspace(0, 6, 50))[:, None]
+    b = np.repeat(a, 2, axis=0)  # every frame twice
+    path, total = ev.dtw_align(np.abs(a - b.T))
+    assert total == pytest.approx(0.0, abs=1e-12)
+    assert len(path) == 100
+
+
+def test_dtw_rejects_bad_cost():
+    with pytest.raises(ParameterError):
+        ev.dtw_align(np.zeros((0, 3)))
+    with pytest.raises(ParameterError):
+        ev.dtw_align(np.array([[1.0, np.nan]]))
+
+
+def test_mel_cepstra_match_the_cosine_series():
+    rng = np.random.default_rng(1)
+    mel = rng.standard_normal((4, 80))
+    c = ev.mel_cepstra(mel, n_ceps=24)
+    k = np.arange(80)
+    for m in (1, 5, 24):
+        expected = (mel * np.cos(np.pi * m * (k + 0.5) / 80)).sum(1) / 80
+        np.testing.assert_allclose(c[:, m - 1], expected, atol=1e-12)
+
+
+def test_mcd_zero_for_identical_and_gain_invariant():
+    x = _speechlike()
+    mel = log_mel(x)
+    assert ev.mcd_dtw_mel(mel, mel) == 0.0
+    assert ev.mcd_dtw(x, x) == 0.0
+    mel64 = mel.astype(np.float64)
+    assert ev.mcd_dtw_mel(mel64, mel64 + 1.7) == pytest.approx(0.0, abs=1e-9)  # a gain only moves c0
+
+
+def test_mcd_closed_form_for_a_pure_cepstral_offset():
+    rng = np.random.default_rng(2)
+    mel = np.cumsum(rng.standard_normal((30, 80)), axis=0) * 3  # frames far apart: DTW stays diagonal
+    a = 0.2
+    k = np.arange(80)
+    shifted = mel + a * np.cos(np.pi * 3 * (k + 0.5) / 80)  # Δc_3 = a / 2, every other Δc = 0
+    assert ev.mcd_dtw_mel(mel, shifted) == pytest.approx(ev.MCD_CONSTANT * a / 2, rel=1e-9)
+    assert ev.MCD_CONSTANT == pytest.approx(10 * math.sqrt(2) / math.log(10))
+
+
+def test_mcd_and_lsd_grow_with_distortion():
+    x = _speechlike()
+    rng = np.random.default_rng(3)
+    noise = rng.standard_normal(x.size).astype(np.float32)
+    mcd = [ev.mcd_dtw(x, x + s * noise) for s in (0.001, 0.01, 0.05)]
+    lsd = [ev.log_spectral_distance(x, x + s * noise) for s in (0.001, 0.01, 0.05)]
+    assert 0 < mcd[0] < mcd[1] < mcd[2]
+    assert 0 < lsd[0] < lsd[1] < lsd[2]
+    assert ev.log_spectral_distance(x, x) == 0.0
+
+
+def test_stoi_and_pesq_order_clean_above_noisy():
+    x = _speechlike(3.0)
+    rng = np.random.default_rng(4)
+    noise = rng.standard_normal(x.size).astype(np.float32)
+    stoi = [ev.stoi_score(x, x + s * noise) for s in (0.0, 0.01, 0.1)]
+    pesq = [ev.pesq_wb(x, x + s * noise) for s in (0.0, 0.01, 0.1)]
+    assert stoi[0] == pytest.approx(1.0, abs=1e-6)
+    assert stoi[0] > stoi[1] > stoi[2]
+    assert pesq[0] > 4.4 and pesq[0] > pesq[1] > pesq[2]
+    # a shorter degraded signal is zero-padded, a longer one cut: same lengths either way
+    assert ev.stoi_score(x, np.concatenate([x, x[:500]])) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_coarse_only_keeps_the_high_byte():
+    x = _speechlike(0.5)
+    y = ev.coarse_only(x)
+    err = np.abs(y - x)
+    assert err.max() <= 129 / 32768 and err.max() > 64 / 32768
+    np.testing.assert_array_equal(ev.coarse_only(y), y)
+
+
+# --------------------------------------------------------------------------- labels
+
+
+def test_base_phone_collapses_marks():
+    assert ev.base_phone("ˈaɪ") == "aɪ"
+    assert ev.base_phone("ˌiː") == "i"
+    assert ev.base_phone("n̩") == "n"
+    for tok in ("", ",", ".", " ", "_", "<bos>", "<eos>", "|"):
+        assert ev.base_phone(tok) == ev.SILENCE
+
+
+def test_frame_labels_against_naive_lookup():
+    rng = np.random.default_rng(5)
+    toks = ["ˈa", "b", "", "c", "d", "ˌe"]
+    durs = rng.integers(0, 2000, len(toks))
+    durs[2] = 0
+    n_samples = int(durs.sum())
+    n_frames = 1 + n_samples // 256
+    got = ev.frame_labels(toks, durs, n_frames)
+    starts = np.concatenate([[0], np.cumsum(durs)[:-1]])
+    for t in range(n_frames):
+        s = min(256 * t, n_samples - 1)
+        i = [k for k in range(len(toks)) if starts[k] <= s < starts[k] + durs[k]][0]
+        assert got[t] == ev.base_phone(toks[i])
+    with pytest.raises(ParameterError):
+        ev.frame_labels(["a"], [1, 2], 3)
+
+
+# --------------------------------------------------------------------------- phone classifier
+
+
+TONES = {"ˈa": 300.0, "i": 1200.0, "u": 3000.0}
+
+
+def _tone_utterance(rng: np.random.Generator):
+    toks, durs, parts = [], [], []
+    for _ in range(9):
+        tok = str(rng.choice(list(TONES)))
+        n = int(rng.integers(2000, 6000))
+        t = np.arange(n) / SR
+        parts.append(0.3 * np.sin(2 * np.pi * TONES[tok] * t + rng.uniform(0, 6)) * rng.uniform(0.5, 1.0))
+        toks.append(tok)
+        durs.append(n)
+    x = np.concatenate(parts).astype(np.float32)
+    return x, toks, np.array(durs)
+
+
+@pytest.fixture(scope="module")
+def tone_classifier():
+    torch = pytest.importorskip("torch")
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(6)
+    mels, labels = [], []
+    for _ in range(16):
+        x, toks, durs = _tone_utterance(rng)
+        mel = log_mel(x)
+        mels.append(mel)
+        labels.append(ev.frame_labels(toks, durs, mel.shape[0]))
+    return ev.fit_phone_classifier(mels, labels, context=2, hidden=32, epochs=4, batch_size=64,
+                                   min_class_frames=10, seed=0)
+
+
+def test_classifier_learns_tones_and_scores_noise_at_chance(tone_classifier):
+    assert sorted(tone_classifier.config.classes) == ["a", "i", "u"]
+    rng = np.random.default_rng(7)
+    clean, noise = [], []
+    for _ in range(4):
+        x, toks, durs = _tone_utterance(rng)
+        clean.append(ev.phone_accuracy(x, toks, durs, classifier=tone_classifier))
+        n = (0.1 * rng.standard_normal(x.size)).astype(np.float32)
+        noise.append(ev.phone_accuracy(n, toks, durs, classifier=tone_classifier))
+    assert min(clean) > 0.95
+    assert np.mean(noise) < 0.55  # three balanced classes: chance is about 1/3
+
+
+def test_classifier_training_is_deterministic(tone_classifier):
+    rng = np.random.default_rng(6)
+    mels, labels = [], []
+    for _ in range(16):
+        x, toks, durs = _tone_utterance(rng)
+        mel = log_mel(x)
+        mels.append(mel)
+        labels.append(ev.frame_labels(toks, durs, mel.shape[0]))
+    again = ev.fit_phone_classifier(mels, labels, context=2, hidden=32, epochs=4, batch_size=64,
+                                    min_class_frames=10, seed=0)
+    for a, b in zip(again.net.state_dict().values(), tone_classifier.net.state_dict().values()):
+        assert (a == b).all()
+
+
+def test_classifier_save_load_round_trip(tone_classifier, tmp_path):
+    import torch
+
+    x, toks, durs = _tone_utterance(np.random.default_rng(8))
+    mel = log_mel(x)
+    ev.save_phone_classifier(tone_classifier, tmp_path / "clf", dtype="float32", provenance={"note": "test"})
+    back = ev.load_phone_classifier(tmp_path / "clf.json")
+    assert back.config == tone_classifier.config
+    np.testing.assert_array_equal(back.predict(mel), tone_classifier.predict(mel))
+    windows = torch.from_numpy(tone_classifier.padded(mel)).unfold(0, 5, 1).transpose(1, 2)
+    with torch.no_grad():
+        assert torch.equal(back.logits(windows), tone_classifier.logits(windows))
+    ev.save_phone_classifier(tone_classifier, tmp_path / "half.safetensors")
+    half = ev.load_phone_classifier(tmp_path / "half")
+    assert (half.predict(mel) == tone_classifier.predict(mel)).mean() > 0.98
+    with pytest.raises(ParameterError):
+        ev.load_phone_classifier(tmp_path / "missing.json")
+
+
+def test_evaluate_utterances_identity_and_degraded(tone_classifier):
+    rng = np.random.default_rng(9)
+    utts = []
+    for i in range(2):
+        x, toks, durs = _tone_utterance(rng)
+        utts.append(ev.EvalUtterance(id=f"u{i}", audio=x, mel=log_mel(x), phonemes=tuple(toks), durations=durs))
+    same = ev.evaluate_utterances(lambda u: u.audio, utts, classifier=tone_classifier,
+                                  metrics=["stoi", "mcd_db", "lsd_db", "phone_acc"])
+    assert same["n_utts"] == 2 and same["ids"] == ["u0", "u1"]
+    assert same["mcd_db"] == 0.0 and same["lsd_db"] == 0.0 and same["stoi"] == pytest.approx(1.0, abs=1e-6)
+    assert same["phone_acc"] > 0.95
+    noisy = ev.evaluate_utterances(lambda u: (0.2 * rng.standard_normal(u.audio.size)).astype(np.float32), utts,
+                                   classifier=tone_classifier, metrics=["mcd_db", "phone_acc"])
+    assert noisy["mcd_db"] > 1.0 and noisy["phone_acc"] < 0.6
+    with pytest.raises(ParameterError):
+        ev.evaluate_utterances(lambda u: u.audio, utts, metrics=["bogus"])
