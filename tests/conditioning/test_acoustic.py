@@ -1,0 +1,358 @@
+"""Acoustic model: durations, length regulator, batching, inference, bad input, streaming, export."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from wavern.conditioning import acoustic as ac
+from wavern.conditioning.acoustic import (AcousticModel, frames_from_samples, regulate, scale_durations,
+                                          stream_mel)
+from wavern.conditioning.config import AcousticConfig, EncoderConfig
+from wavern.conditioning.export import expected_tensors, load_acoustic, save_acoustic
+from wavern.errors import ParameterError, VoiceFileError
+
+torch.set_num_threads(1)
+
+N_SYM = 16
+PUNCT = 15  # a "punctuation" id for the tests
+
+
+def _config(kind: str = "window", **kw) -> AcousticConfig:
+    enc = EncoderConfig(n_symbols=N_SYM, d_model=16, n_layers=1, n_heads=2, window=4, ffn_channels=24, dropout=0.1)
+    base = dict(encoder=enc, speakers=("en-us", "en-gb"), speaker_dim=4, ref_channels=8, ref_layers=1,
+                peer_width=4, duration_channels=16, decoder_kind=kind, decoder_layers=2, decoder_d_model=16,
+                decoder_heads=2, decoder_window=6, decoder_stride=3, decoder_ffn_channels=24, dropout=0.1)
+    base.update(kw)
+    return AcousticConfig(**base)
+
+
+def _model(kind: str = "window", seed: int = 0, **kw) -> AcousticModel:
+    torch.manual_seed(seed)
+    m = AcousticModel(_config(kind, **kw))
+    with torch.no_grad():
+        m.mel_mean.uniform_(-8, 0)
+        m.mel_std.uniform_(1, 2)
+    return m.eval()
+
+
+# ----------------------------------------------------------------------------- durations
+def test_frames_from_samples_sums_to_mel_length_and_rounds_boundaries():
+    hop = 256
+    samples = np.array([300, 0, 1000, 128, 5000])
+    n_frames = 1 + samples.sum() // hop
+    frames = frames_from_samples(samples, n_frames, hop=hop)
+    assert frames.sum() == n_frames and (frames >= 0).all()
+    bounds = np.cumsum(samples)
+    naive = [int(np.floor(b / hop + 0.5)) for b in bounds[:-1]] + [n_frames]
+    assert np.cumsum(frames).tolist() == naive
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        s = rng.integers(0, 3000, rng.integers(1, 40))
+        n = 1 + int(s.sum()) // hop
+        f = frames_from_samples(s, n, hop=hop)
+        assert f.sum() == n and (f >= 0).all()
+        # every boundary within half a frame of the exact sample boundary (except the pinned last)
+        assert np.all(np.abs(np.cumsum(f)[:-1] - np.cumsum(s)[:-1] / hop) <= 0.5)
+    with pytest.raises(ParameterError):
+        frames_from_samples([], 3, hop=hop)
+
+
+@pytest.mark.parametrize("speed", [0.5, 1.0, 1.3, 2.0, 3.7])
+def test_scale_durations_total_and_monotone(speed):
+    d = torch.tensor([[3.0, 0.0, 7.0, 2.5, 11.0, 1.0]])
+    out = scale_durations(d, speed)
+    assert out.dtype == torch.int64 and bool((out >= 0).all())
+    assert int(out.sum()) == int(np.floor(d.sum().item() / speed + 0.5))
+    np.testing.assert_array_equal(np.cumsum(out[0].numpy()),
+                                  np.floor(np.cumsum(d[0].numpy()) / speed + 0.5).astype(int))
+    if speed == 1.0:
+        ints = torch.tensor([[4, 0, 2, 9]])
+        assert torch.equal(scale_durations(ints, 1.0), ints)
+
+
+def test_regulate_matches_repeat_interleave():
+    d = torch.tensor([[2, 0, 3, 1], [1, 4, 0, 0]])
+    reg = regulate(d)
+    assert reg.token_index.shape == (2, 6)
+    for b in range(2):
+        total = int(d[b].sum())
+        want = torch.repeat_interleave(torch.arange(4), d[b])
+        assert torch.equal(reg.token_index[b, :total], want)
+        assert reg.padding_mask[b].tolist() == [t >= total for t in range(6)]
+    # relative position inside the token: (k + 0.5) / d for the k-th frame
+    torch.testing.assert_close(reg.features[0, 2:5, 0], torch.tensor([0.5, 1.5, 2.5]) / 3)
+    torch.testing.assert_close(reg.features[0, 2:5, 1], torch.full((3,), float(np.log1p(3))))
+    assert torch.all(reg.features[1, 5:] == 0)
+
+
+# ----------------------------------------------------------------------------- forward / batching
+@pytest.mark.parametrize("kind", ["window", "strided", "conv"])
+def test_forward_shapes_and_padded_batch_equals_singles(kind):
+    m = _model(kind)
+    g = torch.Generator().manual_seed(1)
+    lengths = [6, 3]
+    ids = torch.zeros(2, 6, dtype=torch.long)
+    glob = torch.zeros(2, 6, dtype=torch.bool)
+    pad = torch.ones(2, 6, dtype=torch.bool)
+    dur = torch.zeros(2, 6, dtype=torch.long)
+    for b, n in enumerate(lengths):
+        ids[b, :n] = torch.randint(1, N_SYM, (n,), generator=g)
+        glob[b, :n] = torch.rand(n, generator=g) < 0.3
+        dur[b, :n] = torch.randint(0, 5, (n,), generator=g)
+        pad[b, :n] = False
+    dur[:, 0] += 1
+    spk = torch.tensor([0, 1])
+    ref = torch.randn(2, 7, 80, generator=g)
+    ref_pad = torch.zeros(2, 7, dtype=torch.bool)
+    ref_pad[1, 4:] = True
+    dur_padded = dur.clone()
+    dur_padded[1, 3:] = 9  # durations under padding must be ignored
+    out = m(ids, glob, dur_padded, speaker=spk, padding_mask=pad, reference=ref, reference_padding_mask=ref_pad)
+    t_max = int(dur.sum(1).max())
+    assert out.mel.shape == (2, t_max, 80) and out.log_durations.shape == (2, 6)
+    for b, n in enumerate(lengths):
+        one = m(ids[b:b + 1, :n], glob[b:b + 1, :n], dur[b:b + 1, :n], speaker=spk[b:b + 1],
+                reference=ref[b:b + 1, :(7 if b == 0 else 4)])
+        t = int(dur[b].sum())
+        torch.testing.assert_close(out.mel[b:b + 1, :t], one.mel, atol=2e-5, rtol=1e-5)
+        torch.testing.assert_close(out.log_durations[b:b + 1, :n], one.log_durations, atol=2e-5, rtol=1e-5)
+        assert torch.all(out.mel[b, t:] == 0) and out.frame_padding_mask[b].tolist() == [i >= t for i in range(t_max)]
+
+
+def test_loss_ignores_padding_and_trains():
+    m = _model("conv")
+    m.train()
+    ids = torch.tensor([[1, 2, 3], [4, 5, 0]])
+    pad = torch.tensor([[False, False, False], [False, False, True]])
+    glob = torch.zeros_like(pad)
+    dur = torch.tensor([[2, 1, 2], [1, 1, 0]])
+    target = torch.randn(2, 5, 80)
+    ref = torch.randn(2, 4, 80)
+    out = m(ids, glob, dur, speaker=torch.tensor([0, 0]), padding_mask=pad, reference=ref,
+            reference_present=torch.tensor([True, False]))
+    loss = m.loss(out, target, dur, padding_mask=pad)
+    keep = ~out.frame_padding_mask
+    want_l1 = (out.mel - target).abs()[keep].mean()
+    torch.testing.assert_close(loss.mel_l1, want_l1)
+    want_mse = ((out.log_durations - torch.log1p(dur.float())) ** 2)[~pad].mean()
+    torch.testing.assert_close(loss.duration_mse, want_mse)
+    target2 = target.clone()
+    target2[1, 2:] = 1e6  # frames past the second utterance's end
+    torch.testing.assert_close(m.loss(out, target2, dur, padding_mask=pad).mel_l1, want_l1)
+    loss.total.backward()
+    no_grad = [n for n, p in m.named_parameters() if p.grad is None]
+    assert no_grad == []
+
+
+# ----------------------------------------------------------------------------- inference
+def test_infer_contract_and_determinism():
+    m = _model()
+    m.train()  # infer must switch to eval itself (no dropout) and restore the mode
+    ids = np.array([1, 5, 7, 3, PUNCT])
+    glob = np.array([True, False, False, False, True])
+    mel, dur = m.infer(ids, glob, speaker="en-gb")
+    assert m.training
+    assert mel.dtype == np.float32 and mel.shape == (int(dur.sum()), 80)
+    assert dur.dtype == np.int64 and dur.shape == (5,) and (dur >= 0).all()
+    mel2, dur2 = m.infer(ids, glob, speaker=1)
+    np.testing.assert_array_equal(mel, mel2)
+    np.testing.assert_array_equal(dur, dur2)
+
+
+def test_speed_scales_durations():
+    m = _model()
+    ids, glob = np.array([1, 2, 3, 4, 5, 6, 7, 8]), np.zeros(8, bool)
+    _, d1 = m.infer(ids, glob, speaker=0)
+    with torch.no_grad():
+        _, log_d, _ = m.encode(torch.as_tensor(ids)[None], torch.as_tensor(glob)[None], speaker=torch.tensor([0]))
+    raw = torch.expm1(log_d[0]).clamp(0, m.config.max_frames_per_token).double()
+    for speed in (0.5, 2.0, 3.0):
+        _, d = m.infer(ids, glob, speaker=0, speed=speed)
+        assert d.sum() == max(1, int(np.floor(raw.sum().item() / speed + 0.5)))
+    _, fast = m.infer(ids, glob, speaker=0, speed=2.0)
+    _, slow = m.infer(ids, glob, speaker=0, speed=0.5)
+    assert fast.sum() < d1.sum() < slow.sum()
+    with pytest.raises(ParameterError, match="speed"):
+        m.infer(ids, glob, speaker=0, speed=0.0)
+    with pytest.raises(ParameterError, match="speed"):
+        m.infer(ids, glob, speaker=0, speed=10.0)
+
+
+def test_reference_changes_style_and_is_validated():
+    m = _model()
+    with torch.no_grad():
+        m.token_fusion.attend[0].weight.normal_()  # make the style matter at init
+        m.frame_fusion.edge_logit[2] = 3.0
+    ids, glob = np.array([3, 4, 5]), np.zeros(3, bool)
+    a, _ = m.infer(ids, glob, speaker=0)
+    b, _ = m.infer(ids, glob, speaker=0, reference=np.random.default_rng(0).normal(-5, 2, (20, 80)))
+    assert a.shape != b.shape or not np.allclose(a, b)
+    with pytest.raises(ParameterError, match="reference"):
+        m.infer(ids, glob, speaker=0, reference=np.zeros((5, 40)))
+
+
+def test_bad_input_has_defined_behaviour():
+    m = _model(max_infer_tokens=64)
+    # a single phoneme and only punctuation: at least one frame, finite
+    for ids, glob in ((np.array([4]), np.array([False])), (np.array([PUNCT] * 3), np.ones(3, bool))):
+        mel, dur = m.infer(ids, glob, speaker=0)
+        assert dur.sum() >= 1 and mel.shape[0] == dur.sum() and np.isfinite(mel).all()
+    # even when every duration is predicted as 0 frames
+    with torch.no_grad():
+        m.duration.proj.bias.fill_(-30.0)
+    mel, dur = m.infer(np.array([PUNCT]), np.array([True]), speaker=0)
+    assert dur.tolist() == [1] and mel.shape == (1, 80)
+    with pytest.raises(ParameterError, match="symbol table"):  # an unknown symbol id
+        m.infer(np.array([1, N_SYM + 3]), np.zeros(2, bool), speaker=0)
+    with pytest.raises(ParameterError, match="empty"):
+        m.infer(np.array([], dtype=np.int64), np.array([], dtype=bool), speaker=0)
+    with pytest.raises(ParameterError, match="max_infer_tokens"):
+        m.infer(np.ones(65, np.int64), np.zeros(65, bool), speaker=0)
+    with pytest.raises(ParameterError, match="unknown speaker"):
+        m.infer(np.array([1]), np.array([False]), speaker="de")
+    with pytest.raises(ParameterError, match="equal length"):
+        m.infer(np.array([1, 2]), np.array([False]), speaker=0)
+
+
+def test_longer_than_training_sequences_work():
+    m = _model()
+    n = 600  # the tests never trained, and real training crops utterances far shorter
+    rng = np.random.default_rng(0)
+    ids = rng.integers(1, N_SYM, n)
+    mel, dur = m.infer(ids, rng.random(n) < 0.1, speaker=0)
+    assert mel.shape == (dur.sum(), 80) and np.isfinite(mel).all()
+
+
+# ----------------------------------------------------------------------------- streaming
+def _paragraph():
+    ids = np.array([1, 2, 3, PUNCT, 4, 5, PUNCT, 6, 7, 8, 9, PUNCT, 10, PUNCT])
+    sent = np.array([0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 2, 3, 3])
+    glob = (ids == PUNCT) | np.r_[True, np.diff(sent) > 0]
+    return ids, glob, sent
+
+
+def test_stream_mel_with_no_context_equals_sentence_by_sentence():
+    m = _model()
+    ids, glob, sent = _paragraph()
+    parts = list(stream_mel(m, ids, glob, sent, speaker=0, context_sentences=0))
+    assert [p.sentence for p in parts] == [0, 1, 2, 3]
+    assert [p.token_start for p in parts] == [0, 4, 7, 12]
+    for p in parts:
+        sl = slice(p.token_start, p.token_start + len(p.durations))
+        mel, dur = m.infer(ids[sl], glob[sl], speaker=0)
+        np.testing.assert_array_equal(p.mel, mel)
+        np.testing.assert_array_equal(p.durations, dur)
+
+
+def test_stream_mel_windows_are_bounded(monkeypatch):
+    m = _model()
+    ids, glob, sent = _paragraph()
+    seen = []
+    real = AcousticModel.infer
+
+    def spy(self, i, g, **kw):
+        seen.append(len(i))
+        return real(self, i, g, **kw)
+
+    monkeypatch.setattr(AcousticModel, "infer", spy)
+    parts = list(stream_mel(m, ids, glob, sent, speaker=1, context_sentences=1))
+    assert seen == [7, 12, 10, 7]  # sentences [0,1], [0,1,2], [1,2,3], [2,3]
+    for p in parts:
+        assert p.mel.shape == (p.durations.sum(), 80)
+    assert sum(len(p.durations) for p in parts) == len(ids)
+    with pytest.raises(ParameterError, match="non-decreasing"):
+        list(stream_mel(m, ids, glob, sent[::-1], speaker=0))
+
+
+# ----------------------------------------------------------------------------- config
+def test_acoustic_config_round_trip_and_strictness():
+    cfg = _config("strided")
+    d = json.loads(json.dumps(cfg.to_dict()))
+    assert AcousticConfig.from_dict(d) == cfg
+    with pytest.raises(ParameterError, match="unknown acoustic config fields"):
+        AcousticConfig.from_dict({**d, "decoder_layer": 3})
+    with pytest.raises(ParameterError, match="unknown encoder config fields"):
+        AcousticConfig.from_dict({**d, "encoder": {**d["encoder"], "depth": 2}})
+    with pytest.raises(ParameterError, match="decoder_kind"):
+        _config("lstm")
+    with pytest.raises(ParameterError, match="unique"):
+        _config(speakers=("a", "a"))
+    assert cfg.speaker_id("en-gb") == 1 and cfg.speaker_id(0) == 0
+    with pytest.raises(ParameterError, match="outside"):
+        cfg.speaker_id(2)
+
+
+# ----------------------------------------------------------------------------- export
+def test_export_round_trip_fp32_and_fp16(tmp_path):
+    m = _model("strided")
+    m.prune_fusion()
+    ids, glob = np.array([1, 2, 3, 4]), np.array([True, False, False, True])
+    mel, dur = m.infer(ids, glob, speaker=1)
+    path = save_acoustic(m, tmp_path / "acoustic.safetensors")
+    m2 = load_acoustic(path, m.config)
+    assert not m2.training
+    mel2, dur2 = m2.infer(ids, glob, speaker=1)
+    np.testing.assert_array_equal(mel, mel2)
+    np.testing.assert_array_equal(dur, dur2)
+    assert torch.equal(m2.token_fusion.peer_choice, m.token_fusion.peer_choice)
+    half = load_acoustic(save_acoustic(m, tmp_path / "half.safetensors", dtype=torch.float16))
+    assert half.config == m.config
+    for name, t in m.state_dict().items():
+        torch.testing.assert_close(half.state_dict()[name], t, atol=2e-3 * (1 + t.abs().max().item()), rtol=1e-3)
+    assert set(expected_tensors(m.config)) == set(m.state_dict())
+
+
+def _write_raw(path, tensors, config):
+    from safetensors.torch import save_file
+
+    save_file(tensors, str(path), metadata={"format": "wavern-acoustic", "format_version": "1",
+                                            "config": json.dumps(config.to_dict())})
+
+
+def test_export_rejects_mismatched_and_corrupt_files(tmp_path):
+    m = _model("conv")
+    good = save_acoustic(m, tmp_path / "a.safetensors")
+    with pytest.raises(VoiceFileError, match="decoder_layers"):  # voice.json disagrees with the weights
+        load_acoustic(good, _config("conv", decoder_layers=3))
+    with pytest.raises(VoiceFileError, match="not found"):
+        load_acoustic(tmp_path / "missing.safetensors")
+    corrupt = tmp_path / "corrupt.safetensors"
+    corrupt.write_bytes(good.read_bytes()[:200])
+    with pytest.raises(VoiceFileError, match="not a readable"):
+        load_acoustic(corrupt)
+    garbage = tmp_path / "garbage.safetensors"
+    garbage.write_bytes(b"\xff" * 64)
+    with pytest.raises(VoiceFileError):
+        load_acoustic(garbage)
+
+    state = {k: v.clone() for k, v in m.state_dict().items()}
+    missing = dict(state)
+    missing.pop("mel_out.weight")
+    _write_raw(tmp_path / "missing_t.safetensors", missing, m.config)
+    with pytest.raises(VoiceFileError, match="missing tensor.*mel_out.weight"):
+        load_acoustic(tmp_path / "missing_t.safetensors")
+    extra = {**state, "surprise": torch.zeros(2)}
+    _write_raw(tmp_path / "extra.safetensors", extra, m.config)
+    with pytest.raises(VoiceFileError, match="unexpected tensor.*surprise"):
+        load_acoustic(tmp_path / "extra.safetensors")
+    shaped = {**state, "mel_out.weight": torch.zeros(80, 17)}
+    _write_raw(tmp_path / "shape.safetensors", shaped, m.config)
+    with pytest.raises(VoiceFileError, match=r"mel_out.weight.*\(80, 17\).*\(80, 16\)"):
+        load_acoustic(tmp_path / "shape.safetensors")
+    nan = {**state, "mel_mean": torch.full((80,), float("nan"))}
+    _write_raw(tmp_path / "nan.safetensors", nan, m.config)
+    with pytest.raises(VoiceFileError, match="mel_mean.*NaN"):
+        load_acoustic(tmp_path / "nan.safetensors")
+    choice = {**state, "token_fusion.peer_choice": torch.tensor([0, 7, 1])}
+    _write_raw(tmp_path / "choice.safetensors", choice, m.config)
+    with pytest.raises(VoiceFileError, match="peer_choice"):
+        load_acoustic(tmp_path / "choice.safetensors")
+    from safetensors.torch import save_file
+
+    save_file(state, str(tmp_path / "nometa.safetensors"))
+    with pytest.raises(VoiceFileError, match="format"):
+        load_acoustic(tmp_path / "nometa.safetensors")
