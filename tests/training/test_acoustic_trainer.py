@@ -1,0 +1,185 @@
+"""Acoustic trainer on a small synthetic corpus: learning, bit-exact resume, SIGTERM, export, eval."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import numpy as np
+import pytest
+import torch
+
+from wavern.conditioning.config import AcousticConfig, EncoderConfig
+from wavern.conditioning.export import load_acoustic
+from wavern.conditioning.frontend.phonemes import DEFAULT_SYMBOLS
+from wavern.dsp import DEFAULT_MEL, frames_for_samples
+from wavern.errors import ParameterError
+from wavern.training import acoustic_trainer as at
+from wavern.training.acoustic_trainer import (AcousticTrainConfig, corpus_global_mask, evaluate_acoustic,
+                                              export_checkpoint, load_checkpoint, train_acoustic)
+from wavern.training.corpus import is_held_out, load_corpus, write_wav
+
+torch.set_num_threads(1)
+
+PHONES = ["n", "t", "s", "ə", "ˈæ", "k", "l", "m"]
+VOICES = ["en-us", "en-gb"]
+
+
+def _fake_corpus(root, n_utts: int = 24, seed: int = 0):
+    """A corpus whose mel is a fixed vector per phoneme (plus noise): learnable in a few steps."""
+    rng = np.random.default_rng(seed)
+    (root / "mels").mkdir(parents=True)
+    (root / "wavs").mkdir()
+    table = {p: rng.normal(-5, 2, 80).astype(np.float32) for p in PHONES + ["_", ".", ",", "<bos>", "<eos>", " "]}
+    texts, held, i = [], [], 0
+    while len(texts) < n_utts - 3 or len(held) < 3:
+        text = f"utterance number {i}"
+        i += 1
+        bucket = held if is_held_out(text) else texts
+        if len(bucket) < (3 if bucket is held else n_utts - 3):
+            bucket.append(text)
+    rows = []
+    for text in texts + held:
+        words = [list(rng.choice(PHONES, rng.integers(2, 5))) for _ in range(rng.integers(1, 4))]
+        phon = ["<bos>"]
+        for w, word in enumerate(words):
+            phon += word + ([" "] if w < len(words) - 1 else [])
+        phon += [".", "<eos>"]
+        dur = [int(rng.integers(0, 600)) if p not in ("<eos>", " ") else 0 for p in phon]
+        n = sum(dur)
+        frames = frames_for_samples(n)
+        bounds = np.minimum(np.floor(np.cumsum(dur) / 256 + 0.5).astype(int), frames)
+        bounds[-1] = frames
+        mel = np.zeros((frames, 80), np.float32)
+        start = 0
+        for p, b in zip(phon, bounds):
+            mel[start:b] = table[p] + rng.normal(0, 0.1, (b - start, 80))
+            start = b
+        rid = f"u{len(rows):03d}"
+        np.save(root / "mels" / f"{rid}.npy", mel)
+        write_wav(root / "wavs" / f"{rid}.wav", np.zeros(n, np.int16))
+        rows.append({"id": rid, "text": text, "spoken": text, "voice": VOICES[len(rows) % 2], "rate": 175,
+                     "pitch": 50, "pitch_range": 50, "phonemes": phon, "durations": dur, "word_spans": None,
+                     "n_samples": n})
+    (root / "metadata.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    info = {"format": "wavern-corpus", "format_version": 1, "mel": DEFAULT_MEL.to_dict(),
+            "symbols": list(DEFAULT_SYMBOLS), "utterances": len(rows)}
+    (root / "corpus.json").write_text(json.dumps(info), encoding="utf-8")
+    return root
+
+
+@pytest.fixture(scope="module")
+def corpus_dir(tmp_path_factory):
+    return _fake_corpus(tmp_path_factory.mktemp("corpus"))
+
+
+def _model_cfg() -> AcousticConfig:
+    enc = EncoderConfig(n_symbols=len(DEFAULT_SYMBOLS), d_model=24, n_layers=1, n_heads=2, window=4,
+                        ffn_channels=32, dropout=0.1)
+    return AcousticConfig(encoder=enc, speakers=tuple(sorted(VOICES)), speaker_dim=4, ref_channels=8, ref_layers=1,
+                          peer_width=4, duration_channels=16, decoder_kind="window", decoder_layers=1,
+                          decoder_d_model=24, decoder_heads=2, decoder_window=8, decoder_ffn_channels=32)
+
+
+def _cfg(corpus_dir, out, **kw) -> AcousticTrainConfig:
+    base = dict(corpus_dir=str(corpus_dir), out_dir=str(out), model=_model_cfg(), steps=4, batch_size=4,
+                lr=3e-3, warmup_steps=2, device="cpu", log_every=1, eval_utterances=2, progress=False,
+                export=False, checkpoint_every_s=1e9)
+    base.update(kw)
+    return AcousticTrainConfig(**base)
+
+
+def test_corpus_global_mask_marks_anchors():
+    syms = ["<bos>", "h", "ə", " ", "l", ",", "oʊ", ".", "b", "aɪ", "_", "<eos>"]
+    want = [1, 1, 0, 0, 0, 1, 0, 1, 1, 0, 1, 1]
+    assert corpus_global_mask(syms).astype(int).tolist() == want
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "yellowfin"])
+def test_resume_is_bit_exact(corpus_dir, tmp_path, optimizer):
+    straight = train_acoustic(_cfg(corpus_dir, tmp_path / "a", optimizer=optimizer))
+    assert straight.finished and straight.step == 4
+    half = train_acoustic(_cfg(corpus_dir, tmp_path / "b", optimizer=optimizer, steps=2))
+    assert half.step == 2
+    resumed = train_acoustic(_cfg(corpus_dir, tmp_path / "b", optimizer=optimizer))
+    assert resumed.step == 4
+    a = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=True)
+    b = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=True)
+    for name, t in a["model"].items():
+        assert torch.equal(t, b["model"][name]), name
+    rows_a = [r for r in at.MetricsLog(tmp_path / "a" / "metrics.jsonl").read() if r["kind"] == "train"]
+    rows_b = [r for r in at.MetricsLog(tmp_path / "b" / "metrics.jsonl").read() if r["kind"] == "train"]
+    assert [r["step"] for r in rows_b] == [1, 2, 3, 4]
+    assert [r["loss"] for r in rows_a] == [r["loss"] for r in rows_b]
+
+
+def test_resume_refuses_a_different_run(corpus_dir, tmp_path):
+    train_acoustic(_cfg(corpus_dir, tmp_path, steps=1))
+    with pytest.raises(ParameterError, match="seed"):
+        train_acoustic(_cfg(corpus_dir, tmp_path, steps=2, seed=5))
+
+
+def test_training_learns_the_synthetic_corpus(corpus_dir, tmp_path):
+    cfg = _cfg(corpus_dir, tmp_path, steps=60, batch_size=8, lr=1e-2, warmup_steps=5, export=True,
+               eval_utterances=3)
+    corpus = load_corpus(corpus_dir)
+    torch.manual_seed(cfg.seed)
+    result = train_acoustic(cfg)
+    rows = [r for r in at.MetricsLog(tmp_path / "metrics.jsonl").read() if r["kind"] == "train"]
+    first = np.mean([r["mel_l1"] for r in rows[:5]])
+    last = np.mean([r["mel_l1"] for r in rows[-5:]])
+    assert last < 0.6 * first, (first, last)
+    ev = result.evaluation
+    assert ev is not None and ev["n"] == 3 and np.isfinite([ev["mel_l1"], ev["mcd_dtw"]]).all()
+    # the exported voice part loads and agrees with the checkpoint
+    model, ckpt = load_checkpoint(tmp_path / "checkpoint.pt")
+    loaded = load_acoustic(tmp_path / "acoustic.safetensors",
+                           AcousticConfig.from_dict(json.loads((tmp_path / "acoustic_config.json").read_text())))
+    ids, glob = np.array([1, 20, 21, 4, 22, 10, 2]), corpus_global_mask(["<bos>", "n", "t", " ", "s", ".", "<eos>"])
+    np.testing.assert_array_equal(model.infer(ids, glob, speaker="en-gb")[0], loaded.infer(ids, glob, speaker="en-gb")[0])
+    fusion = json.loads((tmp_path / "fusion.json").read_text())
+    assert set(fusion) == {"token_fusion", "frame_fusion"} and len(fusion["token_fusion"]) == 3
+    # evaluate_acoustic's mel_l1 is the teacher-forced mean |error| (an independent recomputation)
+    rec = sorted((r for r in corpus.held_out), key=lambda r: r.id)[0]
+    item = at._items([rec], at.SymbolTable.from_list(corpus.symbols), model.config.speakers, 256, 10 ** 9)[0]
+    with torch.no_grad():
+        out = model(torch.as_tensor(item.ids)[None], torch.as_tensor(item.is_global)[None],
+                    torch.as_tensor(item.frames)[None], speaker=torch.tensor([item.speaker]))
+    want = float(np.abs(out.mel[0].numpy() - rec.mel()).mean())
+    assert evaluate_acoustic(model, corpus, 1)["mel_l1"] == pytest.approx(want, rel=1e-5)
+
+
+def test_sigterm_checkpoints_and_stops(corpus_dir, tmp_path, monkeypatch):
+    real = at._draw_batch
+    calls = []
+
+    def draw(*a, **kw):
+        calls.append(1)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGTERM)  # arrives during step 2
+        return real(*a, **kw)
+
+    monkeypatch.setattr(at, "_draw_batch", draw)
+    result = train_acoustic(_cfg(corpus_dir, tmp_path, steps=10))
+    assert not result.finished and result.step == 2
+    assert torch.load(tmp_path / "checkpoint.pt", weights_only=True)["step"] == 2
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL or callable(signal.getsignal(signal.SIGTERM))
+
+
+def test_export_checkpoint_pruned(corpus_dir, tmp_path):
+    train_acoustic(_cfg(corpus_dir, tmp_path / "run", steps=2))
+    path = export_checkpoint(tmp_path / "run" / "checkpoint.pt", tmp_path / "voice", dtype=torch.float16, prune=True)
+    model = load_acoustic(path)
+    assert bool((model.token_fusion.peer_choice >= 0).all())
+    mel, dur = model.infer(np.array([1, 20, 2]), np.array([True, False, True]), speaker=0)
+    assert mel.shape == (dur.sum(), 80)
+
+
+def test_train_config_is_strict():
+    with pytest.raises(ParameterError, match="optimizer"):
+        AcousticTrainConfig(corpus_dir="x", optimizer="sgd")
+    with pytest.raises(ParameterError, match="unknown training config"):
+        AcousticTrainConfig.from_dict({"corpus_dir": "x", "stepz": 3})
+    cfg = AcousticTrainConfig(corpus_dir="x", model=_model_cfg())
+    assert AcousticTrainConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg

@@ -1,0 +1,478 @@
+"""Train the acoustic model (text -> log-mel) on a wavern corpus; evaluate it on held-out text.
+
+>>> from wavern.training.acoustic_trainer import AcousticTrainConfig, train_acoustic
+>>> result = train_acoustic(AcousticTrainConfig(corpus_dir="data/corpus", out_dir="runs/acoustic",
+...                                             steps=3000, time_limit_s=1800))          # doctest: +SKIP
+
+What one step does: draw a batch of training utterances (similar lengths together, see
+:func:`_draw_batch`), each with a reference clip of the same voice (dropped with probability
+``reference_drop`` so the "no reference" style is learned too), run the teacher-forced model
+with the corpus durations, and minimise ``mel L1 + duration_weight * MSE(log(1 + frames))``.
+
+Conventions (``wavern.training.common``): per-step seeding (step ``t`` draws from
+``default_rng([seed, t])``), so ``resume`` continues bit-exactly; a checkpoint
+(``checkpoint.pt``: model, optimiser, step) every ``checkpoint_every_s`` seconds, on SIGTERM /
+SIGINT and at the end; metrics as JSON lines in ``metrics.jsonl``; a tqdm progress bar.
+
+At the end the run writes ``acoustic.safetensors`` (see :mod:`wavern.conditioning.export`),
+``acoustic_config.json`` (``AcousticConfig.to_dict()``, what ``voice.json["acoustic"]`` holds)
+and ``fusion.json`` (the learned peer-fusion connection weights) into ``out_dir``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+
+from wavern.conditioning.acoustic import AcousticModel, frames_from_samples
+from wavern.conditioning.config import AcousticConfig, EncoderConfig
+from wavern.conditioning.export import save_acoustic
+from wavern.conditioning.frontend.phonemes import BOS, EOS, PAUSE_SYMBOLS, SymbolTable
+from wavern.errors import CorpusError, ParameterError
+from wavern.training.common import (CheckpointTimer, MetricsLog, StopFlag, atomic_save, resolve_device,
+                                    seed_step)
+
+__all__ = ["AcousticTrainConfig", "TrainResult", "train_acoustic", "evaluate_acoustic", "load_checkpoint",
+           "export_checkpoint", "corpus_global_mask", "OPTIMIZERS"]
+
+log = logging.getLogger(__name__)
+
+OPTIMIZERS = ("adam", "yellowfin")
+CHECKPOINT = "checkpoint.pt"
+CHECKPOINT_FORMAT = "wavern-acoustic-checkpoint"
+_SENTENCE_END = frozenset(".?!")
+
+
+@dataclasses.dataclass(frozen=True)
+class AcousticTrainConfig:
+    """How to train (what the model *is* lives in ``model``, an :class:`AcousticConfig`)."""
+
+    corpus_dir: str
+    out_dir: str = "runs/acoustic"
+    model: AcousticConfig | None = None  # None: defaults, with the corpus's symbols and voices
+    steps: int = 20000  # total optimiser steps of the run (a resumed run continues to this)
+    batch_size: int = 16  # utterances per step
+    lr: float = 1e-3  # Adam's peak learning rate (YellowFin tunes its own; this scales nothing there)
+    warmup_steps: int = 400  # linear Adam warm-up: pre-norm layers are stable, but early steps are large
+    lr_half_life_steps: int = 10000  # then lr * 0.5 ** (step / half_life): independent of `steps`
+    optimizer: str = "adam"  # one of OPTIMIZERS
+    grad_clip: float = 1.0  # global grad-norm clip for Adam (YellowFin clips adaptively itself)
+    duration_weight: float = 1.0  # weight of the log-duration MSE against the mel L1
+    reference_drop: float = 0.5  # probability a training item gets no reference clip
+    reference_frames: int = 200  # random crop of the reference clip (~2.3 s): style, not content
+    max_frames: int = 1200  # utterances longer than this (~14 s) are skipped
+    seed: int = 0
+    device: str = "auto"  # "auto": cuda if present, else cpu
+    threads: int = 1  # torch intra-op threads on CPU
+    checkpoint_every_s: float = 300.0
+    log_every: int = 25  # steps between metrics rows
+    eval_every: int = 0  # steps between held-out evaluations (0: only at the end)
+    eval_utterances: int = 16
+    resume: bool = True  # continue from out_dir/checkpoint.pt when it exists
+    time_limit_s: float | None = None  # stop (with a checkpoint) after this much wall time in this call
+    progress: bool = True  # tqdm bar on stderr
+    export: bool = True  # write acoustic.safetensors etc. when the run reaches `steps`
+
+    def __post_init__(self) -> None:
+        if isinstance(self.model, dict):
+            object.__setattr__(self, "model", AcousticConfig.from_dict(self.model))
+        if self.optimizer not in OPTIMIZERS:
+            raise ParameterError(f"optimizer must be one of {OPTIMIZERS}, found {self.optimizer!r}")
+        for name in ("steps", "batch_size", "warmup_steps", "lr_half_life_steps", "reference_frames", "max_frames",
+                     "threads", "log_every", "eval_utterances"):
+            if getattr(self, name) < 1:
+                raise ParameterError(f"{name} must be >= 1, found {getattr(self, name)}")
+        if not (self.lr > 0 and math.isfinite(self.lr)):
+            raise ParameterError(f"lr must be a positive finite number, found {self.lr}")
+        if not 0.0 <= self.reference_drop <= 1.0:
+            raise ParameterError(f"reference_drop must be in [0, 1], found {self.reference_drop}")
+        if self.eval_every < 0 or self.checkpoint_every_s <= 0 or self.grad_clip <= 0:
+            raise ParameterError("eval_every must be >= 0, checkpoint_every_s and grad_clip > 0; found "
+                                 f"{self.eval_every}, {self.checkpoint_every_s}, {self.grad_clip}")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["model"] = None if self.model is None else self.model.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "AcousticTrainConfig":
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise ParameterError(f"unknown training config fields {sorted(unknown)}; expected a subset of {sorted(names)}")
+        return cls(**d)
+
+
+class TrainResult(NamedTuple):
+    step: int  # steps done in total
+    finished: bool  # reached cfg.steps (else stopped by a signal or the time limit)
+    last_loss: dict[str, float]
+    evaluation: dict[str, float] | None
+    out_dir: Path
+
+
+# ----------------------------------------------------------------------------- data
+def corpus_global_mask(symbols) -> np.ndarray:
+    """The front end's global tokens, recovered from a corpus token list.
+
+    ``<bos>``, ``<eos>`` and pause tokens are global, and so is the first token of every
+    sentence: the one after ``<bos>`` and after a sentence-final pause (``. ? !``). (A sentence
+    that ends without punctuation ends in ``_``, which this cannot tell from a mid-sentence
+    pause; the front end's ``analyze`` marks it — a small train/inference difference.)
+    """
+    out = np.zeros(len(symbols), bool)
+    start = False
+    for i, s in enumerate(symbols):
+        if s in (BOS, EOS) or s in PAUSE_SYMBOLS:
+            out[i] = True
+            start = s == BOS or s in _SENTENCE_END
+        else:
+            out[i] = start
+            start = False
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class _Item:
+    ids: np.ndarray  # (N,) int64
+    is_global: np.ndarray  # (N,) bool
+    frames: np.ndarray  # (N,) int64, sum == n_frames
+    speaker: int
+    record: Any  # the CorpusRecord (mel on demand)
+
+    @property
+    def n_frames(self) -> int:
+        return int(self.frames.sum())
+
+
+def _items(records, table: SymbolTable, speakers: tuple[str, ...], hop: int, max_frames: int) -> list[_Item]:
+    items = []
+    for r in records:
+        if r.phonemes is None or r.durations is None or r.voice is None:
+            raise CorpusError(f"utterance {r.id!r} has no phonemes/durations/voice; the acoustic model "
+                              f"needs an espeak-ng corpus (build_corpus), not recordings alone")
+        if r.voice not in speakers:
+            continue
+        frames = frames_from_samples(r.durations, r.n_frames, hop=hop)
+        if frames.sum() > max_frames:
+            continue
+        items.append(_Item(table.encode(r.phonemes), corpus_global_mask(r.phonemes), frames,
+                           speakers.index(r.voice), r))
+    return items
+
+
+def _crop(mel: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    if mel.shape[0] <= n:
+        return mel
+    s = int(rng.integers(0, mel.shape[0] - n + 1))
+    return mel[s:s + n]
+
+
+def _draw_batch(items: list[_Item], by_speaker: dict[int, list[int]], cfg: AcousticTrainConfig,
+                rng: np.random.Generator, n_mels: int, device: torch.device) -> dict[str, torch.Tensor]:
+    """A padded batch. 4 x batch_size candidates are drawn, sorted by length and a random run of
+    batch_size consecutive ones kept, so utterances of similar length share a batch."""
+    n_cand = min(len(items), 4 * cfg.batch_size)
+    cand = rng.choice(len(items), size=n_cand, replace=False)
+    cand = cand[np.argsort([items[i].n_frames for i in cand], kind="stable")]
+    b = min(cfg.batch_size, n_cand)
+    s = int(rng.integers(0, n_cand - b + 1))
+    chosen = [items[i] for i in cand[s:s + b]]
+    n_tok = max(len(it.ids) for it in chosen)
+    n_frm = max(it.n_frames for it in chosen)
+    ids = np.zeros((b, n_tok), np.int64)
+    glob = np.zeros((b, n_tok), bool)
+    pad = np.ones((b, n_tok), bool)
+    frames = np.zeros((b, n_tok), np.int64)
+    mel = np.zeros((b, n_frm, n_mels), np.float32)
+    refs, present = [], np.zeros(b, bool)
+    for k, it in enumerate(chosen):
+        n = len(it.ids)
+        ids[k, :n], glob[k, :n], pad[k, :n], frames[k, :n] = it.ids, it.is_global, False, it.frames
+        m = it.record.mel()
+        mel[k, :m.shape[0]] = m
+        pool = by_speaker[it.speaker]
+        other = pool[int(rng.integers(0, len(pool)))]
+        present[k] = rng.random() >= cfg.reference_drop
+        refs.append(_crop(items[other].record.mel(), cfg.reference_frames, rng))
+    n_ref = max(r.shape[0] for r in refs)
+    ref = np.zeros((b, n_ref, n_mels), np.float32)
+    ref_pad = np.ones((b, n_ref), bool)
+    for k, r in enumerate(refs):
+        ref[k, :r.shape[0]], ref_pad[k, :r.shape[0]] = r, False
+    t = {"ids": ids, "is_global": glob, "padding_mask": pad, "durations": frames, "mel": mel,
+         "speaker": np.array([it.speaker for it in chosen], np.int64), "reference": ref,
+         "reference_padding_mask": ref_pad, "reference_present": present}
+    return {k: torch.from_numpy(v).to(device) for k, v in t.items()}
+
+
+def _mel_stats(items: list[_Item], n_mels: int, limit: int = 256) -> tuple[np.ndarray, np.ndarray]:
+    """Per-bin mean and std of the log-mel over (up to ``limit``) training utterances."""
+    total = np.zeros(n_mels)
+    sq = np.zeros(n_mels)
+    count = 0
+    for it in items[:limit]:
+        m = it.record.mel().astype(np.float64)
+        total += m.sum(0)
+        sq += (m ** 2).sum(0)
+        count += m.shape[0]
+    mean = total / max(count, 1)
+    std = np.sqrt(np.maximum(sq / max(count, 1) - mean ** 2, 1e-4))
+    return mean.astype(np.float32), std.astype(np.float32)
+
+
+# ----------------------------------------------------------------------------- model / optimiser
+def _model_config(cfg: AcousticTrainConfig, corpus) -> AcousticConfig:
+    symbols = corpus.symbols
+    if symbols is None:
+        raise CorpusError(f"corpus {corpus.root} has no symbol table (corpus.json 'symbols')")
+    voices = tuple(sorted({r.voice for r in corpus.train if r.voice is not None}))
+    if cfg.model is not None:
+        if cfg.model.encoder.n_symbols != len(symbols):
+            raise ParameterError(f"model n_symbols {cfg.model.encoder.n_symbols} differs from the corpus "
+                                 f"symbol table ({len(symbols)})")
+        return cfg.model
+    return AcousticConfig(encoder=EncoderConfig(n_symbols=len(symbols)), speakers=voices)
+
+
+def _optimizer(cfg: AcousticTrainConfig, model: torch.nn.Module) -> torch.optim.Optimizer:
+    if cfg.optimizer == "adam":
+        return torch.optim.Adam(model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-9)
+    from wavern.training.yellowfin import YellowFin
+
+    return YellowFin(model.parameters())
+
+
+def _lr_at(cfg: AcousticTrainConfig, step: int) -> float:
+    return cfg.lr * min(1.0, (step + 1) / cfg.warmup_steps) * 0.5 ** (step / cfg.lr_half_life_steps)
+
+
+def load_checkpoint(path: str | Path, *, device: str | torch.device = "cpu") -> tuple[AcousticModel, dict]:
+    """Rebuild the model from a ``checkpoint.pt``; returns (model in eval mode, the checkpoint dict)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ParameterError(f"checkpoint not found: {path}")
+    ckpt = torch.load(path, map_location=device, weights_only=True)
+    if ckpt.get("format") != CHECKPOINT_FORMAT:
+        raise ParameterError(f"{path} is not an acoustic checkpoint (format {ckpt.get('format')!r})")
+    model = AcousticModel(AcousticConfig.from_dict(ckpt["model_config"]))
+    model.load_state_dict(ckpt["model"])
+    return model.to(device).eval(), ckpt
+
+
+def export_checkpoint(checkpoint: str | Path, out_dir: str | Path, *, dtype: torch.dtype = torch.float32,
+                      prune: bool = False) -> Path:
+    """Write ``acoustic.safetensors`` + ``acoustic_config.json`` (+ ``fusion.json``) from a checkpoint.
+
+    Args:
+        checkpoint: a ``checkpoint.pt`` written by :func:`train_acoustic`.
+        out_dir: destination folder (created).
+        dtype: float32 or float16 storage.
+        prune: prune the peer fusion first (argmax peers, weak edges dropped).
+
+    Returns:
+        The path of ``acoustic.safetensors``.
+    """
+    model, _ = load_checkpoint(checkpoint)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if prune:
+        model.prune_fusion()
+    path = save_acoustic(model, out / "acoustic.safetensors", dtype=dtype)
+    (out / "acoustic_config.json").write_text(json.dumps(model.config.to_dict(), indent=1) + "\n", encoding="utf-8")
+    (out / "fusion.json").write_text(json.dumps(model.connection_tables(), indent=1) + "\n", encoding="utf-8")
+    return path
+
+
+# ----------------------------------------------------------------------------- evaluation
+def evaluate_acoustic(model: AcousticModel, corpus, n: int = 16, *, phone_accuracy: bool = False,
+                      table: SymbolTable | None = None) -> dict[str, float]:
+    """Held-out metrics of ``model`` on the first ``n`` held-out utterances (by id) of its voices.
+
+    - ``mel_l1``: mean |log-mel error| with the corpus durations (teacher-forced timing), the
+      loss the model trains on, in natural-log units; no reference clip.
+    - ``mcd_dtw``: free-running synthesis (predicted durations) against espeak's mel, mel-cepstral
+      distortion after DTW (``wavern.training.evaluate.mcd_dtw_mel``), dB.
+    - ``duration_mae``: mean |predicted - true| frames per token; ``length_ratio``: mean
+      predicted / true frames per utterance.
+    - ``phone_accuracy`` (optional): the phone classifier's frame accuracy on Griffin-Lim
+      renderings of the free-running mel, against the model's own predicted timings.
+
+    Args:
+        model: the model (any mode; evaluated in eval mode).
+        corpus: a loaded :class:`~wavern.training.corpus.Corpus`.
+        n: number of utterances.
+        phone_accuracy: also run Griffin-Lim and the phone classifier (slow: seconds per utterance).
+        table: symbol table (default: the corpus's).
+    """
+    from wavern.training.evaluate import mcd_dtw_mel
+
+    cfg = model.config
+    table = table or SymbolTable.from_list(corpus.symbols)
+    held = sorted((r for r in corpus.held_out if r.voice in cfg.speakers), key=lambda r: r.id)[:n]
+    if not held:
+        raise CorpusError(f"corpus {corpus.root} has no held-out utterances in the model's voices")
+    items = _items(held, table, cfg.speakers, cfg.hop_length, max_frames=10 ** 9)
+    was = model.training
+    model.eval()
+    device = model.mel_mean.device
+    l1, mcd, mae, ratio, acc = [], [], [], [], []
+    try:
+        with torch.no_grad():
+            for it in items:
+                mel_true = it.record.mel()
+                out = model(torch.as_tensor(it.ids)[None].to(device), torch.as_tensor(it.is_global)[None].to(device),
+                            torch.as_tensor(it.frames)[None].to(device),
+                            speaker=torch.tensor([it.speaker], device=device))
+                l1.append(float((out.mel[0].cpu() - torch.as_tensor(mel_true)).abs().mean()))
+                mel_pred, dur = model.infer(it.ids, it.is_global, speaker=it.speaker)
+                mcd.append(mcd_dtw_mel(mel_true, mel_pred))
+                mae.append(float(np.abs(dur - it.frames).mean()))
+                ratio.append(dur.sum() / max(it.n_frames, 1))
+                if phone_accuracy:
+                    acc.append(_phone_accuracy(mel_pred, it.record.phonemes, dur * cfg.hop_length))
+    finally:
+        model.train(was)
+    result = {"mel_l1": float(np.mean(l1)), "mcd_dtw": float(np.mean(mcd)), "duration_mae": float(np.mean(mae)),
+              "length_ratio": float(np.mean(ratio)), "n": len(items)}
+    if phone_accuracy:
+        result["phone_accuracy"] = float(np.nanmean(acc))
+    return result
+
+
+def _phone_accuracy(mel: np.ndarray, phonemes, durations_samples: np.ndarray) -> float:
+    from wavern.dsp import griffin_lim
+    from wavern.training.evaluate import phone_accuracy
+
+    audio = griffin_lim(mel)
+    return phone_accuracy(audio, list(phonemes), [int(d) for d in durations_samples])
+
+
+# ----------------------------------------------------------------------------- training loop
+def _same_run(ckpt: dict, cfg: AcousticTrainConfig, model_cfg: AcousticConfig) -> None:
+    if ckpt.get("format") != CHECKPOINT_FORMAT:
+        raise ParameterError(f"{cfg.out_dir}/{CHECKPOINT} is not an acoustic checkpoint")
+    if AcousticConfig.from_dict(ckpt["model_config"]) != model_cfg:
+        raise ParameterError(f"{cfg.out_dir}/{CHECKPOINT} was trained with another model config; "
+                             f"use a new out_dir or resume=False")
+    old = ckpt["train_config"]
+    for key in ("seed", "batch_size", "optimizer", "lr", "warmup_steps", "lr_half_life_steps", "corpus_dir"):
+        if old.get(key) != getattr(cfg, key):
+            raise ParameterError(f"cannot resume: {key} was {old.get(key)!r}, now {getattr(cfg, key)!r}; "
+                                 f"use a new out_dir or resume=False")
+
+
+def train_acoustic(cfg: AcousticTrainConfig) -> TrainResult:
+    """Train (or resume) an acoustic model; see the module docstring. Returns a :class:`TrainResult`."""
+    from tqdm import tqdm
+
+    from wavern.training.corpus import load_corpus
+
+    device = resolve_device(cfg.device)
+    if device.type == "cpu":
+        torch.set_num_threads(cfg.threads)
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    corpus = load_corpus(cfg.corpus_dir)
+    model_cfg = _model_config(cfg, corpus)
+    table = SymbolTable.from_list(corpus.symbols)
+    items = _items(corpus.train, table, model_cfg.speakers, model_cfg.hop_length, cfg.max_frames)
+    if not items:
+        raise CorpusError(f"no usable training utterances in {cfg.corpus_dir} for voices {model_cfg.speakers}")
+    by_speaker: dict[int, list[int]] = {}
+    for i, it in enumerate(items):
+        by_speaker.setdefault(it.speaker, []).append(i)
+
+    torch.manual_seed(cfg.seed)
+    model = AcousticModel(model_cfg)
+    mean, std = _mel_stats(items, model_cfg.n_mels)
+    model.mel_mean.copy_(torch.from_numpy(mean))
+    model.mel_std.copy_(torch.from_numpy(std))
+    model.to(device)
+    opt = _optimizer(cfg, model)
+    metrics = MetricsLog(out / "metrics.jsonl")
+    step, elapsed_before = 0, 0.0
+    ckpt_path = out / CHECKPOINT
+    if cfg.resume and ckpt_path.is_file():
+        ckpt = torch.load(ckpt_path, map_location=device, weights_only=True)
+        _same_run(ckpt, cfg, model_cfg)
+        model.load_state_dict(ckpt["model"])
+        opt.load_state_dict(ckpt["optimizer"])
+        step, elapsed_before = int(ckpt["step"]), float(ckpt["elapsed_s"])
+        metrics.truncate_after(step)
+        log.info("resumed from %s at step %d", ckpt_path, step)
+    else:
+        metrics.truncate_after(-1)  # a fresh run starts a fresh metrics file
+        (out / "train_config.json").write_text(json.dumps(cfg.to_dict(), indent=1) + "\n", encoding="utf-8")
+        log.info("training %d parameters on %d utterances (%d voices), device %s",
+                 sum(p.numel() for p in model.parameters()), len(items), len(model_cfg.speakers), device)
+
+    def save() -> None:
+        atomic_save({"format": CHECKPOINT_FORMAT, "step": step, "model_config": model_cfg.to_dict(),
+                     "train_config": cfg.to_dict(), "model": model.state_dict(), "optimizer": opt.state_dict(),
+                     "elapsed_s": elapsed_before + time.monotonic() - t_start}, ckpt_path)
+
+    t_start = time.monotonic()
+    timer = CheckpointTimer(cfg.checkpoint_every_s)
+    last: dict[str, float] = {}
+    evaluation = None
+    bar = tqdm(total=cfg.steps, initial=step, disable=not cfg.progress, desc="acoustic", unit="step")
+    stopped = False
+    try:
+        with StopFlag() as stop:
+            while step < cfg.steps:
+                rng = seed_step(cfg.seed, step)
+                batch = _draw_batch(items, by_speaker, cfg, rng, model_cfg.n_mels, device)
+                model.train()
+                out_t = model(batch["ids"], batch["is_global"], batch["durations"], speaker=batch["speaker"],
+                              padding_mask=batch["padding_mask"], reference=batch["reference"],
+                              reference_padding_mask=batch["reference_padding_mask"],
+                              reference_present=batch["reference_present"])
+                loss = model.loss(out_t, batch["mel"][:, :out_t.mel.shape[1]], batch["durations"],
+                                  padding_mask=batch["padding_mask"], duration_weight=cfg.duration_weight)
+                if not torch.isfinite(loss.total):
+                    raise FloatingPointError(f"loss became {float(loss.total)} at step {step}; lower lr")
+                opt.zero_grad(set_to_none=True)
+                loss.total.backward()
+                if cfg.optimizer == "adam":
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+                    for g in opt.param_groups:
+                        g["lr"] = _lr_at(cfg, step)
+                opt.step()
+                step += 1
+                last = {"loss": float(loss.total.detach()), "mel_l1": float(loss.mel_l1.detach()),
+                        "duration_mse": float(loss.duration_mse.detach())}
+                bar.update(1)
+                if step % cfg.log_every == 0 or step == cfg.steps:
+                    bar.set_postfix(mel_l1=f"{last['mel_l1']:.3f}", dur=f"{last['duration_mse']:.3f}")
+                    metrics.write({"kind": "train", "step": step, **last, "lr": float(opt.param_groups[0]["lr"]),
+                                   "elapsed_s": round(elapsed_before + time.monotonic() - t_start, 1)})
+                if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
+                    row = evaluate_acoustic(model, corpus, cfg.eval_utterances, table=table)
+                    metrics.write({"kind": "eval", "step": step, **row})
+                if timer.due():
+                    save()
+                    timer.reset()
+                over_time = cfg.time_limit_s is not None and time.monotonic() - t_start >= cfg.time_limit_s
+                if stop.requested is not None or over_time:
+                    stopped = True
+                    log.info("stopping at step %d (%s)", step, "signal" if stop.requested else "time limit")
+                    break
+            save()
+    finally:
+        bar.close()
+    finished = not stopped and step >= cfg.steps
+    if finished and cfg.export:
+        evaluation = evaluate_acoustic(model, corpus, cfg.eval_utterances, table=table)
+        metrics.write({"kind": "eval", "step": step, **evaluation})
+        export_checkpoint(ckpt_path, out)
+    return TrainResult(step, finished, last, evaluation, out)

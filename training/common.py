@@ -1,0 +1,148 @@
+"""Pieces every trainer needs: device choice, per-step seeding, atomic checkpoints, a SIGTERM
+flag, a checkpoint timer and the metrics JSONL file.
+
+Conventions (shared by ``acoustic_trainer`` and meant for any other trainer):
+
+- **Determinism without saved RNG state.** Step ``t`` draws its batch from
+  ``numpy.random.default_rng([seed, t])`` and seeds torch with :func:`step_seed` before its
+  forward pass, so a run resumed at step ``t`` draws exactly what the straight run drew; the
+  checkpoint only needs the model, the optimiser state and ``t``.
+- **Checkpoints** are written to a temporary file and renamed, so a kill mid-write leaves the
+  previous checkpoint intact.
+- **Metrics** are JSON lines ``{"kind": "train" | "eval" | ..., "step": t, ...}``; on resume,
+  rows past the checkpoint's step (written after the last save) are dropped first.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import math
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from wavern.errors import DiskFullError, ParameterError
+
+__all__ = ["resolve_device", "step_seed", "seed_step", "atomic_save", "StopFlag", "CheckpointTimer", "MetricsLog"]
+
+log = logging.getLogger(__name__)
+
+
+def resolve_device(name: str) -> torch.device:
+    """``"auto"`` -> cuda if available, else cpu; otherwise ``torch.device(name)`` (checked)."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(name)
+    except RuntimeError:
+        raise ParameterError(f"device {name!r} is not a torch device; use 'auto', 'cpu' or 'cuda'") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ParameterError(f"device {name!r} was requested but CUDA is not available; use 'auto' or 'cpu'")
+    return dev
+
+
+def step_seed(seed: int, step: int) -> int:
+    """A 63-bit torch seed for step ``step`` of a run seeded ``seed`` (SeedSequence mixing)."""
+    return int(np.random.SeedSequence([seed, step]).generate_state(1, np.uint64)[0]) >> 1
+
+
+def seed_step(seed: int, step: int) -> np.random.Generator:
+    """Seed torch for ``step`` and return the numpy generator of that step's data draws."""
+    torch.manual_seed(step_seed(seed, step))
+    return np.random.default_rng([seed, step])
+
+
+def atomic_save(obj: Any, path: str | os.PathLike) -> Path:
+    """``torch.save`` to ``path`` via a temporary file and a rename."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        torch.save(obj, tmp)
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise DiskFullError(f"no space left writing checkpoint {path}: free disk space, then resume") from None
+        raise
+    return path
+
+
+class StopFlag:
+    """Context manager turning SIGTERM (and SIGINT) into a flag the training loop polls.
+
+    Outside the main thread (where Python cannot install handlers) it only offers the flag.
+    """
+
+    def __init__(self, signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)) -> None:
+        self.signals = signals
+        self.requested: int | None = None  # the signal number once one arrived
+        self._old: dict[int, Any] = {}
+
+    def _handle(self, signum, frame) -> None:
+        log.warning("signal %d received: checkpointing and stopping", signum)
+        self.requested = signum
+
+    def __enter__(self) -> "StopFlag":
+        if threading.current_thread() is threading.main_thread():
+            for s in self.signals:
+                self._old[s] = signal.signal(s, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for s, old in self._old.items():
+            signal.signal(s, old)
+        self._old.clear()
+
+
+class CheckpointTimer:
+    """``due()`` is True once every ``every_s`` seconds of wall time (never when ``every_s`` is inf)."""
+
+    def __init__(self, every_s: float) -> None:
+        self.every_s = float(every_s)
+        self._last = time.monotonic()
+
+    def due(self) -> bool:
+        if math.isinf(self.every_s):
+            return False
+        return time.monotonic() - self._last >= self.every_s
+
+    def reset(self) -> None:
+        self._last = time.monotonic()
+
+
+class MetricsLog:
+    """Append-only JSON-lines metrics file."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+
+    def truncate_after(self, step: int) -> None:
+        """Drop rows with ``step > step`` (written after the checkpoint a run resumes from)."""
+        if not self.path.is_file():
+            return
+        kept = []
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut short by a kill
+            if int(row.get("step", 0)) <= step:
+                kept.append(line)
+        self.path.write_text("".join(k + "\n" for k in kept), encoding="utf-8")
+
+    def write(self, row: dict[str, Any]) -> None:
+        with self.path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(row, sort_keys=True) + "\n")
+
+    def read(self) -> list[dict[str, Any]]:
+        if not self.path.is_file():
+            return []
+        return [json.loads(line) for line in self.path.read_text(encoding="utf-8").splitlines() if line.strip()]
