@@ -14,7 +14,7 @@ Conventions (``wavern.training.common``): per-step seeding (step ``t`` draws fro
 (``checkpoint.pt``: model, optimiser, step) every ``checkpoint_every_s`` seconds, on SIGTERM /
 SIGINT and at the end; metrics as JSON lines in ``metrics.jsonl``; a tqdm progress bar.
 
-At the end the run writes ``acoustic.safetensors`` (see :mod:`wavern.conditioning.export`),
+At the end (``steps`` reached, or ``time_limit_s`` spent; not after a signal) the run writes ``acoustic.safetensors`` (see :mod:`wavern.conditioning.export`),
 ``acoustic_config.json`` (``AcousticConfig.to_dict()``, what ``voice.json["acoustic"]`` holds)
 and ``fusion.json`` (the learned peer-fusion connection weights) into ``out_dir``.
 """
@@ -115,6 +115,7 @@ class AcousticTrainConfig:
 class TrainResult(NamedTuple):
     step: int  # steps done in total
     finished: bool  # reached cfg.steps (else stopped by a signal or the time limit)
+    # evaluation and export happen at cfg.steps and at the time limit, not after a signal
     last_loss: dict[str, float]
     evaluation: dict[str, float] | None
     out_dir: Path
@@ -464,15 +465,70 @@ def train_acoustic(cfg: AcousticTrainConfig) -> TrainResult:
                     timer.reset()
                 over_time = cfg.time_limit_s is not None and time.monotonic() - t_start >= cfg.time_limit_s
                 if stop.requested is not None or over_time:
-                    stopped = True
-                    log.info("stopping at step %d (%s)", step, "signal" if stop.requested else "time limit")
+                    stopped = stop.requested is not None
+                    log.info("stopping at step %d (%s)", step, "signal" if stopped else "time limit")
                     break
             save()
     finally:
         bar.close()
     finished = not stopped and step >= cfg.steps
-    if finished and cfg.export:
+    if not stopped and cfg.export:  # reached `steps` or the planned time limit (not a signal)
         evaluation = evaluate_acoustic(model, corpus, cfg.eval_utterances, table=table)
         metrics.write({"kind": "eval", "step": step, **evaluation})
         export_checkpoint(ckpt_path, out)
     return TrainResult(step, finished, last, evaluation, out)
+
+
+# ----------------------------------------------------------------------------- command line
+def main(argv: list[str] | None = None) -> int:
+    """``python -m wavern.training.acoustic_trainer CORPUS OUT [options]``: train, then print the evaluation."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m wavern.training.acoustic_trainer", description=main.__doc__)
+    p.add_argument("corpus_dir")
+    p.add_argument("out_dir")
+    p.add_argument("--steps", type=int, default=20000)
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default="adam")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--device", default="auto")
+    p.add_argument("--time-limit-min", type=float, default=None)
+    p.add_argument("--d-model", type=int, default=None, help="encoder and decoder width (default: AcousticConfig's)")
+    p.add_argument("--layers", type=int, default=None, help="encoder and decoder layers")
+    p.add_argument("--ffn", type=int, default=None, help="FFN channels of encoder and decoder")
+    p.add_argument("--decoder-kind", default=None)
+    p.add_argument("--eval-every", type=int, default=0)
+    p.add_argument("--no-progress", action="store_true")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    model = None
+    if any(v is not None for v in (args.d_model, args.layers, args.ffn, args.decoder_kind)):
+        from wavern.training.corpus import load_corpus
+
+        corpus = load_corpus(args.corpus_dir)
+        base = _model_config(AcousticTrainConfig(corpus_dir=args.corpus_dir), corpus)
+        enc_kw, dec_kw = {}, {}
+        if args.d_model is not None:
+            enc_kw["d_model"] = dec_kw["decoder_d_model"] = dec_kw["duration_channels"] = args.d_model
+        if args.layers is not None:
+            enc_kw["n_layers"] = dec_kw["decoder_layers"] = args.layers
+        if args.ffn is not None:
+            enc_kw["ffn_channels"] = dec_kw["decoder_ffn_channels"] = args.ffn
+        if args.decoder_kind is not None:
+            dec_kw["decoder_kind"] = args.decoder_kind
+        model = dataclasses.replace(base, encoder=dataclasses.replace(base.encoder, **enc_kw), **dec_kw)
+    cfg = AcousticTrainConfig(
+        corpus_dir=args.corpus_dir, out_dir=args.out_dir, model=model, steps=args.steps, batch_size=args.batch_size,
+        lr=args.lr, optimizer=args.optimizer, seed=args.seed, threads=args.threads, device=args.device,
+        time_limit_s=None if args.time_limit_min is None else 60.0 * args.time_limit_min,
+        eval_every=args.eval_every, progress=not args.no_progress)
+    result = train_acoustic(cfg)
+    print(json.dumps({"step": result.step, "finished": result.finished, "last": result.last_loss,
+                      "evaluation": result.evaluation}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
