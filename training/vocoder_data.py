@@ -1,0 +1,201 @@
+"""Training data for the vocoder: a one-time flat cache of a corpus and segment batches from it.
+
+The corpus (``wavern.training.corpus``; ``metadata.jsonl`` with ``id``, ``text``,
+``n_samples``; ``wavs/{id}.wav`` int16 22 050 Hz mono; ``mels/{id}.npy`` float32
+(1 + n // 256, 80)) is read once into three files under ``cache_dir``::
+
+    audio.npy   int16   (total_samples,)      all utterances back to back
+    mels.npy    float32 (total_frames, 80)    all log-mels back to back
+    index.json  ids, offsets, lengths, held-out flags, and a fingerprint of the corpus
+
+Both arrays are memory-mapped, so a batch is a handful of slices. The cache is rebuilt when
+the fingerprint (size and mtime of ``metadata.jsonl``, hop and mel count) changes.
+
+Held-out rule: the corpus module's :func:`wavern.training.corpus.is_held_out` on the
+utterance's ``text`` (about 3 %; the same rule every trainer uses); utterances without a text
+fall back to the same hash of their id.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import shutil
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from wavern.dsp import MelConfig
+from wavern.errors import CorpusError
+
+__all__ = ["VocoderBatch", "VocoderData", "build_cache"]
+
+log = logging.getLogger(__name__)
+
+_CACHE_VERSION = 1
+
+
+class VocoderBatch(NamedTuple):
+    mel: np.ndarray  # (B, T + 2 pad, n_mels) float32; frames outside the utterance are 0
+    audio: np.ndarray  # (B, T * hop) int16; samples past the end are 0 (silence)
+    prev: np.ndarray  # (B,) int16: the sample before audio[:, 0] (0 at an utterance start)
+
+
+def _fingerprint(corpus_dir: Path, mel: MelConfig) -> dict:
+    st = (corpus_dir / "metadata.jsonl").stat()
+    return {"version": _CACHE_VERSION, "metadata_size": st.st_size, "metadata_mtime_ns": st.st_mtime_ns,
+            "hop_length": mel.hop_length, "n_mels": mel.n_mels}
+
+
+def _held_out(obj: dict) -> bool:
+    from wavern.training.corpus import is_held_out
+
+    text = obj.get("text")
+    return bool(is_held_out(text if isinstance(text, str) and text else str(obj["id"])))
+
+
+def _read_wav_int16(path: Path) -> np.ndarray:
+    import soundfile as sf
+
+    try:
+        x, sr = sf.read(str(path), dtype="int16", always_2d=True)
+    except (OSError, RuntimeError) as exc:
+        raise CorpusError(f"cannot read audio {str(path)!r}: {exc}") from exc
+    if x.shape[1] != 1:
+        raise CorpusError(f"{str(path)!r}: expected mono audio, found {x.shape[1]} channels")
+    return x[:, 0]
+
+
+def build_cache(corpus_dir: str | os.PathLike, cache_dir: str | os.PathLike, mel: MelConfig) -> Path:
+    """Flatten the corpus into ``cache_dir`` (skipped when an up-to-date cache is there)."""
+    corpus_dir, cache_dir = Path(corpus_dir), Path(cache_dir)
+    meta = corpus_dir / "metadata.jsonl"
+    if not meta.is_file():
+        raise CorpusError(f"{str(meta)!r} not found: build the corpus first (wavern.training.corpus.build_corpus)")
+    fp = _fingerprint(corpus_dir, mel)
+    index_path = cache_dir / "index.json"
+    if index_path.is_file():
+        try:
+            if json.loads(index_path.read_text())["fingerprint"] == fp:
+                return cache_dir
+        except (ValueError, KeyError):
+            pass
+    entries = []
+    for no, line in enumerate(meta.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+            entries.append((str(obj["id"]), int(obj["n_samples"]), _held_out(obj)))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CorpusError(f"{meta}:{no}: bad metadata line ({exc})") from exc
+    if not entries:
+        raise CorpusError(f"{str(meta)!r} lists no utterances")
+    hop = mel.hop_length
+    n_samples = np.array([e[1] for e in entries], np.int64)
+    n_frames = 1 + n_samples // hop
+    s_off = np.concatenate([[0], np.cumsum(n_samples)])
+    f_off = np.concatenate([[0], np.cumsum(n_frames)])
+    tmp = cache_dir.with_name(cache_dir.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    audio = np.lib.format.open_memmap(tmp / "audio.npy", mode="w+", dtype=np.int16, shape=(int(s_off[-1]),))
+    mels = np.lib.format.open_memmap(tmp / "mels.npy", mode="w+", dtype=np.float32,
+                                     shape=(int(f_off[-1]), mel.n_mels))
+    for i, (uid, n, _) in enumerate(entries):
+        a = _read_wav_int16(corpus_dir / "wavs" / f"{uid}.wav")
+        if a.size != n:
+            raise CorpusError(f"utterance {uid!r}: wav has {a.size} samples, metadata says {n}")
+        m_path = corpus_dir / "mels" / f"{uid}.npy"
+        try:
+            m = np.load(m_path)
+        except (OSError, ValueError) as exc:
+            raise CorpusError(f"cannot read mel {str(m_path)!r}: {exc}") from exc
+        if m.shape != (n_frames[i], mel.n_mels):
+            raise CorpusError(f"mel {str(m_path)!r} has shape {m.shape}, expected {(int(n_frames[i]), mel.n_mels)}")
+        audio[s_off[i]:s_off[i + 1]] = a
+        mels[f_off[i]:f_off[i + 1]] = m
+    audio.flush()
+    mels.flush()
+    del audio, mels
+    index = {"fingerprint": fp, "ids": [e[0] for e in entries], "held_out": [e[2] for e in entries],
+             "sample_offsets": s_off.tolist(), "frame_offsets": f_off.tolist()}
+    (tmp / "index.json").write_text(json.dumps(index))
+    shutil.rmtree(cache_dir, ignore_errors=True)
+    cache_dir.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(tmp, cache_dir)
+    log.info("cached %d utterances (%.1f min of audio) in %s", len(entries), s_off[-1] / mel.sample_rate / 60,
+             cache_dir)
+    return cache_dir
+
+
+@dataclasses.dataclass
+class VocoderData:
+    """Segment sampler over a cache made by :func:`build_cache`.
+
+    A training segment is ``segment_frames`` whole frames of one utterance: the audio of those
+    frames, the sample before them, and the log-mel with ``mel_pad`` context frames each side.
+    Utterances are drawn with probability proportional to their frame count (every frame
+    equally likely), start frames uniformly.
+    """
+
+    audio: np.ndarray  # memmap (total_samples,) int16
+    mels: np.ndarray  # memmap (total_frames, n_mels) float32
+    sample_offsets: np.ndarray  # (U + 1,)
+    frame_offsets: np.ndarray  # (U + 1,)
+    held_out: np.ndarray  # (U,) bool
+    ids: list[str]
+    hop: int
+
+    @classmethod
+    def open(cls, cache_dir: str | os.PathLike, *, hop: int) -> "VocoderData":
+        cache_dir = Path(cache_dir)
+        index = json.loads((cache_dir / "index.json").read_text())
+        if index["fingerprint"]["hop_length"] != hop:
+            raise CorpusError(f"cache {cache_dir} was built for hop {index['fingerprint']['hop_length']}, not {hop}")
+        return cls(audio=np.load(cache_dir / "audio.npy", mmap_mode="r"),
+                   mels=np.load(cache_dir / "mels.npy", mmap_mode="r"),
+                   sample_offsets=np.asarray(index["sample_offsets"], np.int64),
+                   frame_offsets=np.asarray(index["frame_offsets"], np.int64),
+                   held_out=np.asarray(index["held_out"], bool), ids=list(index["ids"]), hop=hop)
+
+    def split(self, held_out: bool) -> np.ndarray:
+        """Indices of the training (``held_out=False``) or held-out utterances."""
+        return np.nonzero(self.held_out == held_out)[0]
+
+    def batch(self, rng: np.random.Generator, *, batch_size: int, segment_frames: int, mel_pad: int,
+              held_out: bool = False) -> VocoderBatch:
+        """Draw ``batch_size`` random segments from one split with the generator ``rng``."""
+        utts = self.split(held_out)
+        if utts.size == 0:
+            raise CorpusError(f"the corpus has no {'held-out' if held_out else 'training'} utterances")
+        n_samples = self.sample_offsets[utts + 1] - self.sample_offsets[utts]
+        full_frames = np.maximum(n_samples // self.hop, 1)
+        pick = rng.choice(utts.size, size=batch_size, p=full_frames / full_frames.sum())
+        starts = rng.integers(0, np.maximum(full_frames[pick] - segment_frames, 0) + 1)
+        return self.segments(utts[pick], starts, segment_frames=segment_frames, mel_pad=mel_pad)
+
+    def segments(self, utts: np.ndarray, start_frames: np.ndarray, *, segment_frames: int,
+                 mel_pad: int) -> VocoderBatch:
+        """The segments of utterances ``utts`` starting at frames ``start_frames``."""
+        b, t, hop = len(utts), segment_frames, self.hop
+        n_mels = self.mels.shape[1]
+        mel = np.zeros((b, t + 2 * mel_pad, n_mels), np.float32)
+        audio = np.zeros((b, t * hop), np.int16)
+        prev = np.zeros(b, np.int16)
+        for i, (u, f0) in enumerate(zip(utts, start_frames)):
+            s_lo, s_hi = self.sample_offsets[u], self.sample_offsets[u + 1]
+            a0 = s_lo + f0 * hop
+            seg = self.audio[a0:min(a0 + t * hop, s_hi)]
+            audio[i, :seg.size] = seg
+            if f0 > 0:
+                prev[i] = self.audio[a0 - 1]
+            m_lo, m_hi = self.frame_offsets[u], self.frame_offsets[u + 1]
+            lo, hi = m_lo + f0 - mel_pad, m_lo + f0 + t + mel_pad  # wanted frame range
+            c_lo, c_hi = max(lo, m_lo), min(hi, m_hi)
+            if c_hi > c_lo:
+                mel[i, c_lo - lo:c_hi - lo] = self.mels[c_lo:c_hi]
+        return VocoderBatch(mel, audio, prev)

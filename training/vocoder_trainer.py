@@ -1,0 +1,443 @@
+"""Train the WaveRNN vocoder on a wavern corpus: fast on the CPU, resumable bit for bit.
+
+>>> from wavern.training.vocoder_trainer import VocoderTrainConfig, train_vocoder
+>>> train_vocoder(VocoderTrainConfig(corpus_dir="data/corpus", run_dir="runs/vocoder"))   # doctest: +SKIP
+
+Or from a shell (the long run; ``--resume`` continues where the last run stopped)::
+
+    python -m wavern.training.vocoder_trainer --corpus data/corpus --run runs/vocoder --resume
+
+One step: draw ``batch_size`` random segments of ``segment_frames`` frames from the training
+utterances (step ``t`` draws from ``default_rng([seed, t])``, see ``wavern.training.common``),
+teacher-forced loss ``CE(coarse) + CE(fine)``, gradient-norm clip, optimiser step, then the
+block pruner (mask refresh when due, masks applied after every step).
+
+The run folder holds ``checkpoint.pt`` (model, optimiser, pruning masks, step, RNG states,
+resolved precision; written atomically every ``checkpoint_interval_s`` seconds, on
+SIGINT/SIGTERM and at the end), ``compact.pt`` (float16 weights + bfloat16 optimiser moments,
+a few MB, for git; a run can start from it with ``init_from``, not bit-exactly),
+``metrics.jsonl`` and ``vocoder.safetensors`` (the engine's format) at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import logging
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from wavern.errors import ParameterError
+from wavern.training.common import CheckpointTimer, MetricsLog, StopFlag, atomic_save, resolve_device, seed_step
+from wavern.training.vocoder_data import VocoderData, build_cache
+from wavern.vocoder.config import VocoderConfig
+from wavern.vocoder.export import export_vocoder
+from wavern.vocoder.model import WaveRNN
+from wavern.vocoder.pruning import BlockPruner
+
+__all__ = ["VocoderTrainConfig", "VocoderTrainer", "train_vocoder", "bf16_supported", "lr_at", "OPTIMIZERS"]
+
+log = logging.getLogger(__name__)
+
+OPTIMIZERS = ("adam", "yellowfin")
+CHECKPOINT = "checkpoint.pt"
+COMPACT = "compact.pt"
+CHECKPOINT_FORMAT = "wavern-vocoder-checkpoint"
+COMPACT_FORMAT = "wavern-vocoder-compact"
+
+
+@dataclasses.dataclass(frozen=True)
+class VocoderTrainConfig:
+    """How to train; what the vocoder *is* lives in ``vocoder`` (a :class:`VocoderConfig`)."""
+
+    corpus_dir: str = "data/corpus"
+    run_dir: str = "runs/vocoder"
+    vocoder: VocoderConfig = dataclasses.field(default_factory=VocoderConfig)
+    steps: int = 200_000  # total optimiser steps; a resumed run continues to this
+    batch_size: int = 32  # segments per step; early on, steps matter more than batch (REFERENCES §7)
+    segment_frames: int = 4  # frames per segment: 4 x 256 = 1024 samples
+    lr: float = 1e-3  # Adam peak learning rate
+    warmup_steps: int = 100  # linear warm-up from lr / 10
+    lr_half_life_steps: int = 40_000  # then lr * 0.5 ** (step / half_life), never below lr_min
+    lr_min: float = 5e-5
+    optimizer: str = "adam"  # one of OPTIMIZERS
+    grad_clip: float = 1.0  # global grad-norm clip (Adam)
+    threads: int = 2  # torch intra-op threads on the CPU
+    bf16: str = "auto"  # "auto" (bf16 autocast where the CPU has native bf16), "on", "off"
+    seed: int = 0
+    checkpoint_interval_s: float = 300.0
+    resume: bool = False  # continue from run_dir/checkpoint.pt when it exists
+    init_from: str | None = None  # start (step and weights) from a compact or full checkpoint when not resuming
+    device: str = "cpu"  # "cpu", "cuda" or "auto"
+    eval_every_steps: int = 500  # held-out loss interval (0: only at the end)
+    eval_batches: int = 4  # fixed held-out batches of batch_size segments
+    log_every_steps: int = 10  # metrics row interval
+    cache_dir: str | None = None  # default: run_dir/cache
+    progress: bool = True  # tqdm bar on stderr
+    export_at_end: bool = True  # write run_dir/vocoder.safetensors when the run finishes
+
+    def __post_init__(self) -> None:
+        if self.optimizer not in OPTIMIZERS:
+            raise ParameterError(f"optimizer {self.optimizer!r} is not one of {OPTIMIZERS}")
+        if self.bf16 not in ("auto", "on", "off"):
+            raise ParameterError(f"bf16 must be 'auto', 'on' or 'off', found {self.bf16!r}")
+        for name in ("steps", "batch_size", "segment_frames", "threads", "log_every_steps", "lr_half_life_steps"):
+            if getattr(self, name) < 1:
+                raise ParameterError(f"{name} must be >= 1, found {getattr(self, name)}")
+        if not self.lr > 0 or self.lr_min < 0:
+            raise ParameterError(f"lr must be > 0 and lr_min >= 0, found {self.lr} and {self.lr_min}")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["vocoder"] = self.vocoder.to_dict()
+        return d
+
+
+def bf16_supported() -> bool:
+    """True when this CPU has native bfloat16 dot products (AVX512-BF16 or AMX-BF16)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def lr_at(step: int, cfg: VocoderTrainConfig) -> float:
+    """Learning rate of step ``step`` (0-based): linear warm-up, then exponential decay with a floor."""
+    if step < cfg.warmup_steps:
+        return cfg.lr * (0.1 + 0.9 * step / cfg.warmup_steps)
+    return max(cfg.lr_min, cfg.lr * 0.5 ** (step / cfg.lr_half_life_steps))
+
+
+def _make_optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:
+    if name == "adam":
+        return torch.optim.Adam(params, lr=lr)
+    from wavern.training.yellowfin import YellowFin  # lazily: only this path needs it
+
+    return YellowFin(params)
+
+
+class VocoderTrainer:
+    """Model, optimiser, pruner and data of one run; :func:`train_vocoder` drives it."""
+
+    def __init__(self, cfg: VocoderTrainConfig) -> None:
+        self.cfg = cfg
+        self.run_dir = Path(cfg.run_dir)
+        self.device = resolve_device(cfg.device)
+        torch.set_num_threads(cfg.threads)
+        torch.manual_seed(cfg.seed)  # the initial weights
+        self.model = WaveRNN(cfg.vocoder).to(self.device)
+        if self.device.type == "cuda":
+            self.model.gru_impl = "nn"  # cuDNN's GRU beats a Python time loop there
+        self.optimizer = _make_optimizer(cfg.optimizer, self.model.parameters(), cfg.lr)
+        self.pruner = BlockPruner(self.model, cfg.vocoder)
+        self.step = 0
+        self.wall_s = 0.0  # training wall time over all sessions
+        self.bf16 = self._resolve_bf16(cfg.bf16)
+        self.mel_pad = 2 + cfg.vocoder.cond_blocks  # the conditioning net's receptive field
+        self.data: VocoderData | None = None
+        self._eval_batches: list | None = None
+
+    def _resolve_bf16(self, mode: str) -> bool:
+        if mode == "off":
+            return False
+        if self.device.type == "cuda":
+            return torch.cuda.is_bf16_supported()
+        supported = bf16_supported()
+        if mode == "on" and not supported:
+            log.warning("bf16 requested but this CPU has no native bf16 dot products; training in float32")
+        return supported
+
+    # ---------------------------------------------------------------- data
+    def open_data(self) -> VocoderData:
+        cache = Path(self.cfg.cache_dir) if self.cfg.cache_dir else self.run_dir / "cache"
+        build_cache(self.cfg.corpus_dir, cache, self.cfg.vocoder.mel)
+        self.data = VocoderData.open(cache, hop=self.cfg.vocoder.hop_length)
+        return self.data
+
+    def _to_tensors(self, batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return (torch.from_numpy(batch.mel).to(self.device), torch.from_numpy(batch.audio).to(self.device),
+                torch.from_numpy(batch.prev).to(self.device))
+
+    def _autocast(self):
+        if not self.bf16:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=torch.bfloat16)
+
+    # ---------------------------------------------------------------- one step
+    def train_step(self) -> dict[str, float]:
+        """One optimiser step at ``self.step``; returns its losses; advances ``self.step``."""
+        cfg = self.cfg
+        rng = seed_step(cfg.seed, self.step)
+        batch = self.data.batch(rng, batch_size=cfg.batch_size, segment_frames=cfg.segment_frames,
+                                mel_pad=self.mel_pad)
+        mel, audio, prev = self._to_tensors(batch)
+        lr = lr_at(self.step, cfg)
+        if cfg.optimizer == "adam":
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+        self.model.train()
+        with self._autocast():
+            loss = self.model.loss(mel, audio, prev_audio=prev, mel_pad=self.mel_pad)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.total.backward()
+        grad_norm = float("nan")
+        if cfg.optimizer == "adam" and cfg.grad_clip > 0:
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip))
+        self.optimizer.step()
+        self.step += 1
+        self.pruner.step(self.step)
+        return {"loss": float(loss.total), "coarse": float(loss.coarse), "fine": float(loss.fine),
+                "grad_norm": grad_norm, "lr": lr}
+
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, float]:
+        """Mean loss on fixed held-out segments (drawn once from ``default_rng([seed, -1])``)."""
+        if self._eval_batches is None:
+            rng = np.random.default_rng([self.cfg.seed, 2**32 - 1])
+            held = self.data.split(True).size > 0
+            self._eval_batches = [self.data.batch(rng, batch_size=self.cfg.batch_size,
+                                                  segment_frames=self.cfg.segment_frames, mel_pad=self.mel_pad,
+                                                  held_out=held) for _ in range(self.cfg.eval_batches)]
+        self.model.eval()
+        total = coarse = fine = 0.0
+        for batch in self._eval_batches:
+            mel, audio, prev = self._to_tensors(batch)
+            with self._autocast():
+                loss = self.model.loss(mel, audio, prev_audio=prev, mel_pad=self.mel_pad)
+            total, coarse, fine = total + float(loss.total), coarse + float(loss.coarse), fine + float(loss.fine)
+        k = max(1, len(self._eval_batches))
+        return {"eval_loss": total / k, "eval_coarse": coarse / k, "eval_fine": fine / k}
+
+    # ---------------------------------------------------------------- checkpoints
+    def state(self) -> dict[str, Any]:
+        return {
+            "format": CHECKPOINT_FORMAT, "version": 1, "step": self.step, "wall_s": self.wall_s,
+            "vocoder_config": self.cfg.vocoder.to_dict(), "train_config": self.cfg.to_dict(), "bf16": self.bf16,
+            "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+            "pruner": self.pruner.state_dict(),
+            "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()},
+        }
+
+    def save(self, path: str | Path | None = None) -> Path:
+        """Full checkpoint (bit-exact resume), written atomically."""
+        return atomic_save(self.state(), path or self.run_dir / CHECKPOINT)
+
+    def save_compact(self, path: str | Path | None = None) -> Path:
+        """Small checkpoint for git: float16 weights, bfloat16 Adam moments, masks as block bits, step, config.
+
+        bfloat16 (not float16) for the moments: Adam's second moments are often below float16's
+        smallest subnormal (6e-8) and would round to 0, blowing up the first update after loading.
+        """
+        opt = self.optimizer.state_dict()
+        opt_state = {k: {n: (v.to(torch.bfloat16) if torch.is_tensor(v) and v.is_floating_point() and v.ndim else v)
+                         for n, v in s.items()} for k, s in opt["state"].items()}
+        br, bc = self.cfg.vocoder.block_shape
+        masks = {n: m[::br, ::bc].clone() for n, m in self.pruner.masks.items()}  # one bit per block
+        compact = {
+            "format": COMPACT_FORMAT, "version": 1, "step": self.step, "wall_s": self.wall_s,
+            "vocoder_config": self.cfg.vocoder.to_dict(), "train_config": self.cfg.to_dict(),
+            "model": {k: v.half() if v.is_floating_point() else v for k, v in self.model.state_dict().items()},
+            "optimizer": {"state": opt_state, "param_groups": opt["param_groups"]},
+            "pruner": {"sparsity": self.pruner.sparsity, "block_masks": masks},
+        }
+        return atomic_save(compact, path or self.run_dir / COMPACT)
+
+    def load(self, path: str | Path, *, exact: bool = True) -> None:
+        """Restore from a full (``exact``: also RNG states) or compact checkpoint."""
+        ck = torch.load(path, map_location="cpu", weights_only=False)
+        fmt = ck.get("format")
+        if fmt not in (CHECKPOINT_FORMAT, COMPACT_FORMAT):
+            raise ParameterError(f"{path} is not a vocoder checkpoint (format {fmt!r})")
+        saved = VocoderConfig.from_dict(ck["vocoder_config"])
+        if saved != self.cfg.vocoder:
+            diff = {k: (v, getattr(self.cfg.vocoder, k)) for k, v in dataclasses.asdict(saved).items()
+                    if getattr(self.cfg.vocoder, k) != v}
+            raise ParameterError(f"{path} was trained with a different vocoder config (saved, requested): {diff}; "
+                                 "pass the same model options to resume")
+        self.model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in ck["model"].items()})
+        opt = ck["optimizer"]
+        if fmt == COMPACT_FORMAT:
+            opt = {"state": {k: {n: (v.float() if torch.is_tensor(v) and v.is_floating_point() and v.ndim else v)
+                                 for n, v in s.items()} for k, s in opt["state"].items()},
+                   "param_groups": opt["param_groups"]}
+            br, bc = self.cfg.vocoder.block_shape
+            masks = {n: m.repeat_interleave(br, 0).repeat_interleave(bc, 1)
+                     for n, m in ck["pruner"]["block_masks"].items()}
+            self.pruner.load_state_dict({"sparsity": ck["pruner"]["sparsity"], "masks": masks})
+        else:
+            self.pruner.load_state_dict(ck["pruner"])
+        try:
+            self.optimizer.load_state_dict(opt)
+        except (ValueError, KeyError) as exc:
+            log.warning("optimiser state in %s does not fit (%s); starting the optimiser afresh", path, exc)
+        self.pruner.apply()
+        self.step = int(ck["step"])
+        self.wall_s = float(ck.get("wall_s", 0.0))
+        if fmt == CHECKPOINT_FORMAT:
+            self.bf16 = bool(ck["bf16"])  # keep the precision the run started with: bit-exact resume
+            if exact:
+                torch.set_rng_state(ck["rng"]["torch"])
+                np.random.set_state(ck["rng"]["numpy"])
+                random.setstate(ck["rng"]["python"])
+
+
+def train_vocoder(cfg: VocoderTrainConfig, *, on_step: Callable[[VocoderTrainer, dict], None] | None = None
+                  ) -> VocoderTrainer:
+    """Run (or resume) a vocoder training run until ``cfg.steps`` or a stop signal.
+
+    Args:
+        cfg: the run's configuration.
+        on_step: called after every step with the trainer and the step's losses (tests, hooks).
+
+    Returns:
+        The trainer, at its final step (its ``step`` tells whether it finished).
+    """
+    trainer = VocoderTrainer(cfg)
+    run_dir = trainer.run_dir
+    run_dir.mkdir(parents=True, exist_ok=True)
+    ck_path = run_dir / CHECKPOINT
+    if cfg.resume and ck_path.is_file():
+        trainer.load(ck_path)
+        log.info("resumed %s at step %d", ck_path, trainer.step)
+    elif cfg.init_from:
+        trainer.load(cfg.init_from, exact=False)
+        log.info("initialised from %s at step %d", cfg.init_from, trainer.step)
+    (run_dir / "train_config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
+    metrics = MetricsLog(run_dir / "metrics.jsonl")
+    metrics.truncate_after(trainer.step)
+    data = trainer.open_data()
+    log.info("vocoder training: %d train / %d held-out utterances, bf16=%s, threads=%d, device=%s",
+             data.split(False).size, data.split(True).size, trainer.bf16, cfg.threads, trainer.device)
+    samples_per_step = cfg.batch_size * cfg.segment_frames * cfg.vocoder.hop_length
+    timer = CheckpointTimer(cfg.checkpoint_interval_s)
+    bar = None
+    if cfg.progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=cfg.steps, initial=trainer.step, unit="step", dynamic_ncols=True,
+                   mininterval=1.0 if sys.stderr.isatty() else 60.0)
+    window: list[dict] = []
+    t_window = time.perf_counter()
+    with StopFlag() as stop:
+        while trainer.step < cfg.steps and stop.requested is None:
+            t0 = time.perf_counter()
+            row = trainer.train_step()
+            trainer.wall_s += time.perf_counter() - t0
+            window.append(row)
+            if on_step is not None:
+                on_step(trainer, row)
+            step = trainer.step
+            if step % cfg.log_every_steps == 0 or step == cfg.steps:
+                dt = time.perf_counter() - t_window
+                mean = {k: float(np.mean([r[k] for r in window])) for k in ("loss", "coarse", "fine")}
+                if cfg.optimizer == "adam":
+                    mean["grad_norm"] = float(np.mean([r["grad_norm"] for r in window]))
+                out = {"kind": "train", "step": step, **mean, "lr": row["lr"], "density": trainer.pruner.density(),
+                       "steps_per_s": len(window) / dt, "samples_per_s": len(window) * samples_per_step / dt,
+                       "wall_s": round(trainer.wall_s, 2)}
+                metrics.write(out)
+                if bar is not None:
+                    bar.set_postfix(loss=f"{mean['loss']:.3f}", c=f"{mean['coarse']:.2f}", f=f"{mean['fine']:.2f}",
+                                    sps=f"{out['samples_per_s']:.0f}", refresh=False)
+                window, t_window = [], time.perf_counter()
+            if bar is not None:
+                bar.update(1)
+            if cfg.eval_every_steps and step % cfg.eval_every_steps == 0:
+                ev = trainer.evaluate()
+                metrics.write({"kind": "eval", "step": step, **ev})
+                log.info("step %d: held-out loss %.4f (coarse %.3f, fine %.3f)", step, ev["eval_loss"],
+                         ev["eval_coarse"], ev["eval_fine"])
+            if timer.due():
+                trainer.save()
+                trainer.save_compact()
+                timer.reset()
+        if bar is not None:
+            bar.close()
+        trainer.save()
+        trainer.save_compact()
+        if trainer.step >= cfg.steps:
+            ev = trainer.evaluate()
+            metrics.write({"kind": "eval", "step": trainer.step, **ev})
+            if cfg.export_at_end:
+                export_vocoder(trainer.model, run_dir / "vocoder.safetensors")
+                (run_dir / "vocoder_config.json").write_text(json.dumps(cfg.vocoder.to_dict(), indent=2))
+        else:
+            log.info("stopped at step %d (signal %s); checkpoint saved, resume with resume=True",
+                     trainer.step, stop.requested)
+    return trainer
+
+
+# ---------------------------------------------------------------------------- command line
+def _parse(argv: list[str] | None) -> VocoderTrainConfig:
+    d = VocoderTrainConfig()
+    v = VocoderConfig()
+    p = argparse.ArgumentParser(prog="python -m wavern.training.vocoder_trainer", description=__doc__.split("\n")[0])
+    p.add_argument("--corpus", default=d.corpus_dir)
+    p.add_argument("--run", default=d.run_dir)
+    p.add_argument("--hidden", type=int, default=v.hidden_size)
+    p.add_argument("--cond-channels", type=int, default=v.cond_channels)
+    p.add_argument("--cond-blocks", type=int, default=v.cond_blocks)
+    p.add_argument("--block", default=f"{v.block_rows}x{v.block_cols}", help="pruning block shape, e.g. 16x4")
+    p.add_argument("--density", type=float, default=v.target_density)
+    p.add_argument("--prune-start", type=int, default=v.prune_start_step)
+    p.add_argument("--prune-ramp", type=int, default=v.prune_ramp_steps)
+    p.add_argument("--prune-every", type=int, default=v.prune_every_steps)
+    p.add_argument("--steps", type=int, default=d.steps)
+    p.add_argument("--batch", type=int, default=d.batch_size)
+    p.add_argument("--segment-frames", type=int, default=d.segment_frames)
+    p.add_argument("--lr", type=float, default=d.lr)
+    p.add_argument("--warmup", type=int, default=d.warmup_steps)
+    p.add_argument("--lr-half-life", type=int, default=d.lr_half_life_steps)
+    p.add_argument("--lr-min", type=float, default=d.lr_min)
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default=d.optimizer)
+    p.add_argument("--grad-clip", type=float, default=d.grad_clip)
+    p.add_argument("--threads", type=int, default=d.threads)
+    p.add_argument("--bf16", choices=("auto", "on", "off"), default=d.bf16)
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--checkpoint-interval", type=float, default=d.checkpoint_interval_s)
+    p.add_argument("--resume", action="store_true")
+    p.add_argument("--init-from", default=None)
+    p.add_argument("--device", default=d.device)
+    p.add_argument("--eval-every", type=int, default=d.eval_every_steps)
+    p.add_argument("--eval-batches", type=int, default=d.eval_batches)
+    p.add_argument("--log-every", type=int, default=d.log_every_steps)
+    p.add_argument("--no-progress", action="store_true")
+    a = p.parse_args(argv)
+    try:
+        br, bc = (int(x) for x in a.block.lower().split("x"))
+    except ValueError:
+        raise ParameterError(f"--block must look like 16x4, found {a.block!r}") from None
+    voc = VocoderConfig(hidden_size=a.hidden, cond_channels=a.cond_channels, cond_blocks=a.cond_blocks,
+                        block_rows=br, block_cols=bc, target_density=a.density, prune_start_step=a.prune_start,
+                        prune_ramp_steps=a.prune_ramp, prune_every_steps=a.prune_every)
+    return VocoderTrainConfig(
+        corpus_dir=a.corpus, run_dir=a.run, vocoder=voc, steps=a.steps, batch_size=a.batch,
+        segment_frames=a.segment_frames, lr=a.lr, warmup_steps=a.warmup, lr_half_life_steps=a.lr_half_life,
+        lr_min=a.lr_min, optimizer=a.optimizer, grad_clip=a.grad_clip, threads=a.threads, bf16=a.bf16,
+        seed=a.seed, checkpoint_interval_s=a.checkpoint_interval, resume=a.resume, init_from=a.init_from,
+        device=a.device, eval_every_steps=a.eval_every, eval_batches=a.eval_batches, log_every_steps=a.log_every,
+        progress=not a.no_progress)
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        cfg = _parse(argv)
+        trainer = train_vocoder(cfg)
+    except ParameterError as exc:
+        print(f"vocoder_trainer: error: {exc}", file=sys.stderr)
+        return 2
+    return 0 if trainer.step >= cfg.steps else 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())

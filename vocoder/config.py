@@ -1,0 +1,101 @@
+"""The vocoder's configuration: what a WaveRNN *is*, stored in ``voice.json["vocoder"]``.
+
+Training options (steps, learning rate, batch) live in the trainer's config, not here;
+the pruning schedule is here because it decides the exported block structure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from wavern.dsp import MelConfig
+from wavern.errors import ParameterError
+
+__all__ = ["VocoderConfig", "BLOCK_SHAPES"]
+
+#: Block shapes the pruner and the engine support (REFERENCES §7: 16x4 ran fastest).
+BLOCK_SHAPES = ((16, 4), (8, 4), (4, 4), (16, 1))
+
+
+@dataclasses.dataclass(frozen=True)
+class VocoderConfig:
+    """Shape of a dual-softmax WaveRNN (docs/ARCHITECTURE.md, "The WaveRNN").
+
+    Every field is stored with the voice; loading rebuilds the model from these alone.
+    """
+
+    hidden_size: int = 384  # H; split into coarse/fine halves. 384 dense-equivalent cost at 10 % density
+    cond_channels: int = 128  # C; width of the per-frame conditioning vector added to the GRU input
+    cond_blocks: int = 3  # residual blocks: receptive field ±(2 + cond_blocks) = ±5 frames (~58 ms)
+    block_rows: int = 16  # pruning block height; 16x4 is the engine's fastest layout (REFERENCES §7)
+    block_cols: int = 4  # pruning block width
+    target_density: float = 0.1  # fraction of blocks kept in W_hh and O1..O4 after the ramp
+    prune_start_step: int = 2000  # let the dense net learn something before removing weights
+    prune_ramp_steps: int = 8000  # S in z_t = Z (1 - (1 - (t - t0)/S)^3)
+    prune_every_steps: int = 200  # mask refresh interval; masks are re-applied after every step
+    mel: MelConfig = dataclasses.field(default_factory=MelConfig)  # features the net was trained on
+
+    def __post_init__(self) -> None:
+        if isinstance(self.mel, dict):  # tolerate a nested dict (from_dict does this properly)
+            object.__setattr__(self, "mel", MelConfig.from_dict(self.mel))
+        h = self.hidden_size
+        if h <= 0 or h % 2:
+            raise ParameterError(f"hidden_size must be a positive even number, found {h}")
+        if self.cond_channels <= 0:
+            raise ParameterError(f"cond_channels must be positive, found {self.cond_channels}")
+        if self.cond_blocks < 0:
+            raise ParameterError(f"cond_blocks must be >= 0, found {self.cond_blocks}")
+        shape = (self.block_rows, self.block_cols)
+        if shape not in BLOCK_SHAPES:
+            raise ParameterError(f"block shape {shape} is not supported; choose one of {list(BLOCK_SHAPES)}")
+        br, bc = shape
+        half = h // 2
+        # Every pruned matrix must tile exactly: W_hh gate slabs (H x H), O1/O3 (H/2 x H/2), O2/O4 (256 x H/2).
+        if half % br or half % bc or 256 % br:
+            raise ParameterError(
+                f"hidden_size {h}: H/2 = {half} must be a multiple of the block shape {shape}; "
+                f"use a multiple of {2 * max(br, bc)}")
+        if not 0.0 < self.target_density <= 1.0:
+            raise ParameterError(f"target_density must be in (0, 1], found {self.target_density}")
+        if self.prune_start_step < 0 or self.prune_ramp_steps < 1 or self.prune_every_steps < 1:
+            raise ParameterError(
+                "prune_start_step must be >= 0 and prune_ramp_steps, prune_every_steps >= 1; found "
+                f"{self.prune_start_step}, {self.prune_ramp_steps}, {self.prune_every_steps}")
+        if self.mel.n_mels <= 0 or self.mel.hop_length <= 0:
+            raise ParameterError(f"mel config needs positive n_mels and hop_length, found {self.mel}")
+
+    @property
+    def block_shape(self) -> tuple[int, int]:
+        return self.block_rows, self.block_cols
+
+    @property
+    def hop_length(self) -> int:
+        return self.mel.hop_length
+
+    @property
+    def n_mels(self) -> int:
+        return self.mel.n_mels
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["mel"] = self.mel.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "VocoderConfig":
+        """Strict inverse of :meth:`to_dict`: unknown fields raise :class:`ParameterError`."""
+        if not isinstance(d, dict):
+            raise ParameterError(f"vocoder config must be a dict, found {type(d).__name__}")
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise ParameterError(
+                f"unknown vocoder config fields {sorted(unknown)}; expected a subset of {sorted(names)}")
+        d = dict(d)
+        if "mel" in d:
+            if not isinstance(d["mel"], (dict, MelConfig)):
+                raise ParameterError(f"vocoder config 'mel' must be a dict, found {type(d['mel']).__name__}")
+            if isinstance(d["mel"], dict):
+                d["mel"] = MelConfig.from_dict(d["mel"])
+        return cls(**d)

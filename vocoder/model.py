@@ -1,0 +1,314 @@
+"""WaveRNN in torch: the teacher-forced training form and the per-sample reference loop.
+
+Both follow docs/ARCHITECTURE.md ("The WaveRNN"), which the numba engine implements too:
+
+- a conditioning net turns the log-mel (T, 80) into ``cond`` (T, C), one vector per frame;
+- an ``nn.GRU(3 + C, H)`` reads ``x_t = [c_{t-1}, f_{t-1}, c_t, cond_{t // hop}]`` (bytes scaled
+  to [-1, 1]); the column of ``c_t`` is masked out of the coarse rows of r, z and n, so the
+  coarse half never sees the sample it predicts;
+- two heads map the halves of h to 256-way logits for the coarse and the fine byte.
+
+Training (:meth:`WaveRNN.forward`) runs the fused ``nn.GRU`` over known samples; generation
+(:meth:`WaveRNN.infer`) is the slow, obvious loop the engine is tested against.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call
+
+from wavern.errors import ParameterError
+from wavern.vocoder.config import VocoderConfig
+from wavern.vocoder.gru import gru_sequence
+
+__all__ = ["WaveRNN", "ConditioningNet", "VocoderLoss", "InferResult", "coarse_input_mask", "split_bytes",
+           "sample_class"]
+
+N_CLASSES = 256  # one byte per softmax
+C_INIT, F_INIT = 128, 0  # c_{-1}, f_{-1}: the bytes of digital silence (x = 0)
+
+
+class VocoderLoss(NamedTuple):
+    total: torch.Tensor  # coarse + fine, nats per sample
+    coarse: torch.Tensor
+    fine: torch.Tensor
+
+
+class InferResult(NamedTuple):
+    samples: torch.Tensor  # (n,) int16
+    coarse_logits: torch.Tensor  # (n, 256) float32, before the temperature
+    fine_logits: torch.Tensor  # (n, 256)
+
+
+class ResBlock(nn.Module):
+    """``x + conv2(relu(conv1(relu(x))))`` with a k=3 and a k=1 convolution."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv1d(channels, channels, 3, padding=1)
+        self.conv2 = nn.Conv1d(channels, channels, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, C, T) -> (B, C, T)
+        return x + self.conv2(F.relu(self.conv1(F.relu(x))))
+
+
+class ConditioningNet(nn.Module):
+    """Per-frame conditioning: log-mel (B, T, n_mels) -> (B, T, C); zero padding at the ends."""
+
+    def __init__(self, n_mels: int, channels: int, n_blocks: int) -> None:
+        super().__init__()
+        self.conv_in = nn.Conv1d(n_mels, channels, 5, padding=2)
+        self.blocks = nn.ModuleList(ResBlock(channels) for _ in range(n_blocks))
+
+    def forward(self, mel: torch.Tensor) -> torch.Tensor:
+        x = self.conv_in(mel.transpose(1, 2))  # (B, C, T)
+        for block in self.blocks:
+            x = block(x)
+        return x.transpose(1, 2)  # (B, T, C)
+
+
+def coarse_input_mask(hidden_size: int, cond_channels: int) -> torch.Tensor:
+    """(3H, 3 + C) float mask: 0 at [coarse rows of r, z and n, column 2 (c_t)], 1 elsewhere."""
+    h, half = hidden_size, hidden_size // 2
+    mask = torch.ones(3 * h, 3 + cond_channels)
+    for gate in range(3):  # nn.GRU row order: r, z, n
+        mask[gate * h:gate * h + half, 2] = 0.0
+    return mask
+
+
+def split_bytes(audio: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """int16-valued samples (any integer dtype) -> (coarse, fine) int64 bytes in [0, 255]."""
+    if audio.dtype.is_floating_point or audio.dtype == torch.bool:
+        raise ParameterError(f"audio must hold int16 sample values, found dtype {audio.dtype}")
+    u = audio.to(torch.int64) + 32768
+    return u >> 8, u & 255
+
+
+def _unit(b: torch.Tensor) -> torch.Tensor:
+    """Byte -> network input in [-1, 1] (``b / 127.5 - 1``, as ``wavern.dsp.byte_to_unit``)."""
+    return b.to(torch.float32) / 127.5 - 1.0
+
+
+def sample_class(logits: torch.Tensor, u: float, temperature: float) -> int:
+    """ARCHITECTURE.md's sampling rule: the first k with ``cumsum(p)[k] > u * sum(p)``, clamped to 255.
+
+    ``p = softmax(logits / temperature)``, computed in float64 from the float32 logits.
+    """
+    p = torch.softmax(logits.to(torch.float64) / temperature, dim=0)
+    cs = torch.cumsum(p, dim=0)
+    k = int(torch.searchsorted(cs, torch.tensor([u * float(cs[-1])], dtype=torch.float64), right=True))
+    return min(k, N_CLASSES - 1)
+
+
+class WaveRNN(nn.Module):
+    """Dual-softmax WaveRNN conditioned on a log-mel spectrogram.
+
+    Args:
+        config: the model's shape; the only constructor argument.
+    """
+
+    def __init__(self, config: VocoderConfig) -> None:
+        super().__init__()
+        self.config = config
+        h, c, half = config.hidden_size, config.cond_channels, config.hidden_size // 2
+        self.cond = ConditioningNet(config.n_mels, c, config.cond_blocks)
+        self.gru = nn.GRU(3 + c, h, batch_first=True)
+        self.O1 = nn.Linear(half, half)
+        self.O2 = nn.Linear(half, N_CLASSES)
+        self.O3 = nn.Linear(half, half)
+        self.O4 = nn.Linear(half, N_CLASSES)
+        #: "loop" (default): :func:`gru_sequence`, per-frame conditioning; "nn": the stock nn.GRU.
+        self.gru_impl = "loop"
+        self.register_buffer("input_mask", coarse_input_mask(h, c), persistent=False)
+        with torch.no_grad():  # keep the stored weight honest too: masked entries are exactly 0
+            self.gru.weight_ih_l0.mul_(self.input_mask)
+
+    @property
+    def hop_length(self) -> int:
+        return self.config.hop_length
+
+    def _gru_loop(self, bytes_in: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
+        """The GRU via :func:`gru_sequence`: (B, N, 3) bytes, (B, T, C) cond -> (N, B, H) states.
+
+        The conditioning part of the input term is computed once per frame and broadcast
+        over its ``hop`` samples; the input term stays float32 even under autocast (the fine
+        byte needs ~1/256 resolution there), only the recurrent products follow autocast.
+        """
+        b, n, _ = bytes_in.shape
+        t_frames, hop = cond.shape[1], self.hop_length
+        w_ih = self.masked_weight_ih()
+        with torch.autocast(bytes_in.device.type, enabled=False):
+            frame = cond.float() @ w_ih[:, 3:].T + self.gru.bias_ih_l0  # (B, T, 3H)
+            per_sample = bytes_in.transpose(0, 1) @ w_ih[:, :3].T  # (N, B, 3H)
+            gi = per_sample.view(t_frames, hop, b, -1) + frame.transpose(0, 1)[:, None]
+        mm_dtype = torch.float32
+        if torch.is_autocast_enabled(bytes_in.device.type):
+            mm_dtype = torch.get_autocast_dtype(bytes_in.device.type)
+        return gru_sequence(gi.reshape(n, b, -1), self.gru.weight_hh_l0, self.gru.bias_hh_l0,
+                            matmul_dtype=mm_dtype)
+
+    def masked_weight_ih(self) -> torch.Tensor:
+        """``W_ih`` with the c_t column of the coarse rows zeroed, (3H, 3 + C)."""
+        return self.gru.weight_ih_l0 * self.input_mask
+
+    # ------------------------------------------------------------------ training form
+    def forward(self, mel: torch.Tensor, audio: torch.Tensor, *, prev_audio: torch.Tensor | None = None,
+                mel_pad: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        """Teacher-forced logits for every sample.
+
+        Args:
+            mel: (B, T + 2 mel_pad, n_mels) float log-mel.
+            audio: (B, T * hop) int16 samples; sample ``j`` belongs to frame ``j // hop``.
+            prev_audio: (B,) int16, the sample before ``audio[:, 0]`` (default: silence,
+                i.e. ``c_{-1} = 128, f_{-1} = 0`` as at the start of generation).
+            mel_pad: context frames on each side of ``mel``; the conditioning is computed
+                over them and cropped, so a training segment sees its true neighbours.
+
+        Returns:
+            (coarse_logits, fine_logits), each (B, T * hop, 256) float.
+        """
+        coarse_logits, fine_logits = self._logits(mel, audio, prev_audio=prev_audio, mel_pad=mel_pad)
+        return coarse_logits.transpose(0, 1), fine_logits.transpose(0, 1)
+
+    def loss(self, mel: torch.Tensor, audio: torch.Tensor, *, prev_audio: torch.Tensor | None = None,
+             mel_pad: int = 0) -> VocoderLoss:
+        """Mean cross-entropy (nats per sample) of the coarse and the fine byte, and their sum.
+
+        Arguments as :meth:`forward`. A uniform guess scores 2 ln 256 ≈ 11.09.
+        """
+        coarse_logits, fine_logits = self._logits(mel, audio, prev_audio=prev_audio, mel_pad=mel_pad)
+        coarse, fine = split_bytes(audio.t())  # (N, B), time-major like the logits
+        ce_c = F.cross_entropy(coarse_logits.reshape(-1, N_CLASSES).float(), coarse.reshape(-1))
+        ce_f = F.cross_entropy(fine_logits.reshape(-1, N_CLASSES).float(), fine.reshape(-1))
+        return VocoderLoss(ce_c + ce_f, ce_c, ce_f)
+
+    def hidden(self, mel: torch.Tensor, audio: torch.Tensor, *, prev_audio: torch.Tensor | None = None,
+               mel_pad: int = 0) -> torch.Tensor:
+        """Teacher-forced GRU states h_1..h_N, time-major (N, B, H); arguments as :meth:`forward`."""
+        if audio.ndim != 2 or mel.ndim != 3 or mel.shape[0] != audio.shape[0] or mel.shape[2] != self.config.n_mels:
+            raise ParameterError(
+                f"expected mel (B, T, {self.config.n_mels}) and audio (B, T * {self.hop_length}), found "
+                f"{tuple(mel.shape)} and {tuple(audio.shape)}")
+        if audio.dtype.is_floating_point or audio.dtype == torch.bool:
+            raise ParameterError(f"audio must hold int16 sample values, found dtype {audio.dtype}")
+        b, n = audio.shape
+        cond = self.cond(mel)  # (B, T + 2p, C)
+        if mel_pad:
+            cond = cond[:, mel_pad:cond.shape[1] - mel_pad]
+        t_frames = cond.shape[1]
+        if n != t_frames * self.hop_length:
+            raise ParameterError(
+                f"audio has {n} samples but {t_frames} mel frames need {t_frames * self.hop_length} "
+                f"(hop {self.hop_length})")
+        if prev_audio is None:
+            prev_audio = torch.zeros(b, 1, dtype=torch.int64, device=audio.device)  # x = 0: (128, 0)
+        seq = torch.cat([prev_audio.reshape(b, 1).to(torch.int64), audio.to(torch.int64)], dim=1)
+        c_all, f_all = split_bytes(seq)  # (B, N + 1)
+        bytes_in = _unit(torch.stack([c_all[:, :-1], f_all[:, :-1], c_all[:, 1:]], dim=-1))  # (B, N, 3)
+        if self.gru_impl == "nn":  # the stock fused nn.GRU over the full (3 + C) input
+            cond_s = cond.repeat_interleave(self.hop_length, dim=1)  # (B, N, C)
+            x = torch.cat([bytes_in.to(cond_s.dtype), cond_s], dim=-1)  # (B, N, 3 + C)
+            hs, _ = functional_call(self.gru, {"weight_ih_l0": self.masked_weight_ih()}, (x,))  # (B, N, H)
+            return hs.transpose(0, 1)
+        return self._gru_loop(bytes_in, cond)  # (N, B, H)
+
+    def _logits(self, mel: torch.Tensor, audio: torch.Tensor, *, prev_audio: torch.Tensor | None,
+                mel_pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Time-major teacher-forced logits, (N, B, 256) each."""
+        hs = self.hidden(mel, audio, prev_audio=prev_audio, mel_pad=mel_pad)  # (N, B, H)
+        half = self.config.hidden_size // 2
+        coarse_logits = self.O2(F.relu(self.O1(hs[..., :half])))
+        fine_logits = self.O4(F.relu(self.O3(hs[..., half:])))
+        return coarse_logits, fine_logits
+
+    # ------------------------------------------------------------------ generation (reference)
+    def frame_gates(self, mel: torch.Tensor) -> torch.Tensor:
+        """Per-frame input gate term ``W_ih[:, 3:] cond_t + b_ih``, (T, 3H), for mel (T, n_mels)."""
+        cond = self.cond(mel[None].to(torch.float32))[0]  # (T, C)
+        return cond @ self.masked_weight_ih()[:, 3:].T + self.gru.bias_ih_l0
+
+    @torch.no_grad()
+    def infer(self, mel: torch.Tensor, uniforms, *, temperature: float = 1.0, return_logits: bool = False):
+        """Generate audio one sample at a time, exactly as docs/ARCHITECTURE.md orders it.
+
+        This is the slow reference the engine is checked against, not a fast path.
+
+        Args:
+            mel: (T, n_mels) log-mel (tensor or array).
+            uniforms: (T * hop, 2) float64 in [0, 1); ``[t, 0]`` draws c_t, ``[t, 1]`` draws f_t.
+            temperature: softmax temperature (> 0).
+            return_logits: also return the (pre-temperature) logits of both heads.
+
+        Returns:
+            (T * hop,) int16 tensor, or with ``return_logits`` an :class:`InferResult`
+            (samples, coarse_logits, fine_logits) — the samples field is the same tensor.
+        """
+        result = self._reference_loop(mel, uniforms, temperature=temperature)
+        return result[0] if not return_logits else InferResult(*result[:3])
+
+    def _reference_loop(self, mel, uniforms=None, *, temperature: float = 1.0,
+                        forced_audio: torch.Tensor | None = None):
+        """The per-sample loop. ``forced_audio`` (n,) replaces sampling (teacher forcing, for tests).
+
+        Returns (samples int16 (n,), coarse_logits (n, 256), fine_logits (n, 256), states (n, H)).
+        """
+        mel = torch.as_tensor(mel, dtype=torch.float32)
+        if mel.ndim != 2 or mel.shape[1] != self.config.n_mels:
+            raise ParameterError(f"mel must have shape (frames, {self.config.n_mels}), found {tuple(mel.shape)}")
+        if not (temperature > 0 and math.isfinite(temperature)):
+            raise ParameterError(f"temperature must be a positive finite number, found {temperature}")
+        hop, h = self.hop_length, self.config.hidden_size
+        half = h // 2
+        n = mel.shape[0] * hop
+        if forced_audio is None:
+            u = torch.as_tensor(uniforms, dtype=torch.float64)
+            if u.shape != (n, 2):
+                raise ParameterError(f"uniforms must have shape ({n}, 2) for {mel.shape[0]} frames, "
+                                     f"found {tuple(u.shape)}")
+            if bool(((u < 0) | (u >= 1)).any()):
+                raise ParameterError("uniforms must lie in [0, 1)")
+            u = u.tolist()
+        else:
+            forced_c, forced_f = split_bytes(forced_audio.reshape(-1)[:n])
+        param = next(self.parameters())
+        gi_frames = self.frame_gates(mel.to(param.device))  # (T, 3H)
+        w_ih = self.masked_weight_ih()
+        w_bytes = w_ih[:, 0:2]  # columns of c_{t-1}, f_{t-1}
+        w_cur = w_ih[:, 2]  # column of c_t (0 on coarse rows)
+        w_hh, b_hh = self.gru.weight_hh_l0, self.gru.bias_hh_l0
+        rows_c = torch.cat([torch.arange(g * h, g * h + half) for g in range(3)])  # coarse rows of r, z, n
+        rows_f = rows_c + half
+
+        def gate_half(gi: torch.Tensor, gh: torch.Tensor, h_prev: torch.Tensor) -> torch.Tensor:
+            r = torch.sigmoid(gi[:half] + gh[:half])
+            z = torch.sigmoid(gi[half:2 * half] + gh[half:2 * half])
+            cand = torch.tanh(gi[2 * half:] + r * gh[2 * half:])
+            return (1 - z) * cand + z * h_prev
+
+        state = torch.zeros(h, device=param.device)
+        c_prev, f_prev = C_INIT, F_INIT
+        samples = torch.empty(n, dtype=torch.int16)
+        logits_c = torch.empty(n, N_CLASSES)
+        logits_f = torch.empty(n, N_CLASSES)
+        states = torch.empty(n, h)
+        for t in range(n):
+            gh = w_hh @ state + b_hh  # all 3H rows: one matvec
+            prev = _unit(torch.tensor([c_prev, f_prev], device=param.device))
+            gi = gi_frames[t // hop] + w_bytes @ prev  # without c_t
+            hc = gate_half(gi[rows_c], gh[rows_c], state[:half])
+            lc = self.O2(F.relu(self.O1(hc)))
+            c_t = int(forced_c[t]) if forced_audio is not None else sample_class(lc, u[t][0], temperature)
+            gi_f = gi[rows_f] + w_cur[rows_f] * _unit(torch.tensor(c_t, device=param.device))
+            hf = gate_half(gi_f, gh[rows_f], state[half:])
+            lf = self.O4(F.relu(self.O3(hf)))
+            f_t = int(forced_f[t]) if forced_audio is not None else sample_class(lf, u[t][1], temperature)
+            state = torch.cat([hc, hf])
+            samples[t] = c_t * 256 + f_t - 32768
+            logits_c[t], logits_f[t], states[t] = lc.cpu(), lf.cpu(), state.cpu()
+            c_prev, f_prev = c_t, f_t
+        return samples, logits_c, logits_f, states

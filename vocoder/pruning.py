@@ -1,0 +1,128 @@
+"""Block magnitude pruning of the WaveRNN's recurrent and output matrices (WaveRNN paper §4).
+
+The sparsity ramps from 0 at step ``t0`` to the target ``Z`` over ``S`` steps,
+``z_t = Z (1 - (1 - (t - t0)/S)^3)``; every ``prune_every_steps`` the masks are recomputed
+by keeping the blocks with the largest L2 norm, and after every optimiser step the masked
+weights are set back to zero (:meth:`BlockPruner.apply`).
+
+``gru.weight_hh`` (3H × H) is pruned **per gate**: each of the r, z and n slabs (H × H) keeps
+the same fraction of its own blocks. The gates have different weight scales (the n slab is
+multiplied by r), so one global ranking over the whole matrix would starve whichever gate has
+the smaller weights; per-gate pruning keeps all three gates alive and gives the engine an
+equal amount of work in each third. O1..O4 are each pruned as one matrix.
+
+The masks are ordinary tensors in :meth:`BlockPruner.state_dict`, stored in checkpoints.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import torch
+
+from wavern.vocoder.config import VocoderConfig
+
+__all__ = ["sparsity_at", "block_mask", "BlockPruner", "PRUNED_PARAMETERS"]
+
+log = logging.getLogger(__name__)
+
+#: Parameter names (in ``WaveRNN.named_parameters()``) that are pruned, with their slab count.
+PRUNED_PARAMETERS = {"gru.weight_hh_l0": 3, "O1.weight": 1, "O2.weight": 1, "O3.weight": 1, "O4.weight": 1}
+
+
+def sparsity_at(step: int, *, target: float, start: int, ramp: int) -> float:
+    """Fraction of blocks to remove at ``step``: 0 before ``start``, ``target`` after ``start + ramp``.
+
+    ``z_t = Z (1 - (1 - (t - t0)/S)^3)`` (WaveRNN §4.1), with ``Z = target`` (a sparsity, i.e.
+    1 - density), ``t0 = start``, ``S = ramp``.
+    """
+    if step <= start:
+        return 0.0
+    frac = min(1.0, (step - start) / ramp)
+    return target * (1.0 - (1.0 - frac) ** 3)
+
+
+def block_mask(weight: torch.Tensor, block_shape: tuple[int, int], sparsity: float) -> torch.Tensor:
+    """Boolean mask (same shape as ``weight``) keeping the largest-norm blocks.
+
+    Removes ``floor(sparsity * n_blocks)`` blocks, those with the smallest L2 norm (ties broken
+    by block position, so the result is deterministic).
+    """
+    br, bc = block_shape
+    rows, cols = weight.shape
+    blocks = weight.detach().float().reshape(rows // br, br, cols // bc, bc)
+    norms = blocks.pow(2).sum(dim=(1, 3)).flatten()  # (n_blocks,) row-major over (block_row, block_col)
+    n_drop = int(math.floor(sparsity * norms.numel() + 1e-9))
+    keep = torch.ones_like(norms, dtype=torch.bool)
+    if n_drop > 0:
+        order = torch.argsort(norms, stable=True)
+        keep[order[:n_drop]] = False
+    keep = keep.reshape(rows // br, 1, cols // bc, 1).expand(rows // br, br, cols // bc, bc)
+    return keep.reshape(rows, cols).clone()
+
+
+class BlockPruner:
+    """Owns the pruning masks of one :class:`~wavern.vocoder.model.WaveRNN`.
+
+    Usage per training step: ``optimizer.step(); pruner.step(step)`` — ``step`` refreshes the
+    masks when due and always re-applies them.
+    """
+
+    def __init__(self, model: torch.nn.Module, config: VocoderConfig) -> None:
+        self.config = config
+        params = dict(model.named_parameters())
+        self.params = {name: params[name] for name in PRUNED_PARAMETERS}
+        self.masks = {name: torch.ones_like(p, dtype=torch.bool) for name, p in self.params.items()}
+        self.sparsity = 0.0  # sparsity of the current masks
+
+    def target_sparsity(self, step: int) -> float:
+        c = self.config
+        return sparsity_at(step, target=1.0 - c.target_density, start=c.prune_start_step, ramp=c.prune_ramp_steps)
+
+    def due(self, step: int) -> bool:
+        c = self.config
+        return step > c.prune_start_step and (step % c.prune_every_steps == 0
+                                              or step >= c.prune_start_step + c.prune_ramp_steps)
+
+    @torch.no_grad()
+    def update_masks(self, sparsity: float) -> None:
+        """Recompute every mask for ``sparsity`` from the current (masked) weights."""
+        for name, p in self.params.items():
+            slabs = PRUNED_PARAMETERS[name]
+            rows = p.shape[0] // slabs
+            parts = [block_mask(p[i * rows:(i + 1) * rows], self.config.block_shape, sparsity) for i in range(slabs)]
+            self.masks[name] = torch.cat(parts, dim=0).to(p.device)
+        self.sparsity = sparsity
+
+    @torch.no_grad()
+    def apply(self) -> None:
+        """Zero the pruned weights (call after every optimiser step)."""
+        if self.sparsity <= 0.0:
+            return
+        for name, p in self.params.items():
+            p.mul_(self.masks[name])
+
+    def step(self, step: int) -> None:
+        """Refresh the masks if due at ``step`` (1-based count of finished steps), then apply them."""
+        if self.due(step):
+            z = self.target_sparsity(step)
+            if z != self.sparsity:
+                self.update_masks(z)
+                log.debug("step %d: pruned to sparsity %.4f", step, z)
+        self.apply()
+
+    def density(self) -> float:
+        """Fraction of pruned-matrix weights currently kept."""
+        kept = sum(int(m.sum()) for m in self.masks.values())
+        return kept / sum(m.numel() for m in self.masks.values())
+
+    def state_dict(self) -> dict:
+        return {"sparsity": self.sparsity, "masks": {k: v.clone().cpu() for k, v in self.masks.items()}}
+
+    def load_state_dict(self, state: dict) -> None:
+        for name, mask in state["masks"].items():
+            if name not in self.masks or mask.shape != self.masks[name].shape:
+                raise ValueError(f"pruning mask '{name}' of shape {tuple(mask.shape)} does not fit this model")
+            self.masks[name] = mask.to(device=self.params[name].device, dtype=torch.bool)
+        self.sparsity = float(state["sparsity"])
