@@ -4,8 +4,8 @@
 by :mod:`.sentences`) into its spoken form, using its neighbours for context
 ("March 3" -> "March third", "Henry VIII" -> "Henry the eighth", "$5 million" ->
 "five million dollars"). Everything it returns is made only of letters (any script, with
-their combining marks), apostrophes, hyphens, spaces and, inside phone numbers, commas:
-never digits or symbols.
+their combining marks), apostrophes, hyphens, spaces and, inside phone numbers and dates,
+commas: never digits or symbols.
 
 Conventions (documented choices):
 
@@ -719,7 +719,7 @@ def read_token(s: str, ctx: Context = Context(), *, lexicon: Lexicon | None = No
         if entry is not None:
             base = entry.respelling if entry.respelling is not None else s
             return Reading(read_plain(prepare(base)), phonemes=entry.phonemes,
-                           may_end=s.endswith("."))
+                           may_end=read_token(s, ctx).may_end)
     if is_plain_word(s):
         return Reading(s)
     key = s.lower()
@@ -731,9 +731,7 @@ def read_token(s: str, ctx: Context = Context(), *, lexicon: Lexicon | None = No
         return Reading(_read_url(s))
     if any("0" <= c <= "9" for c in s):
         spoken = _read_numeric(s, ctx)
-        if spoken is not None:
-            return Reading(spoken)
-        return Reading(read_plain(s))
+        return Reading(read_plain(s) if spoken is None else spoken, may_end=s.endswith("."))
     prev_value = _plain_number_value(ctx.prev)
     if re.fullmatch(_AMPM, s) and (prev_value is not None or (ctx.prev and _RE_TIME.fullmatch(ctx.prev))):
         return Reading("A M" if s[0] in "aA" else "P M", may_end=s.endswith("."))

@@ -298,7 +298,7 @@ def _tokens(text: str) -> list[_Token]:
     tokens = []
     for m in _CHUNK_RE.finditer(text):
         chunk = m.group()
-        if chunk.isalpha() and chunk.isascii():  # fast path: a plain word
+        if chunk.isalpha() and chunk.isascii() and len(chunk) <= MAX_TOKEN_CHARS:  # a plain word
             tokens.append(_Token(m.start(), m.end(), chunk, m.end()))
             continue
         for s, e in _pieces(text, m.start(), m.end()):

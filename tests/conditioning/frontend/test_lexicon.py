@@ -1,0 +1,99 @@
+"""User lexicon: JSON format, case-insensitive lookup, validation, atomic save."""
+
+import json
+
+import pytest
+
+from wavern.conditioning.frontend.lexicon import MAX_ENTRY_CHARS, Lexicon, LexiconEntry
+from wavern.errors import ParameterError
+
+
+def test_both_value_forms():
+    lex = Lexicon({"nginx": "engine x", "GIF": {"phonemes": "dʒɪf"},
+                   "Siobhan": {"respelling": "shiv awn", "phonemes": "ʃɪˈvɔːn"}})
+    assert lex.lookup("nginx") == LexiconEntry(respelling="engine x")
+    assert lex.lookup("gif") == LexiconEntry(phonemes="dʒɪf")
+    assert lex.lookup("SIOBHAN") == LexiconEntry(respelling="shiv awn", phonemes="ʃɪˈvɔːn")
+    assert lex.lookup("nope") is None
+    assert len(lex) == 3 and "Gif" in lex and "nope" not in lex
+
+
+def test_lookup_ignores_case_width_and_apostrophe_style():
+    lex = Lexicon({"don't": "do not"})
+    for form in ["don't", "DON'T", "don\u2019t", "ｄｏｎ'ｔ"]:
+        assert lex.lookup(form) == LexiconEntry(respelling="do not"), form
+
+
+def test_save_load_round_trip(tmp_path):
+    lex = Lexicon({"nginx": "engine x", "GIF": {"phonemes": "dʒɪf"}})
+    lex.set("Dr.", "drive")
+    lex.set("tomato", phonemes="təˈmɑːtoʊ")
+    path = tmp_path / "lexicon.json"
+    lex.save(path)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert data == {"nginx": "engine x", "gif": {"phonemes": "dʒɪf"}, "dr.": "drive",
+                    "tomato": {"phonemes": "təˈmɑːtoʊ"}}
+    assert "dʒɪf" in path.read_text(encoding="utf-8")  # IPA stays readable
+    again = Lexicon.load(path)
+    assert again.to_json() == lex.to_json()
+    assert [p.name for p in tmp_path.iterdir()] == ["lexicon.json"]  # no temp file left
+
+
+def test_set_replaces_and_remove():
+    lex = Lexicon()
+    lex.set("word", "first")
+    lex.set("WORD", "second")
+    assert len(lex) == 1 and lex.lookup("word").respelling == "second"
+    assert lex.remove("Word") is True
+    assert lex.remove("word") is False
+    assert len(lex) == 0
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ("{not json", "not valid JSON.*line 1"),
+    ("[1, 2]", "must hold a JSON object.*list"),
+    ('{"a": 5}', "'a' must be a string or an object"),
+    ('{"a": {"phonemes": 5}}', "phonemes must be a string"),
+    ('{"a": {"ipa": "x"}}', "unknown field"),
+    ('{"a": {}}', "empty object"),
+    ('{"a": ""}', "empty"),
+    ('{"two words": "x"}', "whitespace"),
+    ('{"": "x"}', "empty after normalisation"),
+    ('{"a": "line\\nbreak"}', "control characters"),
+    ('{"a": "' + "x" * (MAX_ENTRY_CHARS + 1) + '"}', f"limit is {MAX_ENTRY_CHARS}"),
+])
+def test_bad_files_refused(tmp_path, content, message):
+    path = tmp_path / "lexicon.json"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(ParameterError, match=message):
+        Lexicon.load(path)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ParameterError, match="does not exist"):
+        Lexicon.load(tmp_path / "missing.json")
+
+
+def test_not_utf8(tmp_path):
+    path = tmp_path / "lexicon.json"
+    path.write_bytes(b'{"a": "\xff"}')
+    with pytest.raises(ParameterError, match="cannot read"):
+        Lexicon.load(path)
+
+
+def test_save_to_missing_folder(tmp_path):
+    with pytest.raises(ParameterError, match="cannot write"):
+        Lexicon({"a": "b"}).save(tmp_path / "no" / "such" / "lexicon.json")
+
+
+def test_set_needs_something():
+    with pytest.raises(ParameterError, match="respelling or phonemes"):
+        Lexicon().set("word")
+    with pytest.raises(ParameterError, match="must be a string"):
+        Lexicon().set("word", 5)
+
+
+def test_lookup_of_odd_input_is_none():
+    lex = Lexicon({"a": "b"})
+    assert lex.lookup("") is None
+    assert lex.lookup("two words") is None

@@ -1,0 +1,229 @@
+"""Sentence splitting and word spans: boundaries, exact spans in the original text,
+length limits and bad input."""
+
+import pytest
+
+from wavern.conditioning.frontend.lexicon import Lexicon
+from wavern.conditioning.frontend.sentences import (
+    MAX_SENTENCE_WORDS,
+    MAX_TOKEN_CHARS,
+    MIN_SPLIT_WORDS,
+    Sentence,
+    normalize_text,
+    segment,
+)
+from wavern.errors import ParameterError
+
+
+def check_spans(text: str, sentences: list[Sentence]) -> None:
+    """Every span round-trips and spans are ordered and disjoint."""
+    pos = 0
+    for s in sentences:
+        assert text[s.start:s.end] == s.text
+        assert s.text == s.text.strip() and s.words
+        assert s.start >= pos
+        pos = s.end
+        wpos, spos = s.start, 0
+        for w in s.words:
+            assert text[w.start:w.end] == w.text
+            assert wpos <= w.start < w.end <= s.end
+            wpos = w.end
+            assert s.spoken[w.spoken_start:w.spoken_end] == w.spoken
+            assert w.spoken and spos <= w.spoken_start
+            spos = w.spoken_end
+        joined = " ".join(w.spoken for w in s.words)
+        assert s.spoken.replace(",", "").replace(";", "").replace(":", "").rstrip(".?!") == \
+            joined.replace(",", "")
+
+
+def texts(text: str) -> list[str]:
+    sentences = segment(text)
+    check_spans(text, sentences)
+    return [s.text for s in sentences]
+
+
+SPLITS = [
+    ("Hello there. How are you?", ["Hello there.", "How are you?"]),
+    ("Stop! Who goes there?", ["Stop!", "Who goes there?"]),
+    ("Dr. Smith went to Washington.", ["Dr. Smith went to Washington."]),
+    ("Mr. and Mrs. Brown met Prof. Green.", ["Mr. and Mrs. Brown met Prof. Green."]),
+    ("The U.S. economy grew. Then it shrank.", ["The U.S. economy grew.", "Then it shrank."]),
+    ("He lives in the U.S. He is happy.", ["He lives in the U.S.", "He is happy."]),
+    ("Use a fruit, e.g. an apple. Or not.", ["Use a fruit, e.g. an apple.", "Or not."]),
+    ("That is, i.e. Monday, fine.", ["That is, i.e. Monday, fine."]),
+    ("Pi is 3.14 today. Yes.", ["Pi is 3.14 today.", "Yes."]),
+    ("It costs 3.50. Then we left.", ["It costs 3.50.", "Then we left."]),
+    ("J. R. R. Tolkien wrote it.", ["J. R. R. Tolkien wrote it."]),
+    ("John F. Kennedy spoke.", ["John F. Kennedy spoke."]),
+    ("I like plan B. The other one is bad.", ["I like plan B.", "The other one is bad."]),
+    ("Cats, dogs, etc. The rest ran.", ["Cats, dogs, etc.", "The rest ran."]),
+    ("Meet at 10 a.m. Then lunch.", ["Meet at 10 a.m.", "Then lunch."]),
+    ("Meet at 3:30p.m. Then lunch.", ["Meet at 3:30p.m.", "Then lunch."]),
+    ("See No. 5 now. No. I won't.", ["See No. 5 now.", "No.", "I won't."]),
+    ('He said "Hi." Then he left.', ['He said "Hi."', "Then he left."]),
+    ("(This is fine.) Ok?", ["(This is fine.)", "Ok?"]),
+    ("She asked, 'why?' Nobody knew.", ["She asked, 'why?'", "Nobody knew."]),
+    ("Wait... I see.", ["Wait... I see."]),
+    ("Visit www.example.com. It is good.", ["Visit www.example.com.", "It is good."]),
+    ("Really?! Yes.", ["Really?!", "Yes."]),
+    ("你好。世界", ["你好。", "世界"]),
+    ("A\n\nB", ["A", "B"]),
+    ("Shopping list:\n- eggs\n- milk", ["Shopping list:", "- eggs", "- milk"]),
+    ("Items\n* one\n* two", ["Items", "* one", "* two"]),
+    ("Steps\n1. Mix well\n2. Bake it", ["Steps", "1. Mix well", "2. Bake it"]),
+    ("Eggs\nMilk\nBread", ["Eggs", "Milk", "Bread"]),
+    ("Chapter One\nIt was a dark night.", ["Chapter One", "It was a dark night."]),
+    ("It was a dark and stormy night and the rain fell in torrents, except at\n"
+     "occasional intervals when it was checked.",
+     ["It was a dark and stormy night and the rain fell in torrents, except at\n"
+      "occasional intervals when it was checked."]),
+    ("first line without stop\nsecond line", ["first line without stop\nsecond line"]),
+    ("  \n  Leading and trailing space.  \n ", ["Leading and trailing space."]),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), SPLITS, ids=[t[:30] for t, _ in SPLITS])
+def test_splits(text, expected):
+    assert texts(text) == expected
+
+
+def test_spoken_keeps_pauses_and_final_marks():
+    (s,) = segment("Well, the cat (a tabby) sat; then: it left")
+    assert s.spoken == "Well, the cat, a tabby, sat; then: it left."
+    first, second = segment("Who? Me!")
+    assert (first.spoken, second.spoken) == ("Who?", "Me!")
+    (s,) = segment("Steps\n1. Mix well")[1:]
+    assert s.spoken == "one, Mix well."
+
+
+def test_words_keep_original_text_and_spans():
+    text = "Dr. Smith paid $12.50 on March 3, 2021."
+    (s,) = segment(text)
+    assert [w.text for w in s.words] == ["Dr.", "Smith", "paid", "$12.50", "on", "March", "3", "2021"]
+    assert [w.spoken for w in s.words] == ["doctor", "Smith", "paid", "twelve dollars and fifty cents", "on",
+                                           "March", "third", "twenty twenty-one"]
+    assert s.spoken == "doctor Smith paid twelve dollars and fifty cents on March third, twenty twenty-one."
+    assert all(w.phonemes is None for w in s.words)
+    check_spans(text, [s])
+
+
+@pytest.mark.parametrize(("prefix", "prefix_words"), [
+    ("\U0001F600 ", []), ("\U0001F44D\U0001F3FD", []), ("\u0301", []), ("\u0301\u0302 ", []),
+    ("\U0001F468\u200d\U0001F469\u200d\U0001F467 ", []), ("\ufe0f", []), ("\x00\x07", []),
+    ("\ud800", []), ("\u200b", []), ("\U000F0000", []), ("\u2028", []), ("\t\r\n", []),
+    ("e\u0301 ", ["e\u0301"]), ("\U0001F600e\u0301 ", ["e\u0301"]),
+])
+def test_spans_round_trip_after_emoji_and_marks(prefix, prefix_words):
+    text = prefix + "Caf\u00e9 costs $5. " + prefix + "Na\u0303o \U0001F600sei! " + prefix
+    sentences = segment(text)
+    check_spans(text, sentences)
+    core = ["Caf\u00e9", "costs", "$5", "Na\u0303o", "sei"]
+    expected = prefix_words + core[:3] + prefix_words + core[3:] + prefix_words
+    assert [w.text for s in sentences for w in s.words] == expected
+    spoken = " ".join(s.spoken for s in sentences)
+    assert "\U0001F600" not in spoken and "\ud800" not in spoken and "\u200d" not in spoken
+    assert "Caf\u00e9 costs five dollars." in spoken and "N\u00e3o sei" in spoken
+
+
+def test_emoji_inside_word_splits_it():
+    text = "hello\U0001F600world"
+    (s,) = segment(text)
+    assert [w.text for w in s.words] == ["hello", "world"]
+    assert s.text == text
+
+
+def test_control_characters_and_surrogates_dropped():
+    text = "abc\x00def\x07 ghi\ud800jkl\x7f \x1b[0mred"
+    out = normalize_text(text)
+    assert out == "abc def ghi jkl, zero mred."
+    check_spans(text, segment(text))
+
+
+def test_tabs_and_odd_newlines_are_whitespace():
+    assert normalize_text("a\tb\u00a0c\u2028d\r\ne") == "a b c d e."
+
+
+def test_fullwidth_and_mixed_scripts_kept():
+    assert normalize_text("Ｉ ｈａｖｅ ３ 猫 and Ελληνικά") == "I have three 猫 and Ελληνικά."
+
+
+def test_long_sentence_without_punctuation_is_cut():
+    words = [f"w{chr(97 + i % 26)}x" for i in range(2000)]
+    text = " ".join(words)
+    sentences = segment(text)
+    check_spans(text, sentences)
+    assert [w.text for s in sentences for w in s.words] == words
+    for s in sentences:
+        assert len(s.spoken.split()) <= MAX_SENTENCE_WORDS
+    assert len(sentences) == -(-2000 // MAX_SENTENCE_WORDS)
+
+
+def test_long_sentence_is_cut_at_commas():
+    clause = "one two three four five six seven eight nine ten eleven twelve,"
+    text = " ".join([clause] * 40) + " end"
+    sentences = segment(text)
+    check_spans(text, sentences)
+    for s in sentences[:-1]:
+        assert MIN_SPLIT_WORDS <= len(s.spoken.split()) <= MAX_SENTENCE_WORDS
+        assert s.text.endswith(",") and s.spoken.endswith(",")
+    assert sentences[-1].spoken.endswith("end.")
+
+
+def test_long_token_is_cut():
+    text = "x" * (5 * MAX_TOKEN_CHARS + 7)
+    sentences = segment(text)
+    check_spans(text, sentences)
+    assert [len(w.text) for s in sentences for w in s.words] == [MAX_TOKEN_CHARS] * 5 + [7]
+
+
+def test_many_numbers_bounded():
+    text = " ".join(["1,234,567.89"] * 50)
+    for s in segment(text):
+        assert len(s.words) == 1 or len(s.spoken.split()) <= MAX_SENTENCE_WORDS
+
+
+@pytest.mark.parametrize("text", ["", " ", "\n\t  \r\n", "\u3000\u2003"])
+def test_empty_text_refused(text):
+    with pytest.raises(ParameterError, match="nothing to say"):
+        segment(text)
+
+
+@pytest.mark.parametrize("text", ["\U0001F600\U0001F44D", "...", "* * *", "\x00\x01", "\ud800", "\u0301"])
+def test_unspeakable_text_refused(text):
+    with pytest.raises(ParameterError, match="nothing to say"):
+        segment(text)
+
+
+def test_oversize_text_refused_with_length_and_limit():
+    with pytest.raises(ParameterError, match="1,001 characters.*limit is 1,000"):
+        segment("a" * 1001, max_chars=1000)
+    assert segment("a" * 1000, max_chars=1000)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "10"])
+def test_bad_max_chars(bad):
+    with pytest.raises(ParameterError, match="max_chars"):
+        segment("hello", max_chars=bad)
+
+
+def test_not_a_string():
+    with pytest.raises(ParameterError, match="string"):
+        segment(b"hello")
+
+
+def test_normalize_text_joins_sentences():
+    text = "It is 5 pm. Go home!"
+    assert normalize_text(text) == " ".join(s.spoken for s in segment(text)) == "It is five P M. Go home!"
+
+
+def test_lexicon_respelling_and_phonemes():
+    lex = Lexicon({"nginx": "engine x", "GIF": {"phonemes": "dʒɪf"}})
+    (s,) = segment("NGINX serves a GIF.", lexicon=lex)
+    assert [w.spoken for w in s.words] == ["engine x", "serves", "a", "GIF"]
+    assert [w.phonemes for w in s.words] == [None, None, None, "dʒɪf"]
+    assert s.spoken == "engine x serves a GIF."
+
+
+def test_lexicon_overrides_rules():
+    lex = Lexicon({"Dr.": "drive", "1999": "party year"})
+    assert normalize_text("Dr. Who in 1999", lexicon=lex) == "drive Who in party year."
