@@ -234,6 +234,10 @@ def _seeded_problem(seed=0):
         scale = 3e-3                                  # |g|^2 ~ 1e-5: the lr grows to the clamp
         if step in (12, 40):
             scale *= 1e3                              # spikes: adaptive clip and exploding clip
+        if step == 1:
+            scale *= 30.0                             # above 10 |g_0|, not clipped before t = 2
+        if step == 2:
+            scale *= 100.0                            # clipped: the first step that may be
         if step == 45:
             scale = 0.0                               # an all-zero gradient
         return [gW * scale, gb * scale, None]
@@ -247,8 +251,8 @@ def test_teacher_forced_against_naive_twin():
     twin = NaiveYellowFin([p.detach().numpy() for p in params], w=4)
     for step in range(50):
         grads = grads_at(step)
-        # a schedule; the factor 20 at the spike pushes lr * |g| past the clamp
-        lr_factor = 20.0 if step == 40 else (0.5 if step >= 47 else 1.0)
+        # a schedule; the factor 1e3 at the spike pushes lr * |g| past the clamp
+        lr_factor = 1e3 if step == 40 else (0.5 if step >= 47 else 1.0)
         for p, g in zip(params, grads):
             p.grad = None if g is None else g.clone()
         opt.lr_factor = lr_factor
