@@ -32,6 +32,7 @@ __all__ = [
     "WordEvent",
     "Synthesis",
     "synthesize",
+    "phonemize",
     "espeak_version",
     "data_path",
     "DEFAULT_RATE",
@@ -168,6 +169,18 @@ class _Library:
         ]
         lib.espeak_Synth.restype = ctypes.c_int
         lib.espeak_Synchronize.restype = ctypes.c_int
+        # espeak draws breath/aspiration noise from its own generator (seeded from the clock
+        # at start-up) and from libc rand(); seeding both per call makes audio reproducible.
+        self.set_rand_seed = getattr(lib, "espeak_ng_SetRandSeed", None)
+        if self.set_rand_seed is not None:
+            self.set_rand_seed.argtypes = [ctypes.c_long]
+            self.set_rand_seed.restype = ctypes.c_int
+        else:
+            log.warning("libespeak-ng %s has no espeak_ng_SetRandSeed: its audio noise is not reproducible",
+                        lib_path)
+        self.libc_srand = ctypes.CDLL(None).srand
+        self.libc_srand.argtypes = [ctypes.c_uint]
+        self.libc_srand.restype = None
         rate = lib.espeak_Initialize(
             _AUDIO_OUTPUT_SYNCHRONOUS, 0, self.data_path.encode(), _INIT_PHONEME_EVENTS | _INIT_PHONEME_IPA
         )
@@ -263,10 +276,17 @@ def synthesize(
     rate: int = DEFAULT_RATE,
     pitch: int = DEFAULT_PITCH,
     pitch_range: int = DEFAULT_PITCH_RANGE,
+    noise_seed: int = 0,
 ) -> Synthesis:
     """Render ``text`` with espeak-ng and return audio plus phoneme and word events.
 
     The text is plain UTF-8 (no SSML); a full pause follows the last clause.
+
+    Reproducibility: the noise generators are seeded with ``noise_seed`` on every call (this
+    also reseeds libc ``rand()`` for the process). espeak-ng additionally carries waveform state
+    (pitch-flutter phase and the like) from one call to the next, so the *audio* of a call
+    depends on what this process rendered before; the phoneme names and their order do not.
+    A fresh process replaying the same calls gives identical audio.
 
     Args:
         text: what to say; one sentence is the intended unit.
@@ -274,6 +294,7 @@ def synthesize(
         rate: words per minute, 80..450.
         pitch: base pitch, 0..100.
         pitch_range: pitch variation, 0..100 (0 is monotone).
+        noise_seed: seed of espeak's noise for this call (0..2**31-1).
 
     Returns:
         The :class:`Synthesis`; its events are sample accurate.
@@ -283,6 +304,7 @@ def synthesize(
     rate = _check_int("rate", rate, RATE_LIMITS)
     pitch = _check_int("pitch", pitch, PITCH_LIMITS)
     pitch_range = _check_int("pitch_range", pitch_range, PITCH_LIMITS)
+    noise_seed = _check_int("noise_seed", noise_seed, (0, 2**31 - 1))
     if "\x00" in text:
         raise ParameterError("text contains a NUL character")
     lib = _library()
@@ -293,6 +315,9 @@ def synthesize(
         lib.set_parameter(_P_RATE, rate)
         lib.set_parameter(_P_PITCH, pitch)
         lib.set_parameter(_P_RANGE, pitch_range)
+        if lib.set_rand_seed is not None:
+            lib.set_rand_seed(noise_seed)
+        lib.libc_srand(noise_seed)
         lib.collector = collector
         try:
             err = lib.lib.espeak_Synth(data, len(data) + 1, 0, _POS_CHARACTER, 0, _CHARS_UTF8 | _ENDPAUSE, None, None)
@@ -330,3 +355,12 @@ def _assemble(collector: _Collector) -> Synthesis:
         durations=durations.astype(np.int64),
         words=words,
     )
+
+
+def phonemize(text: str, *, voice: str = "en-us") -> list[str]:
+    """espeak-ng's phoneme names for ``text`` (``""`` = pause), from the synthesis event path.
+
+    The audio is rendered and discarded (espeak runs ~1500x real time), so the names are
+    exactly those a corpus rendering of the same text and voice carries.
+    """
+    return synthesize(text, voice=voice).phonemes

@@ -1,0 +1,187 @@
+"""build_corpus / load_corpus: determinism, token equality with analyze, validation."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from wavern.conditioning.frontend import analyze
+from wavern.dsp import DEFAULT_MEL, int16_to_float, log_mel
+from wavern.errors import CorpusError, ParameterError
+from wavern.training.corpus import (
+    ALL_VOICES,
+    build_corpus,
+    is_held_out,
+    load_corpus,
+    plan_utterances,
+    read_sentences,
+)
+
+N = 10
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> tuple[Path, Path, dict]:
+    root = tmp_path_factory.mktemp("corpus")
+    a, b = root / "a", root / "b"
+    # three shards (fresh worker processes) over two jobs, then over one
+    info = build_corpus(a, utterances=N, seed=3, jobs=2, progress=False, shard_size=4)
+    build_corpus(b, utterances=N, seed=3, jobs=1, progress=False, shard_size=4)
+    return a, b, info
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_two_builds_are_byte_identical(built):
+    a, b, _ = built
+    fa, fb = _files(a), _files(b)
+    assert len(fa) == 2 * N + 2  # wavs, mels, metadata.jsonl, corpus.json
+    assert fa.keys() == fb.keys()
+    for name in fa:
+        assert fa[name] == fb[name], name
+
+
+def test_records_are_consistent(built):
+    a, _, info = built
+    c = load_corpus(a)
+    assert len(c) == N == info["utterances"]
+    assert c.symbols == info["symbols"]
+    for r in c:
+        audio = r.audio()
+        assert audio.dtype == np.int16 and audio.size == r.n_samples
+        assert r.durations is not None and int(r.durations.sum()) == r.n_samples
+        assert (r.durations >= 0).all() and len(r.durations) == len(r.phonemes)
+        assert r.voice in ALL_VOICES and r.phonemes[0] == "<bos>" and r.phonemes[-1] == "<eos>"
+        # the stored mel is the one log-mel of the stored audio
+        np.testing.assert_array_equal(r.mel(), log_mel(int16_to_float(audio), DEFAULT_MEL))
+        spans = r.word_spans
+        assert spans and all(0 <= s["start"] < s["end"] <= len(r.text) for s in spans)
+        assert spans[-1]["sample_end"] <= r.n_samples
+
+
+def test_corpus_tokens_equal_analyze(built):
+    """The requirement: for the same text and espeak voice, analyze gives the stored tokens,
+    although the corpus rendered with other rate, pitch and range."""
+    a, _, _ = built
+    c = load_corpus(a)
+    assert any((r.rate, r.pitch, r.pitch_range) != (175, 50, 50) for r in c)
+    for r in c:
+        assert analyze(r.text, voice=r.voice).symbols == list(r.phonemes)
+
+
+def test_plan_is_seeded():
+    s = read_sentences()
+    p1 = plan_utterances(s, utterances=50, seed=1, voices=ALL_VOICES, vary_prosody=True)
+    assert p1 == plan_utterances(s, utterances=50, seed=1, voices=ALL_VOICES, vary_prosody=True)
+    p2 = plan_utterances(s, utterances=50, seed=2, voices=ALL_VOICES, vary_prosody=True)
+    assert [x.text for x in p1] != [x.text for x in p2]
+    assert len({x.voice for x in p1}) > 20
+    single = plan_utterances(s, utterances=5, seed=1, voices=["en-us"], vary_prosody=False)
+    assert {(x.voice, x.rate, x.pitch, x.pitch_range) for x in single} == {("en-us", 175, 50, 50)}
+    short = plan_utterances(s[:3], utterances=7, seed=0, voices=["en-us"], vary_prosody=True)
+    assert len(short) == 7 and {x.text for x in short} == set(s[:3])  # cycles when short of text
+
+
+def test_held_out_rule():
+    s = read_sentences()
+    frac = np.mean([is_held_out(t) for t in s])
+    assert 0.02 < frac < 0.04
+    assert is_held_out(s[0]) == is_held_out("  " + s[0].replace(" ", "  ") + " ")
+
+
+def test_refuses_to_overwrite_and_bad_arguments(built, tmp_path):
+    a, _, _ = built
+    with pytest.raises(CorpusError, match="overwrite"):
+        build_corpus(a, utterances=1, progress=False)
+    with pytest.raises(ParameterError):
+        build_corpus(tmp_path / "x", utterances=0, progress=False)
+    with pytest.raises(ParameterError):
+        build_corpus(tmp_path / "y", utterances=1, voices=["xx-nope+m1"], progress=False)
+    with pytest.raises(ParameterError):
+        build_corpus(tmp_path / "z", utterances=1, voices=["en-us"], single_voice="en-us", progress=False)
+
+
+# ----------------------------------------------------------------------------- corruption
+def _corrupt_copy(src: Path, dst: Path, edit) -> Path:
+    shutil.copytree(src, dst)
+    meta = dst / "metadata.jsonl"
+    lines = meta.read_text(encoding="utf-8").splitlines()
+    obj = json.loads(lines[2])
+    lines[2] = edit(obj)
+    meta.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return dst
+
+
+def _set(key, value):
+    def edit(obj):
+        obj[key] = value
+        return json.dumps(obj, ensure_ascii=False)
+    return edit
+
+
+def _drop(key):
+    def edit(obj):
+        del obj[key]
+        return json.dumps(obj)
+    return edit
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda obj: "{not json", "metadata.jsonl:3: not valid JSON"),
+        (_drop("n_samples"), "missing field 'n_samples'"),
+        (_set("n_samples", "many"), "'n_samples' must be int"),
+        (lambda obj: json.dumps({**obj, "durations": obj["durations"][:-1]}), "durations for"),
+        (lambda obj: json.dumps({**obj, "n_samples": obj["n_samples"] + 1}), "durations sum to"),
+        (lambda obj: json.dumps({**obj, "durations": [-1] + obj["durations"][1:]}), "non-negative"),
+        (lambda obj: json.dumps({**obj, "phonemes": ["ʘ"] + obj["phonemes"][1:]}), "not in the corpus symbol"),
+        (_set("id", "s3-000000"), "duplicate id"),
+        (_set("id", "../escape"), "not a plain file stem"),
+        (lambda obj: "[1, 2]", "expected a JSON object"),
+    ],
+)
+def test_corrupt_metadata_is_refused(built, tmp_path, edit, message):
+    a, _, _ = built
+    bad = _corrupt_copy(a, tmp_path / "bad", edit)
+    with pytest.raises(CorpusError, match=message.replace("(", r"\(").replace("[", r"\[")):
+        load_corpus(bad)
+
+
+def test_missing_files_are_refused(built, tmp_path):
+    a, _, _ = built
+    with pytest.raises(CorpusError, match="corpus.json"):
+        load_corpus(tmp_path)
+    bad = tmp_path / "bad"
+    shutil.copytree(a, bad)
+    (bad / "wavs" / "s3-000004.wav").unlink()
+    with pytest.raises(CorpusError, match="s3-000004.wav"):
+        load_corpus(bad)
+    assert len(load_corpus(bad, check_files=False)) == N
+    info = json.loads((bad / "corpus.json").read_text())
+    (bad / "corpus.json").write_text(json.dumps({**info, "mel": {**info["mel"], "hop_length": 200}}))
+    with pytest.raises(CorpusError, match="mel config"):
+        load_corpus(bad, check_files=False)
+    (bad / "corpus.json").write_text(json.dumps({**info, "format_version": 99}))
+    with pytest.raises(CorpusError, match="format_version"):
+        load_corpus(bad, check_files=False)
+    (bad / "corpus.json").write_text("{")
+    with pytest.raises(CorpusError, match="not valid JSON"):
+        load_corpus(bad, check_files=False)
+
+
+def test_truncated_mel_is_refused_on_read(built, tmp_path):
+    a, _, _ = built
+    bad = tmp_path / "bad"
+    shutil.copytree(a, bad)
+    c = load_corpus(bad)
+    r = c[1]
+    np.save(r.mel_path, r.mel()[:-1])
+    with pytest.raises(CorpusError, match="expected float32"):
+        r.mel()

@@ -1,0 +1,284 @@
+"""Render a paired text/audio corpus with espeak-ng (layout in :mod:`.records`).
+
+Every utterance is fixed by the seed before any rendering: its sentence (a seeded
+permutation of the sentence file, cycled), its voice ``language+variant`` and its rate, pitch
+and pitch range. Rendering runs in worker processes in fixed shards of
+:data:`SHARD_SIZE` utterances, each shard in a *fresh* process: espeak-ng carries synthesis
+state from one call to the next (pitch flutter phase and friends in static variables that no
+API resets), so only a fresh process per shard, with espeak's noise seeded per utterance,
+makes the audio a function of the seed alone, whatever the number of jobs. Two builds with
+the same arguments are byte-identical.
+
+Tokens are the front end's (``wavern.conditioning.frontend.render``); every utterance is
+checked against ``analyze`` of the same text and voice (which renders at espeak's default
+rate), and on a mismatch it is rendered again at the defaults, so the stored tokens always
+equal what inference produces.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import hashlib
+import json
+import logging
+import multiprocessing
+import os
+import shutil
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from wavern.dsp import DEFAULT_MEL
+from wavern.errors import CorpusError, DiskFullError, ParameterError
+from wavern.training.corpus.records import (
+    CORPUS_FORMAT,
+    CORPUS_FORMAT_VERSION,
+    HELD_OUT_PER_MILLE,
+    SAMPLE_RATE,
+)
+
+__all__ = [
+    "LANGUAGES",
+    "VARIANTS",
+    "ALL_VOICES",
+    "SHARD_SIZE",
+    "RATE_RANGE",
+    "PITCH_RANGE",
+    "PITCH_RANGE_RANGE",
+    "default_sentences_path",
+    "read_sentences",
+    "plan_utterances",
+    "build_corpus",
+]
+
+log = logging.getLogger(__name__)
+
+LANGUAGES = ("en-us", "en", "en-gb-x-rp", "en-gb-scotland", "en-029", "en-us-nyc")
+VARIANTS = tuple(f"m{i}" for i in range(1, 8)) + tuple(f"f{i}" for i in range(1, 6))
+ALL_VOICES = tuple(f"{lang}+{v}" for lang in LANGUAGES for v in VARIANTS)
+SHARD_SIZE = 16  # utterances per fresh worker process; part of what makes a build reproducible
+# Ranges drawn uniformly (inclusive) for multi-voice corpora; espeak's defaults are 175/50/50.
+RATE_RANGE = (130, 230)  # words per minute
+PITCH_RANGE = (25, 75)
+PITCH_RANGE_RANGE = (20, 90)  # espeak's "range": 0 is monotone
+
+
+@dataclasses.dataclass(frozen=True)
+class UtteranceSpec:
+    """Everything that determines one rendered utterance."""
+
+    index: int
+    id: str
+    text: str
+    voice: str
+    rate: int
+    pitch: int
+    pitch_range: int
+    noise_seed: int
+
+
+def _render_shard(args: tuple[list[UtteranceSpec], str]) -> list[tuple[dict, bool, float]]:
+    """Pool entry point; the worker module is preloaded in the children, never in the parent."""
+    from wavern.training.corpus import _worker
+
+    return _worker.render_shard(args)
+
+
+def default_sentences_path() -> Path:
+    """``assets/sentences/sotu.txt`` of the installed package."""
+    import wavern.assets
+
+    return Path(wavern.assets.__file__).parent / "sentences" / "sotu.txt"
+
+
+def read_sentences(path: str | Path | None = None) -> list[str]:
+    """Non-empty, stripped lines of a sentence file (default :func:`default_sentences_path`)."""
+    p = Path(path) if path is not None else default_sentences_path()
+    try:
+        lines = p.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CorpusError(f"cannot read sentences from {str(p)!r}: {exc}") from exc
+    sentences = [s.strip() for s in lines if s.strip()]
+    if not sentences:
+        raise CorpusError(f"sentence file {str(p)!r} has no sentences")
+    return sentences
+
+
+def plan_utterances(
+    sentences: Sequence[str],
+    *,
+    utterances: int,
+    seed: int,
+    voices: Sequence[str],
+    vary_prosody: bool,
+) -> list[UtteranceSpec]:
+    """The seeded plan: sentence, voice, rate, pitch and range of every utterance."""
+    rng = np.random.default_rng([seed, 0x57A7])  # 0x57A7: a fixed stream tag, not tunable
+    order: list[int] = []
+    while len(order) < utterances:
+        order.extend(rng.permutation(len(sentences)).tolist())
+    voice_ix = rng.integers(0, len(voices), size=utterances)
+    rates = rng.integers(RATE_RANGE[0], RATE_RANGE[1] + 1, size=utterances)
+    pitches = rng.integers(PITCH_RANGE[0], PITCH_RANGE[1] + 1, size=utterances)
+    ranges = rng.integers(PITCH_RANGE_RANGE[0], PITCH_RANGE_RANGE[1] + 1, size=utterances)
+    noise = rng.integers(0, 2**31 - 1, size=utterances)
+    from wavern.conditioning.frontend.espeak import DEFAULT_PITCH, DEFAULT_PITCH_RANGE, DEFAULT_RATE
+
+    specs = []
+    for i in range(utterances):
+        specs.append(UtteranceSpec(
+            index=i, id=f"s{seed}-{i:06d}", text=sentences[order[i]], voice=voices[int(voice_ix[i])],
+            rate=int(rates[i]) if vary_prosody else DEFAULT_RATE,
+            pitch=int(pitches[i]) if vary_prosody else DEFAULT_PITCH,
+            pitch_range=int(ranges[i]) if vary_prosody else DEFAULT_PITCH_RANGE,
+            noise_seed=int(noise[i]),
+        ))
+    return specs
+
+
+# ----------------------------------------------------------------------------- parent side
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def build_corpus(
+    out_dir: str | Path,
+    *,
+    utterances: int,
+    seed: int = 0,
+    voices: Sequence[str] | None = None,
+    single_voice: str | None = None,
+    jobs: int | None = None,
+    sentences_path: str | Path | None = None,
+    progress: bool = True,
+    overwrite: bool = False,
+    shard_size: int = SHARD_SIZE,
+) -> dict:
+    """Render ``utterances`` espeak-ng utterances into ``out_dir`` (layout in :mod:`.records`).
+
+    Args:
+        out_dir: created if needed; must not already hold a corpus unless ``overwrite``.
+        utterances: how many to render (sentences are cycled if there are fewer).
+        seed: fixes sentences, voices and prosody; same arguments give identical bytes.
+        voices: ``language+variant`` names to draw from (default :data:`ALL_VOICES`:
+            6 English accents x variants m1..m7, f1..f5).
+        single_voice: render everything with this one voice at espeak's default rate, pitch
+            and range (a single-speaker corpus, e.g. ``"en-us"`` for the default voice).
+        jobs: worker processes (default: CPU count).
+        sentences_path: one sentence per line (default ``assets/sentences/sotu.txt``).
+        progress: show a tqdm bar on stderr.
+        overwrite: replace an existing corpus in ``out_dir``.
+        shard_size: utterances per fresh worker process (part of what the audio depends on,
+            so it is recorded in ``corpus.json``).
+
+    Returns:
+        ``corpus.json``'s content plus ``wall_s``, ``x_real_time``, ``jobs`` and
+        ``prosody_fallbacks`` (utterances re-rendered at default prosody to keep tokens equal).
+    """
+    if isinstance(utterances, bool) or not isinstance(utterances, int) or utterances < 1:
+        raise ParameterError(f"utterances must be a positive integer, found {utterances!r}")
+    if single_voice is not None and voices is not None:
+        raise ParameterError("give either voices or single_voice, not both")
+    voice_list = [single_voice] if single_voice is not None else list(voices if voices is not None else ALL_VOICES)
+    if not voice_list or not all(isinstance(v, str) and v for v in voice_list):
+        raise ParameterError(f"voices must be a non-empty list of espeak voice names, found {voices!r}")
+    if isinstance(shard_size, bool) or not isinstance(shard_size, int) or shard_size < 1:
+        raise ParameterError(f"shard_size must be a positive integer, found {shard_size!r}")
+    jobs = int(jobs) if jobs is not None else (os.cpu_count() or 1)
+    if jobs < 1:
+        raise ParameterError(f"jobs must be >= 1, found {jobs}")
+    out = Path(out_dir)
+    if (out / "corpus.json").exists() or (out / "metadata.jsonl").exists():
+        if not overwrite:
+            raise CorpusError(f"{str(out)!r} already holds a corpus; pass overwrite=True to replace it")
+        for sub in ("wavs", "mels"):
+            shutil.rmtree(out / sub, ignore_errors=True)
+        for name in ("corpus.json", "metadata.jsonl"):
+            (out / name).unlink(missing_ok=True)
+    sent_path = Path(sentences_path) if sentences_path is not None else default_sentences_path()
+    sentences = read_sentences(sent_path)
+    _check_voices(voice_list)
+    specs = plan_utterances(sentences, utterances=utterances, seed=seed, voices=voice_list,
+                            vary_prosody=single_voice is None)
+    try:
+        (out / "wavs").mkdir(parents=True, exist_ok=True)
+        (out / "mels").mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CorpusError(f"cannot create corpus folder {str(out)!r}: {exc}") from exc
+
+    shards = [(specs[i:i + shard_size], str(out)) for i in range(0, len(specs), shard_size)]
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["wavern.training.corpus._worker"])
+    t0 = time.perf_counter()
+    total_s = 0.0
+    fallbacks = 0
+    tmp_meta = out / "metadata.jsonl.part"
+    bar = _progress(progress, utterances)
+    try:
+        with open(tmp_meta, "w", encoding="utf-8") as fh, \
+                ctx.Pool(processes=min(jobs, len(shards)), maxtasksperchild=1) as pool:
+            for results in pool.imap(_render_shard, shards):
+                for meta, fell_back, seconds in results:
+                    fh.write(json.dumps(meta, ensure_ascii=False) + "\n")
+                    total_s += seconds
+                    fallbacks += int(fell_back)
+                if bar is not None:
+                    bar.update(len(results))
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise DiskFullError(f"disk full while writing the corpus to {str(out)!r}") from exc
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+    wall = time.perf_counter() - t0
+    os.replace(tmp_meta, out / "metadata.jsonl")
+
+    from wavern.conditioning.frontend import SymbolTable
+    from wavern.conditioning.frontend.espeak import espeak_version
+
+    info = {
+        "format": CORPUS_FORMAT,
+        "format_version": CORPUS_FORMAT_VERSION,
+        "utterances": utterances,
+        "seed": seed,
+        "shard_size": shard_size,
+        "voices": voice_list,
+        "single_voice": single_voice,
+        "prosody": None if single_voice is not None else {
+            "rate": list(RATE_RANGE), "pitch": list(PITCH_RANGE), "pitch_range": list(PITCH_RANGE_RANGE),
+        },
+        "sentences": {"file": sent_path.name, "sha256": _sha256(sent_path), "count": len(sentences)},
+        "espeak_version": espeak_version(),
+        "sample_rate": SAMPLE_RATE,
+        "mel": DEFAULT_MEL.to_dict(),
+        "total_seconds": round(total_s, 3),
+        "held_out": f"blake2b(text) mod 1000 < {HELD_OUT_PER_MILLE}",
+        "symbols": SymbolTable.default().to_list(),
+    }
+    (out / "corpus.json").write_text(json.dumps(info, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    log.info("corpus of %d utterances (%.1f min of audio) in %.1f s (%.0fx real time, %d jobs), %d prosody "
+             "fallbacks", utterances, total_s / 60, wall, total_s / max(wall, 1e-9), jobs, fallbacks)
+    return {**info, "wall_s": wall, "x_real_time": total_s / max(wall, 1e-9), "jobs": jobs,
+            "prosody_fallbacks": fallbacks}
+
+
+def _check_voices(voices: Sequence[str]) -> None:
+    """Fail early (in this process) on a voice espeak-ng does not know."""
+    from wavern.conditioning.frontend.espeak import synthesize
+
+    for v in dict.fromkeys(voices):
+        synthesize("", voice=v)
+
+
+def _progress(enabled: bool, total: int):
+    if not enabled:
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, unit="utt", desc="corpus")
