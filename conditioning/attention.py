@@ -605,30 +605,32 @@ def _residue_attention(
 ) -> Tensor:
     """Strided pattern: i sees j with (i - j) mod stride == 0 (and j <= i when causal).
 
-    Positions are regrouped by residue ``i mod stride``: (B, h, N, d) -> (B, h, stride, M, d)
+    Positions are regrouped by residue ``i mod stride``: (B, h, N, d) -> (B * stride, h, M, d)
     with M = ceil(N / stride); within a residue it is plain (causal) attention over M steps,
-    O(N * M) in all.
+    O(N * M) in all, run by the fused CPU kernel of ``scaled_dot_product_attention``.
     """
     b, h, n, d = q.shape
     m = -(-n // stride)
     pad = m * stride - n
 
     def by_residue(x: Tensor) -> Tensor:
-        return F.pad(x, (0, 0, 0, pad)).view(b, h, m, stride, d).transpose(2, 3)
+        x = F.pad(x, (0, 0, 0, pad)).view(b, h, m, stride, d)
+        return x.permute(0, 3, 1, 2, 4).reshape(b * stride, h, m, d)
 
     qr, kr, vr = by_residue(q), by_residue(k), by_residue(v)
-    if causal and not padding_mask.any():
+    if (causal or pad == 0) and not padding_mask.any():
         # Tail padding sits after every real query, so causality already hides it.
-        out = F.scaled_dot_product_attention(qr, kr, vr, is_causal=True)
+        out = F.scaled_dot_product_attention(qr, kr, vr, is_causal=causal)
     else:
         key_ok = F.pad(~padding_mask, (0, pad), value=False).view(b, m, stride).transpose(1, 2)
-        allow = key_ok[:, None, :, None, :]  # (B, 1, stride, 1, M)
+        allow = key_ok.reshape(b * stride, 1, 1, m)
         if causal:
             allow = allow & torch.ones(m, m, dtype=torch.bool).tril()
         # A row always sees itself, so no row is empty (padding rows are zeroed later).
         allow = allow | torch.eye(m, dtype=torch.bool)
         out = F.scaled_dot_product_attention(qr, kr, vr, attn_mask=allow)
-    return out.transpose(2, 3).reshape(b, h, m * stride, d)[:, :, :n]
+    out = out.view(b, stride, h, m, d).permute(0, 2, 3, 1, 4).reshape(b, h, m * stride, d)
+    return out[:, :, :n]
 
 
 def strided_attention(
