@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from wavern.conditioning.attention import LongformerSelfAttention, StridedSelfAttention
 from wavern.conditioning.config import AcousticConfig
 from wavern.conditioning.encoder import ConvMixer, PhonemeEncoder, PreNormLayer, global_mask_for, sinusoidal_positions
 from wavern.conditioning.fusion import PeerFusion, ReferenceEncoder, masked_mean
@@ -146,8 +147,6 @@ class _StridedMixer(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int, stride: int) -> None:
         super().__init__()
-        from wavern.conditioning.attention import StridedSelfAttention
-
         self.attn = StridedSelfAttention(d_model, n_heads, stride, causal=False)
 
     def forward(self, x, *, global_mask=None, padding_mask=None):
@@ -159,8 +158,6 @@ class FrameDecoder(nn.Module):
 
     def __init__(self, config: AcousticConfig) -> None:
         super().__init__()
-        from wavern.conditioning.attention import LongformerSelfAttention
-
         d = config.decoder_d_model
 
         def mixer() -> nn.Module:

@@ -22,6 +22,7 @@ import math
 import torch
 from torch import nn
 
+from wavern.conditioning.attention import LongformerSelfAttention
 from wavern.conditioning.config import EncoderConfig
 from wavern.errors import ParameterError
 
@@ -108,8 +109,6 @@ class PhonemeEncoder(nn.Module):
 
     def __init__(self, config: EncoderConfig) -> None:
         super().__init__()
-        from wavern.conditioning.attention import LongformerSelfAttention  # written alongside
-
         self.config = config
         d = config.d_model
         self.embed = nn.Embedding(config.n_symbols, d, padding_idx=config.pad_id)

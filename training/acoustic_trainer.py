@@ -490,6 +490,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=20000)
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--warmup-steps", type=int, default=400)
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="adam")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1)
@@ -521,7 +522,8 @@ def main(argv: list[str] | None = None) -> int:
         model = dataclasses.replace(base, encoder=dataclasses.replace(base.encoder, **enc_kw), **dec_kw)
     cfg = AcousticTrainConfig(
         corpus_dir=args.corpus_dir, out_dir=args.out_dir, model=model, steps=args.steps, batch_size=args.batch_size,
-        lr=args.lr, optimizer=args.optimizer, seed=args.seed, threads=args.threads, device=args.device,
+        lr=args.lr, warmup_steps=args.warmup_steps, optimizer=args.optimizer, seed=args.seed, threads=args.threads,
+        device=args.device,
         time_limit_s=None if args.time_limit_min is None else 60.0 * args.time_limit_min,
         eval_every=args.eval_every, progress=not args.no_progress)
     result = train_acoustic(cfg)
