@@ -21,6 +21,12 @@ Conventions (documented choices):
   digit by digit with a comma between groups ("555-1234").
 - Spelled letters keep their written case ("U.S." -> "U S", "www" -> "w w w"); "a.m." and
   "p.m." are spelled in capitals ("A M") so that a single "a" is not read as the article.
+- Roman numerals: after "Chapter", "Part", "War", ... a cardinal ("Chapter IV" -> "Chapter
+  four"); after another capitalised word an ordinal up to XXXIX ("Henry VIII" -> "Henry the
+  eighth"), except a lone "X"; a lone "I" only after a known regnal name, not after a
+  sentence's first word and not before "think", "am", "said", ... (the pronoun stays "I").
+- Words keep their written case ("Chapter four"); titles and abbreviations are expanded
+  in lower case ("doctor Smith", "Main street").
 - URLs drop their scheme ("https://") and read separators by name ("dot", "slash").
 - Emoji and other pictographs are dropped (never read by name).
 """
@@ -328,13 +334,15 @@ _MAY_END = {
     "ave.": "avenue", "blvd.": "boulevard", "rd.": "road", "hwy.": "highway",
     "a.m.": "A M", "p.m.": "P M", "lb.": "pounds", "lbs.": "pounds", "oz.": "ounces",
     "ft.": "feet", "hr.": "hours", "hrs.": "hours", "min.": "minutes", "sec.": "seconds",
-    "al.": "al", "no.": "No",
+    "al.": "al",
     **_MONTH_ABBREV,
     **_DAY_ABBREV,
 }
+# Read so only before a number.
+_BEFORE_NUMBER = {"no.": "number", "p.": "page"}
 _STREET = {"st.": "street", "dr.": "drive", "St": "street", "Dr": "drive"}
 
-_ABBREVIATIONS = frozenset(_TITLES) | frozenset(_INLINE) | frozenset(_MAY_END)
+_ABBREVIATIONS = frozenset(_TITLES) | frozenset(_INLINE) | frozenset(_MAY_END) | frozenset(_BEFORE_NUMBER)
 
 _SCALE_WORDS = {"thousand", "million", "billion", "trillion"}
 _SCALE_SUFFIX = {"k": "thousand", "K": "thousand", "m": "million", "M": "million",
@@ -385,6 +393,17 @@ _ROMAN_CARDINAL_AFTER = frozenset(
     "chapter part volume vol book act scene section article appendix war phase type class "
     "level stage episode round grade unit table figure fig season series".split())
 _MAX_REGNAL = 39
+# "I" after a name is read "the first" only after these names, and not before these words.
+_REGNAL_NAMES = frozenset(
+    "Elizabeth Henry Charles George Edward William James Richard John Mary Louis Peter Catherine "
+    "Frederick Philip Alexander Nicholas Ferdinand Victoria Anne Leopold Pius Paul Gregory Leo "
+    "Benedict Clement Boniface Urban Otto Wilhelm Alfonso Carlos Juan Ivan Constantine Justinian "
+    "Selim Suleiman Mehmed Darius Ramesses Rudolf Sigismund Casimir Stephen Robert David Malcolm "
+    "Harold Matilda Isabella Olaf Haakon Gustav Christian Umberto Napoleon Francis Joseph Maximilian "
+    "Augustus Ptolemy Cyrus Xerxes Artaxerxes Innocent Sixtus Julius Hadrian Manuel Pedro Sancho".split())
+_AFTER_PRONOUN_I = frozenset(
+    "am think know guess mean hope believe said say thought have had will would can could do did "
+    "don't didn't can't won't need want see saw like love feel felt went go".split())
 
 _TLDS = frozenset("com org net edu gov io co uk de fr ai dev app info biz us ca au jp cn ru nl "
                   "eu me tv ly gg be ch es it se no fi pl in".split())
@@ -634,10 +653,12 @@ def _read_roman(s: str, ctx: Context) -> str | None:
         return None
     if prev.lower().rstrip(".") in _ROMAN_CARDINAL_AFTER:
         return cardinal(value)
-    if (_is_capitalised_word(prev) and value <= _MAX_REGNAL and s != "X"
-            and not (s == "I" and (ctx.prev_is_initial or ctx.is_initial))):
-        return "the " + ordinal(value)
-    return None
+    if not _is_capitalised_word(prev) or value > _MAX_REGNAL or s == "X":
+        return None
+    if s == "I" and (ctx.prev_is_initial or prev not in _REGNAL_NAMES
+                     or (ctx.next is not None and ctx.next.lower() in _AFTER_PRONOUN_I)):
+        return None  # the pronoun: "Yesterday I left", "John I think"
+    return "the " + ordinal(value)
 
 
 def _read_abbreviation(s: str, key: str, ctx: Context) -> Reading | None:
@@ -657,9 +678,9 @@ def _read_abbreviation(s: str, key: str, ctx: Context) -> Reading | None:
         return None
     if key in _TITLES:
         return Reading(_TITLES[key])
-    if key == "no.":
+    if key in _BEFORE_NUMBER:  # "No. 5", "p. 7"; otherwise the word "No" or a letter
         if ctx.next is not None and ctx.next[:1].isdigit():
-            return Reading("number")
+            return Reading(_BEFORE_NUMBER[key])
         return Reading(s[:-1], may_end=True)
     if key in _INLINE:
         return Reading(_INLINE[key])
@@ -746,7 +767,7 @@ def read_token(s: str, ctx: Context = Context(), *, lexicon: Lexicon | None = No
             return Reading(key + " " + _CURRENCIES[ctx.prev][1])
     if s in _CURRENCIES and ctx.next is not None and _RE_NUMBER.fullmatch(ctx.next):
         return Reading("")  # "$ 5": the number reads the currency
-    if key in ("#", "no", "no.") and ctx.next is not None and ctx.next[:1].isdigit():
+    if s in ("#", "No") and ctx.next is not None and ctx.next[:1].isdigit():
         return Reading("number")
     roman = _read_roman(s, ctx) if s.isupper() else None
     if roman is not None:
