@@ -1,0 +1,403 @@
+"""The vocoder at run time: load a vocoder file, convert it to the kernel layout, generate.
+
+Typical streaming use (one utterance)::
+
+    voc = Vocoder.load("voice/vocoder.safetensors", cond_blocks=2)
+    gi = voc.frame_inputs(mel)                    # (T, 3H), once per utterance / sentence
+    state = voc.new_state(seed=1)
+    while state.position < len(gi) * voc.hop:
+        chunk = voc.generate(gi, state, 1024)     # int16, continues where the last call ended
+
+Successive ``generate`` calls on one state equal one long call. Offline rendering of a long
+mel uses :meth:`Vocoder.render`, which folds it into overlapping segments generated as a batch
+(REFERENCES section 1, "fold") and cross-fades them.
+
+The engine stores each block-sparse matrix in its own block shape, chosen at load (see
+:func:`to_engine`); the maths is docs/ARCHITECTURE.md, "The WaveRNN".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from wavern.engine import kernels as K
+from wavern.engine.condnet import CondNet
+from wavern.errors import ParameterError, VoiceFileError
+from wavern.vocoder.format import BlockSparse, load_vocoder_tensors
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Vocoder", "VocoderState", "BatchState", "to_engine", "choose_block_kind", "crossfade_segments"]
+
+_SPARSE = ("gru.weight_hh", "O1", "O2", "O3", "O4")
+
+
+# --------------------------------------------------------------------------------------------
+# File layout -> engine layout.
+
+def _reblock(dense: np.ndarray, br: int, bc: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Blocks of ``dense`` (rows, cols) with a non-zero entry, column-major, each stored column by
+    column. Returns data (nnzb*br*bc,) float32, rowoff (nnzb,) uint32, colptr (ncb+1,) uint32."""
+    rows, cols = dense.shape
+    nrb, ncb = rows // br, cols // bc
+    blocks = dense.reshape(nrb, br, ncb, bc).transpose(2, 0, 3, 1)  # (ncb, nrb, bc, br)
+    keep = np.any(blocks != 0, axis=(2, 3))
+    cj, ri = np.nonzero(keep)  # column-major order
+    data = np.ascontiguousarray(blocks[cj, ri], dtype=np.float32).reshape(-1)
+    rowoff = (ri * br).astype(np.uint32)
+    colptr = np.zeros(ncb + 1, dtype=np.uint32)
+    colptr[1:] = np.cumsum(np.bincount(cj, minlength=ncb))
+    return data, rowoff, colptr
+
+
+def choose_block_kind(dense: np.ndarray) -> int:
+    """The engine block shape (index into ``kernels.BLOCK_SHAPES``) with the least expected time.
+
+    Expected time = stored weights after re-blocking (zeros inside kept blocks count) divided by
+    the shape's measured speed (``kernels.MEASURED_GFLOPS``). A file pruned in 8x4 (or 16x4,
+    8x8, ...) blocks keeps 8x4; 4x4 keeps 4x4; 16x1 becomes 8x1 without fill.
+    """
+    rows, cols = dense.shape
+    best, best_cost = -1, np.inf
+    for kind, (br, bc) in enumerate(K.BLOCK_SHAPES):
+        if rows % br or cols % bc:
+            continue
+        nz = np.any(dense.reshape(rows // br, br, cols // bc, bc) != 0, axis=(1, 3)).sum()
+        cost = nz * br * bc / K.MEASURED_GFLOPS[(br, bc)]
+        if cost < best_cost:
+            best, best_cost = kind, cost
+    if best < 0:
+        raise VoiceFileError(f"matrix shape {dense.shape} fits none of the engine block shapes {K.BLOCK_SHAPES}; "
+                             "the hidden size must be a multiple of 8")
+    return best
+
+
+def to_engine(m: BlockSparse | np.ndarray, *, kind: int | None = None) -> tuple:
+    """Convert a file block-sparse (or dense) matrix to the kernels' ``(data, rowoff, colptr, kind)``."""
+    dense = m.to_dense() if isinstance(m, BlockSparse) else np.asarray(m)
+    dense = np.asarray(dense, dtype=np.float32)
+    if kind is None:
+        kind = choose_block_kind(dense)
+    br, bc = K.BLOCK_SHAPES[kind]
+    if dense.shape[0] % br or dense.shape[1] % bc:
+        raise ParameterError(f"matrix shape {dense.shape} is not a multiple of block shape {(br, bc)}")
+    return (*_reblock(dense, br, bc), int(kind))
+
+
+def engine_dense(mat: tuple, shape: tuple[int, int]) -> np.ndarray:
+    """The dense matrix an engine tuple stands for (for tests and checks)."""
+    data, rowoff, colptr, kind = mat
+    br, bc = K.BLOCK_SHAPES[kind]
+    out = np.zeros(shape, dtype=np.float32)
+    blocks = data.reshape(-1, bc, br)
+    for j in range(colptr.shape[0] - 1):
+        for k in range(int(colptr[j]), int(colptr[j + 1])):
+            r = int(rowoff[k])
+            out[r:r + br, j * bc:(j + 1) * bc] = blocks[k].T
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Generator state.
+
+@dataclasses.dataclass
+class VocoderState:
+    """Everything one stream carries between chunk calls (arrays updated in place).
+
+    h: (H,) float32 GRU state; prev: (2,) int64 (c_{t-1}, f_{t-1}); rng: (1,) uint64 splitmix64
+    state; position: index of the next sample of the utterance (frame = position // hop).
+    work, ib: the kernel's scratch, allocated once.
+    """
+
+    h: np.ndarray
+    prev: np.ndarray
+    rng: np.ndarray
+    position: int
+    work: np.ndarray
+    ib: np.ndarray
+
+
+@dataclasses.dataclass
+class BatchState:
+    """B streams advancing together: like :class:`VocoderState` with a leading stream axis."""
+
+    h: np.ndarray  # (B, H)
+    prev: np.ndarray  # (B, 2)
+    rng: np.ndarray  # (B,)
+    position: int
+    work: np.ndarray
+    ib: np.ndarray
+
+    @property
+    def batch_size(self) -> int:
+        return int(self.h.shape[0])
+
+
+# --------------------------------------------------------------------------------------------
+# The vocoder.
+
+class Vocoder:
+    """A WaveRNN vocoder in the engine's layout.
+
+    Build with :meth:`load` (a ``vocoder.safetensors``) or :meth:`from_tensors` (what
+    :func:`wavern.vocoder.format.load_vocoder_tensors` returns).
+    """
+
+    hop = K.HOP
+
+    def __init__(self, dense: dict[str, np.ndarray], sparse: dict[str, BlockSparse], *, cond_blocks: int):
+        self.cond = CondNet.from_tensors(dense, cond_blocks=cond_blocks)
+        self.cond_blocks = int(cond_blocks)
+        whh = sparse.get("gru.weight_hh")
+        if whh is None:
+            raise VoiceFileError("vocoder tensor 'gru.weight_hh' is missing")
+        h3, H = whh.shape
+        if h3 != 3 * H or H % 2:
+            raise VoiceFileError(f"gru.weight_hh must be (3H, H) with H even, found {whh.shape}")
+        hh = H // 2
+        C = self.cond.channels
+        expect = {"gru.weight_hh": (3 * H, H), "O1": (hh, hh), "O3": (hh, hh),
+                  "O2": (K.N_CLASSES, hh), "O4": (K.N_CLASSES, hh)}
+        for name, shape in expect.items():
+            if name not in sparse:
+                raise VoiceFileError(f"vocoder tensor '{name}' is missing")
+            sparse[name].validate(name, shape)
+        w_ih = dense.get("gru.weight_ih")
+        if w_ih is None or tuple(w_ih.shape) != (3 * H, 3 + C):
+            raise VoiceFileError(f"gru.weight_ih: expected shape {(3 * H, 3 + C)}, "
+                                 f"found {None if w_ih is None else tuple(w_ih.shape)}")
+        coarse_rows = np.concatenate([np.arange(g * H, g * H + hh) for g in range(3)])
+        leak = float(np.max(np.abs(w_ih[coarse_rows, 2])))
+        if leak != 0.0:
+            raise VoiceFileError(f"gru.weight_ih[coarse rows, 2] must be 0 (the current coarse sample feeds only "
+                                 f"the fine half), found max |w| = {leak:g}; export the masked weights")
+
+        def vec(name: str, n: int) -> np.ndarray:
+            arr = dense.get(name)
+            if arr is None or tuple(arr.shape) != (n,):
+                raise VoiceFileError(f"vocoder tensor '{name}': expected shape {(n,)}, "
+                                     f"found {None if arr is None else tuple(arr.shape)}")
+            return np.ascontiguousarray(arr, dtype=np.float32)
+
+        self.hidden_size = int(H)
+        self.cond_channels = int(C)
+        self._w_cond = np.ascontiguousarray(w_ih[:, 3:].T, dtype=np.float32)  # (C, 3H)
+        self._b_ih = vec("gru.bias_ih", 3 * H)
+        mats = {name: to_engine(sparse[name]) for name in _SPARSE}
+        self.block_shapes = {name: K.BLOCK_SHAPES[m[3]] for name, m in mats.items()}
+        self.nnz_weights = {name: int(m[0].shape[0]) for name, m in mats.items()}
+        self._net = (np.ascontiguousarray(w_ih[:, :3].T, dtype=np.float32),  # (3, 3H) sample columns
+                     vec("gru.bias_hh", 3 * H),
+                     mats["gru.weight_hh"], mats["O1"], vec("O1.bias", hh), mats["O2"], vec("O2.bias", K.N_CLASSES),
+                     mats["O3"], vec("O3.bias", hh), mats["O4"], vec("O4.bias", K.N_CLASSES))
+        log.info("vocoder H=%d C=%d, engine blocks %s", H, C, self.block_shapes)
+
+    @classmethod
+    def from_tensors(cls, dense: dict[str, np.ndarray], sparse: dict[str, BlockSparse], *,
+                     cond_blocks: int) -> "Vocoder":
+        return cls(dense, sparse, cond_blocks=cond_blocks)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, *, cond_blocks: int, hidden_size: int | None = None,
+             cond_channels: int | None = None) -> "Vocoder":
+        """Read a vocoder file; ``hidden_size`` / ``cond_channels``, if given, must match it."""
+        dense, sparse = load_vocoder_tensors(path, cond_blocks=cond_blocks)
+        voc = cls(dense, sparse, cond_blocks=cond_blocks)
+        for name, want, got in (("hidden_size", hidden_size, voc.hidden_size),
+                                ("cond_channels", cond_channels, voc.cond_channels)):
+            if want is not None and want != got:
+                raise VoiceFileError(f"{path}: vocoder.{name} is {want} in voice.json but {got} in the file")
+        return voc
+
+    # ---- per utterance ------------------------------------------------------------------------
+
+    @property
+    def flops_per_sample(self) -> int:
+        """Multiply-adds x 2 of the block products per sample, counting stored blocks only."""
+        return 2 * sum(self.nnz_weights.values())
+
+    def frame_inputs(self, mel: np.ndarray) -> np.ndarray:
+        """Per-frame gate inputs ``W_ih[:, 3:] cond_t + b_ih`` (T, 3H) float32 of a log-mel (T, 80)."""
+        cond = self.cond(mel)  # (T, C)
+        return np.ascontiguousarray(cond @ self._w_cond + self._b_ih, dtype=np.float32)
+
+    def new_state(self, *, seed: int = 0, rng: np.ndarray | None = None) -> VocoderState:
+        """A fresh stream: h = 0, previous sample = digital silence (c 128, f 0), position 0."""
+        H = self.hidden_size
+        rng = K.rng_state(seed) if rng is None else np.array(rng, dtype=np.uint64).reshape(1)
+        return VocoderState(h=np.zeros(H, np.float32), prev=np.array([128, 0], np.int64), rng=rng, position=0,
+                            work=np.zeros(3 * H + H // 2 + 2 * K.N_CLASSES, np.float32),
+                            ib=np.zeros(max(3 * (H // 2), K.N_CLASSES), np.int32))
+
+    def new_batch_state(self, rng: np.ndarray) -> BatchState:
+        """B fresh streams, stream b drawing from ``rng[b]`` (see ``kernels.rng_states``)."""
+        rng = np.array(rng, dtype=np.uint64).reshape(-1)
+        B, H = rng.shape[0], self.hidden_size
+        prev = np.zeros((B, 2), np.int64)
+        prev[:, 0] = 128
+        return BatchState(h=np.zeros((B, H), np.float32), prev=prev, rng=rng, position=0,
+                          work=np.zeros(B * (3 * H + H // 2 + K.N_CLASSES) + K.N_CLASSES, np.float32),
+                          ib=np.zeros(max(3 * (H // 2), K.N_CLASSES), np.int32))
+
+    def _check_frames(self, gi: np.ndarray, ndim: int, frame0: int, position: int, n: int) -> None:
+        if gi.dtype != np.float32 or gi.ndim != ndim or gi.shape[-1] != 3 * self.hidden_size \
+                or not gi.flags.c_contiguous:
+            raise ParameterError(f"frame inputs must be C-contiguous float32 with {ndim} dims and last dim "
+                                 f"{3 * self.hidden_size} (from frame_inputs), found {gi.dtype} {gi.shape}")
+        if n < 0:
+            raise ParameterError(f"n_samples must be >= 0, found {n}")
+        first = position // self.hop
+        last = (position + n - 1) // self.hop
+        have = gi.shape[-2]
+        if n and (first < frame0 or last >= frame0 + have):
+            raise ParameterError(f"samples {position}..{position + n - 1} need frames {first}..{last}, "
+                                 f"but the inputs hold frames {frame0}..{frame0 + have - 1}")
+
+    def generate(self, gi: np.ndarray, state: VocoderState, n_samples: int, *, frame0: int = 0,
+                 temperature: float = 1.0, out: np.ndarray | None = None,
+                 logits_out: np.ndarray | None = None) -> np.ndarray:
+        """Generate the next ``n_samples`` of one stream; advances ``state``.
+
+        Parameters
+        ----------
+        gi : (F, 3H) float32 from :meth:`frame_inputs`, holding frames ``frame0 .. frame0+F-1`` of
+            the utterance (a streaming caller may drop frames already played).
+        state : the stream, at ``state.position``.
+        n_samples : samples to make; they must fall inside the frames held.
+        temperature : softmax temperature, in [0.01, 10].
+        out : optional (n_samples,) int16 to fill instead of a new array.
+        logits_out : optional (n_samples, 2, 256) float32 receiving the coarse and fine logits.
+
+        Returns
+        -------
+        (n_samples,) int16 samples (``out`` when given).
+        """
+        self._check_frames(gi, 2, frame0, state.position, n_samples)
+        inv = np.float32(1.0 / K.check_temperature(temperature))
+        out = _out_buffer(out, (n_samples,), np.int16)
+        if logits_out is None:
+            logits_out = np.zeros((0, 2, K.N_CLASSES), np.float32)
+        else:
+            _check_buffer(logits_out, (n_samples, 2, K.N_CLASSES), np.float32, "logits_out")
+        K._generate(gi, int(frame0), int(state.position), self.hop, self._net, inv, state.h, state.prev,
+                    state.rng, out, logits_out, state.work, state.ib)
+        state.position += n_samples
+        return out
+
+    def generate_batch(self, gi: np.ndarray, state: BatchState, n_samples: int, *, frame0: int = 0,
+                       temperature: float = 1.0, out: np.ndarray | None = None,
+                       logits_out: np.ndarray | None = None) -> np.ndarray:
+        """B streams at once (block-sparse matrix x matrix): gi (B, F, 3H) -> (B, n_samples) int16.
+
+        Stream b gives exactly what :meth:`generate` gives on ``gi[b]`` with the same RNG state.
+        ``logits_out``: optional (B, n_samples, 2, 256) float32.
+        """
+        self._check_frames(gi, 3, frame0, state.position, n_samples)
+        B = state.batch_size
+        if gi.shape[0] != B:
+            raise ParameterError(f"frame inputs hold {gi.shape[0]} streams but the state has {B}")
+        inv = np.float32(1.0 / K.check_temperature(temperature))
+        out = _out_buffer(out, (B, n_samples), np.int16)
+        if logits_out is None:
+            logits_out = np.zeros((B, 0, 2, K.N_CLASSES), np.float32)
+        else:
+            _check_buffer(logits_out, (B, n_samples, 2, K.N_CLASSES), np.float32, "logits_out")
+        K._generate_batch(gi, int(frame0), int(state.position), self.hop, self._net, inv, state.h, state.prev,
+                          state.rng, out, logits_out, state.work, state.ib)
+        state.position += n_samples
+        return out
+
+    # ---- offline ------------------------------------------------------------------------------
+
+    def render(self, mel: np.ndarray, *, seed: int = 0, temperature: float = 1.0,
+               fold_frames: int | None = 40, overlap_frames: int = 4, threads: int = 1) -> np.ndarray:
+        """Render a whole log-mel (T, 80) to (T * hop,) int16, folded for speed.
+
+        With ``fold_frames=None`` (or a mel no longer than one segment) this is one stream with
+        RNG ``rng_state(seed)``. Otherwise the frames are cut into N = ceil(T / fold_frames)
+        segments; segment i covers frames [i S - O, (i+1) S) (S = fold_frames, O =
+        overlap_frames; the inputs are edge-padded), all N run as one batch (split over
+        ``threads`` threads), segment i drawing from ``rng_states(seed, N)[i]``, and
+        :func:`crossfade_segments` joins them.
+        """
+        gi = self.frame_inputs(mel)
+        T = gi.shape[0]
+        if fold_frames is None or T <= fold_frames:
+            state = self.new_state(seed=seed)
+            return self.generate(gi, state, T * self.hop, temperature=temperature)
+        S, O = int(fold_frames), int(overlap_frames)
+        if S < 1 or not 0 <= O <= S:
+            raise ParameterError(f"need fold_frames >= 1 and 0 <= overlap_frames <= fold_frames, found {S}, {O}")
+        if threads < 1:
+            raise ParameterError(f"threads must be >= 1, found {threads}")
+        segs = fold_frame_inputs(gi, S, O)  # (N, O + S, 3H)
+        N = segs.shape[0]
+        rngs = K.rng_states(seed, N)
+        n = (O + S) * self.hop
+        parts = np.array_split(np.arange(N), min(threads, N))
+
+        def run(idx: np.ndarray) -> np.ndarray:
+            st = self.new_batch_state(rngs[idx])
+            return self.generate_batch(np.ascontiguousarray(segs[idx]), st, n, temperature=temperature)
+
+        if len(parts) == 1:
+            audio = run(parts[0])
+        else:
+            with ThreadPoolExecutor(len(parts)) as pool:
+                audio = np.concatenate(list(pool.map(run, parts)), axis=0)
+        return crossfade_segments(audio, S * self.hop, O * self.hop, T * self.hop)
+
+
+def fold_frame_inputs(gi: np.ndarray, fold_frames: int, overlap_frames: int) -> np.ndarray:
+    """Cut (T, D) frame inputs into N = ceil(T / S) segments (N, O + S, D); segment i holds frames
+    [i S - O, (i+1) S), edge-padded at both ends."""
+    T = gi.shape[0]
+    S, O = fold_frames, overlap_frames
+    N = -(-T // S)
+    padded = np.concatenate([np.repeat(gi[:1], O, axis=0), gi, np.repeat(gi[-1:], N * S - T, axis=0)])
+    return np.stack([padded[i * S:i * S + O + S] for i in range(N)])
+
+
+def crossfade_segments(audio: np.ndarray, stride: int, overlap: int, length: int) -> np.ndarray:
+    """Join folded segments (N, overlap + stride) int16 into (length,) int16.
+
+    Segment i starts at sample i*stride - overlap of the output. Over the ``overlap`` samples it
+    shares with segment i-1, the first half keeps segment i-1 alone (segment i is still warming
+    up from a cold state) and the second half fades linearly from i-1 to i. Segment 0's first
+    ``overlap`` samples (edge padding) are dropped.
+    """
+    N, L = audio.shape
+    if L != overlap + stride:
+        raise ParameterError(f"segments must be overlap + stride = {overlap + stride} long, found {L}")
+    out = np.zeros(N * stride, np.float64)
+    half = overlap // 2
+    ramp = np.zeros(overlap)
+    if overlap - half:
+        ramp[half:] = (np.arange(overlap - half) + 1) / (overlap - half)
+    for i in range(N):
+        seg = audio[i].astype(np.float64)
+        start = i * stride - overlap
+        if i == 0:
+            out[:stride] = seg[overlap:]
+            continue
+        out[start:start + overlap] = (1.0 - ramp) * out[start:start + overlap] + ramp * seg[:overlap]
+        out[i * stride:(i + 1) * stride] = seg[overlap:]
+    return np.clip(np.rint(out[:length]), -32768, 32767).astype(np.int16)
+
+
+def _out_buffer(out: np.ndarray | None, shape: tuple[int, ...], dtype) -> np.ndarray:
+    if out is None:
+        return np.empty(shape, dtype)
+    _check_buffer(out, shape, dtype, "out")
+    return out
+
+
+def _check_buffer(arr: np.ndarray, shape: tuple[int, ...], dtype, name: str) -> None:
+    if arr.shape != shape or arr.dtype != dtype or not arr.flags.c_contiguous or not arr.flags.writeable:
+        raise ParameterError(f"{name} must be a writable C-contiguous {np.dtype(dtype).name} array of shape "
+                             f"{shape}, found {arr.dtype} {arr.shape}")

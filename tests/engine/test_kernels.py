@@ -1,0 +1,183 @@
+"""The engine's compiled kernels against slow obvious twins (tests/engine/naive.py) and closed forms."""
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from wavern.engine import kernels as K
+from wavern.engine.vocoder import choose_block_kind, engine_dense, to_engine
+from wavern.errors import ParameterError
+from wavern.vocoder.format import BlockSparse
+
+
+def _load_naive():
+    spec = importlib.util.spec_from_file_location("wavern_engine_tests_naive", Path(__file__).with_name("naive.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+naive = _load_naive()
+KINDS = list(range(len(K.BLOCK_SHAPES)))
+
+
+def test_exp_matches_numpy_to_float32_precision():
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.uniform(-87, 88, 5000), [0.0, -1e-8, 1e-8, -87.0, 88.0, 0.5 * np.log(2)]]).astype(np.float32)
+    ref = np.exp(x.astype(np.float64))
+    assert np.max(np.abs(K.vexp(x) / ref - 1.0)) < 3e-7
+
+
+def test_exp_saturates_outside_float32_range():
+    x = np.array([-1e4, -100.0, -87.5, 100.0, 1e4], np.float32)
+    out = K.vexp(x)
+    assert np.all(out[:3] == 0.0)
+    np.testing.assert_allclose(out[3:], np.exp(88.0), rtol=3e-7)
+
+
+def _random_engine_pattern(rows, cols, br, bc, density, rng):
+    keep = rng.random((rows // br, cols // bc)) < density
+    keep[0, 0] = True
+    m = rng.standard_normal((rows, cols)).astype(np.float32) * np.kron(keep, np.ones((br, bc), np.float32))
+    return m
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("density", [1.0, 0.3, 0.0])
+def test_spmv_matches_dense_product(kind, density):
+    rng = np.random.default_rng(kind * 10 + int(density * 10))
+    br, bc = K.BLOCK_SHAPES[kind]
+    rows, cols = 48, 32
+    m = _random_engine_pattern(rows, cols, br, bc, density, rng) if density else np.zeros((rows, cols), np.float32)
+    mat = to_engine(m, kind=kind)
+    x = rng.standard_normal(cols + 8).astype(np.float32)
+    y0 = rng.standard_normal(rows).astype(np.float32)
+    for xoff in (0, 8):
+        y = K.spmv(mat, x, y0.copy(), xoff=xoff)
+        ref = y0.astype(np.float64) + m.astype(np.float64) @ x[xoff:xoff + cols].astype(np.float64)
+        np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_spmm_equals_spmv_per_stream_bit_for_bit(kind):
+    rng = np.random.default_rng(kind)
+    br, bc = K.BLOCK_SHAPES[kind]
+    m = _random_engine_pattern(64, 32, br, bc, 0.4, rng)
+    mat = to_engine(m, kind=kind)
+    X = rng.standard_normal((5, 40)).astype(np.float32)
+    Y0 = rng.standard_normal((5, 64)).astype(np.float32)
+    Y = K.spmm(mat, X, Y0.copy(), xoff=8)
+    for s in range(5):
+        y = K.spmv(mat, np.ascontiguousarray(X[s]), Y0[s].copy(), xoff=8)
+        np.testing.assert_array_equal(Y[s], y)
+
+
+@pytest.mark.parametrize("file_block,kind", [((16, 4), 0), ((8, 4), 0), ((8, 8), 0), ((4, 4), 1), ((16, 1), 2)])
+def test_file_blocks_convert_without_fill(file_block, kind):
+    rng = np.random.default_rng(1)
+    bs = naive.random_sparse(96, 32, file_block, 0.2, rng, 1.0)
+    dense = bs.to_dense()
+    assert choose_block_kind(dense) == kind
+    mat = to_engine(bs)
+    assert mat[3] == kind
+    np.testing.assert_array_equal(engine_dense(mat, dense.shape), dense)
+    assert mat[0].size == np.count_nonzero(dense)  # no zero-filled blocks
+
+
+def test_unstructured_file_reblocks_exactly():
+    rng = np.random.default_rng(2)
+    m = (rng.standard_normal((32, 16)) * (rng.random((32, 16)) < 0.05)).astype(np.float32)
+    bs = BlockSparse.from_dense(m, (1, 1))
+    mat = to_engine(bs)
+    np.testing.assert_array_equal(engine_dense(mat, m.shape), m)
+
+
+def test_block_kind_needs_a_fitting_shape():
+    with pytest.raises(Exception, match="multiple of 8"):
+        choose_block_kind(np.ones((6, 6), np.float32))
+
+
+def test_uniforms_are_splitmix64_and_resume_across_calls():
+    st = K.rng_state(12345)
+    a = K.uniforms(st, 3)
+    b = K.uniforms(st, 4)
+    np.testing.assert_array_equal(np.concatenate([a, b]), naive.uniforms(12345, 7))
+    assert np.all((a >= 0) & (a < 1))
+
+
+def test_rng_states_are_splitmix_outputs():
+    assert K.rng_states(7, 4).tolist() == naive.splitmix_outputs(7, 4)
+    assert K.rng_state(-1)[0] == np.uint64(2 ** 64 - 1)
+
+
+def test_uniforms_look_uniform():
+    u = K.uniforms(K.rng_state(3), 50000).ravel()
+    hist = np.histogram(u, bins=10, range=(0, 1))[0]
+    expected = u.size / 10
+    chi2 = float(np.sum((hist - expected) ** 2 / expected))
+    assert chi2 < 40.0  # 9 degrees of freedom; p < 1e-5 beyond this
+
+
+def test_draw_matches_inverse_cdf_twin():
+    rng = np.random.default_rng(4)
+    checked = 0
+    for i in range(600):
+        logits = (rng.standard_normal(256) * rng.choice([0.1, 1.0, 5.0, 30.0])).astype(np.float32)
+        u = float(rng.random())
+        temp = float(rng.choice([0.3, 1.0, 1.7]))
+        if naive.tie_margin(logits, u, temp) < 1e-5:
+            continue  # a float32 and a float64 CDF may legitimately split a near-tie differently
+        assert K.sample_class(logits, u, temperature=temp) == naive.draw(logits, u, temp), (i, u, temp)
+        checked += 1
+    assert checked > 550
+
+
+def test_draw_edges():
+    logits = np.full(256, -1e4, np.float32)
+    logits[7] = 0.0
+    assert K.sample_class(logits, 0.0) == 7  # classes with (flushed) zero probability are never drawn
+    assert K.sample_class(logits, 1.0 - 2.0 ** -53) == 7
+    flat = np.zeros(256, np.float32)
+    assert K.sample_class(flat, 0.0) == 0
+    assert K.sample_class(flat, 0.999999) == 255
+    assert K.sample_class(flat, 0.5) == naive.draw(flat, 0.5) == 128
+
+
+def test_wrappers_validate():
+    with pytest.raises(ParameterError, match="temperature"):
+        K.sample_class(np.zeros(256, np.float32), 0.5, temperature=0.0)
+    with pytest.raises(ParameterError, match=r"\[0, 1\)"):
+        K.sample_class(np.zeros(256, np.float32), 1.0)
+    mat = to_engine(np.ones((8, 8), np.float32), kind=0)
+    with pytest.raises(ParameterError, match="outside x"):
+        K.spmv(mat, np.ones(8, np.float32), np.zeros(8, np.float32), xoff=4)
+    with pytest.raises(ParameterError, match="float32"):
+        K.spmv(mat, np.ones(8, np.float64), np.zeros(8, np.float32))
+    with pytest.raises(ParameterError, match="uint64"):
+        K.uniforms(np.zeros(1, np.int64), 3)
+
+
+def test_warmup_compiles_everything():
+    K.warmup()
+    for f in (K._generate, K._generate_batch, K._spmv, K._spmm, K._fill_uniforms):
+        if hasattr(f, "signatures"):  # absent under NUMBA_DISABLE_JIT=1
+            assert f.signatures
+
+
+def _import_flag(code: str) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_SLP_VECTORIZE"}
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert res.returncode == 0, res.stderr
+    return res.stdout.strip() + "|" + res.stderr
+
+
+def test_slp_vectoriser_is_switched_on_only_when_kernels_import_numba_first():
+    first = _import_flag("import wavern.engine.kernels as K; print(K.SLP_ACTIVE)")
+    assert first.startswith("True|")
+    late = _import_flag("import numba; import wavern.engine.kernels as K; print(K.SLP_ACTIVE)")
+    assert late.startswith("False|") and "SLP vectoriser is off" in late

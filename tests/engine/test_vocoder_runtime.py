@@ -1,0 +1,274 @@
+"""The vocoder runtime against the float64 twin (naive.py) and the torch reference loop.
+
+Random small vocoders (H = 32) keep this fast; the peaked output layers make near-ties between
+classes rare, so independent float implementations draw the same samples for thousands of steps.
+"""
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from wavern.engine import kernels as K
+from wavern.engine.condnet import CondNet, conv1d
+from wavern.engine.vocoder import Vocoder, crossfade_segments, fold_frame_inputs
+from wavern.errors import ParameterError, VoiceFileError
+from wavern.vocoder.format import BlockSparse, save_vocoder_tensors
+
+
+def _load_naive():
+    spec = importlib.util.spec_from_file_location("wavern_engine_tests_naive", Path(__file__).with_name("naive.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+naive = _load_naive()
+
+
+@pytest.fixture(scope="module")
+def small():
+    dense, sparse = naive.random_vocoder(H=32, C=8, cond_blocks=2, block=(16, 4), density=0.5, seed=11)
+    return dense, sparse, Vocoder(dense, sparse, cond_blocks=2)
+
+
+def _bytes(samples: np.ndarray) -> np.ndarray:
+    u = samples.astype(np.int64) + 32768
+    return np.stack([u >> 8, u & 255], axis=1)
+
+
+def test_conv1d_matches_explicit_taps():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((9, 6)).astype(np.float32)
+    for k in (1, 3, 5):
+        w = rng.standard_normal((4, 6, k)).astype(np.float32)
+        b = rng.standard_normal(4).astype(np.float32)
+        np.testing.assert_allclose(conv1d(x, w, b), naive.conv1d(x, w, b), rtol=1e-5, atol=1e-5)
+
+
+def test_condnet_matches_twin_and_torch(small):
+    dense, _, voc = small
+    mel = naive.random_mel(12, seed=3)
+    np.testing.assert_allclose(voc.cond(mel), naive.condnet(mel, dense, 2), rtol=1e-4, atol=1e-4)
+    torch = pytest.importorskip("torch")
+    conv_in = torch.nn.Conv1d(80, 8, 5, padding=2)
+    conv_in.weight.data[:] = torch.from_numpy(dense["cond.conv_in.weight"])
+    conv_in.bias.data[:] = torch.from_numpy(dense["cond.conv_in.bias"])
+    with torch.no_grad():
+        x = conv_in(torch.from_numpy(mel).T[None])
+        for i in range(2):
+            c1 = torch.nn.Conv1d(8, 8, 3, padding=1)
+            c2 = torch.nn.Conv1d(8, 8, 1)
+            for conv, name in ((c1, "conv1"), (c2, "conv2")):
+                conv.weight.data[:] = torch.from_numpy(dense[f"cond.blocks.{i}.{name}.weight"])
+                conv.bias.data[:] = torch.from_numpy(dense[f"cond.blocks.{i}.{name}.bias"])
+            x = x + c2(torch.relu(c1(torch.relu(x))))
+    np.testing.assert_allclose(voc.cond(mel), x[0].T.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_condnet_rejects_bad_input(small):
+    _, _, voc = small
+    with pytest.raises(ParameterError, match="80"):
+        voc.cond(np.zeros((4, 79), np.float32))
+    with pytest.raises(ParameterError, match="NaN"):
+        voc.cond(np.full((4, 80), np.nan, np.float32))
+
+
+@pytest.mark.parametrize("block", [(16, 4), (4, 4), (16, 1)])
+def test_generator_matches_float64_twin(block):
+    """Teacher-forced: the twin is fed the engine's samples, so every step's logits compare, and
+    its own draws must equal the engine's wherever the CDF is not within 1e-5 of a tie."""
+    dense, sparse = naive.random_vocoder(H=32, C=8, cond_blocks=1, block=block, density=0.5, seed=5)
+    voc = Vocoder(dense, sparse, cond_blocks=1)
+    mel = naive.random_mel(8, seed=1)
+    n = 8 * 256
+    logits = np.zeros((n, 2, 256), np.float32)
+    out = voc.generate(voc.frame_inputs(mel), voc.new_state(seed=9), n, temperature=0.9, logits_out=logits)
+    drawn = _bytes(out)
+    u = naive.uniforms(9, n)
+    _, twin_draws, twin_logits = naive.generate(dense, sparse, mel, u, cond_blocks=1, temperature=0.9, forced=drawn)
+    np.testing.assert_allclose(logits, twin_logits, rtol=0, atol=2e-4 * np.abs(twin_logits).max())
+    differ = np.argwhere(twin_draws != drawn)
+    for t, j in differ:
+        assert naive.tie_margin(twin_logits[t, j], u[t, j], 0.9) < 1e-5, (t, j)
+    assert len(differ) <= 2
+    assert len(np.unique(out)) > 50  # not stuck on one value
+
+
+def test_generator_free_run_equals_twin(small):
+    dense, sparse, voc = small
+    mel = naive.random_mel(8, seed=2)
+    n = 8 * 256
+    out = voc.generate(voc.frame_inputs(mel), voc.new_state(seed=4), n)
+    twin, _, _ = naive.generate(dense, sparse, mel, naive.uniforms(4, n), cond_blocks=2)
+    np.testing.assert_array_equal(out, twin)
+
+
+def test_chunked_generation_equals_one_call(small):
+    _, _, voc = small
+    gi = voc.frame_inputs(naive.random_mel(10, seed=5))
+    n = 10 * 256
+    one = voc.generate(gi, voc.new_state(seed=1), n)
+    st = voc.new_state(seed=1)
+    parts, rng = [], np.random.default_rng(0)
+    while st.position < n:
+        k = int(min(rng.integers(1, 700), n - st.position))
+        first = st.position // 256  # a streaming caller may drop the frames already played
+        parts.append(voc.generate(gi[first:], st, k, frame0=first))
+    np.testing.assert_array_equal(np.concatenate(parts), one)
+
+
+def test_batch_equals_single_streams(small):
+    _, _, voc = small
+    B, frames = 3, 4
+    gis = np.stack([voc.frame_inputs(naive.random_mel(frames, seed=s)) for s in range(B)])
+    rngs = K.rng_states(99, B)
+    n = frames * 256
+    logits_b = np.zeros((B, n, 2, 256), np.float32)
+    st = voc.new_batch_state(rngs)
+    first = voc.generate_batch(gis, st, 300)
+    rest = voc.generate_batch(gis, st, n - 300)
+    batch = np.concatenate([first, rest], axis=1)
+    voc.generate_batch(gis, voc.new_batch_state(rngs), n, logits_out=logits_b)
+    for s in range(B):
+        lg = np.zeros((n, 2, 256), np.float32)
+        single = voc.generate(gis[s], voc.new_state(rng=rngs[s]), n, logits_out=lg)
+        np.testing.assert_array_equal(batch[s], single)
+        np.testing.assert_array_equal(logits_b[s], lg)
+
+
+def test_crossfade_matches_twin():
+    rng = np.random.default_rng(0)
+    for stride, overlap in ((10, 4), (7, 3), (5, 0), (6, 6)):
+        audio = rng.integers(-30000, 30000, (4, stride + overlap)).astype(np.int16)
+        length = 4 * stride - 2
+        np.testing.assert_array_equal(crossfade_segments(audio, stride, overlap, length),
+                                      naive.crossfade(audio, stride, overlap, length))
+
+
+def test_folded_render_is_a_batch_of_segments_crossfaded(small):
+    _, _, voc = small
+    mel = naive.random_mel(11, seed=6)
+    S, O = 4, 2
+    gi = voc.frame_inputs(mel)
+    segs = fold_frame_inputs(gi, S, O)
+    assert segs.shape == (3, S + O, gi.shape[1])
+    np.testing.assert_array_equal(segs[1], gi[S - O:2 * S])
+    rngs = K.rng_states(5, 3)
+    singles = np.stack([voc.generate(np.ascontiguousarray(segs[i]), voc.new_state(rng=rngs[i]), (S + O) * 256)
+                        for i in range(3)])
+    expect = naive.crossfade(singles, S * 256, O * 256, 11 * 256)
+    for threads in (1, 2):
+        np.testing.assert_array_equal(voc.render(mel, seed=5, fold_frames=S, overlap_frames=O, threads=threads),
+                                      expect)
+
+
+def test_unfolded_render_is_one_stream(small):
+    _, _, voc = small
+    mel = naive.random_mel(3, seed=7)
+    one = voc.generate(voc.frame_inputs(mel), voc.new_state(seed=8), 3 * 256)
+    np.testing.assert_array_equal(voc.render(mel, seed=8, fold_frames=None), one)
+    np.testing.assert_array_equal(voc.render(mel, seed=8, fold_frames=40), one)
+
+
+def test_generate_validates(small):
+    _, _, voc = small
+    gi = voc.frame_inputs(naive.random_mel(2))
+    st = voc.new_state()
+    with pytest.raises(ParameterError, match="need frames 0..2"):
+        voc.generate(gi, st, 3 * 256)
+    with pytest.raises(ParameterError, match="temperature"):
+        voc.generate(gi, st, 10, temperature=-1)
+    with pytest.raises(ParameterError, match="float32"):
+        voc.generate(gi.astype(np.float64), st, 10)
+    with pytest.raises(ParameterError, match="out"):
+        voc.generate(gi, st, 10, out=np.zeros(9, np.int16))
+    assert st.position == 0
+
+
+def test_file_round_trip_and_strict_loading(tmp_path, small):
+    dense, sparse, voc = small
+    path = tmp_path / "vocoder.safetensors"
+    save_vocoder_tensors(path, dense, sparse, dtype=np.float32)
+    loaded = Vocoder.load(path, cond_blocks=2, hidden_size=32, cond_channels=8)
+    mel = naive.random_mel(2)
+    np.testing.assert_array_equal(loaded.render(mel, seed=3), voc.render(mel, seed=3))
+    with pytest.raises(VoiceFileError, match="hidden_size is 64"):
+        Vocoder.load(path, cond_blocks=2, hidden_size=64)
+    bad = dict(dense)
+    bad["gru.weight_ih"] = dense["gru.weight_ih"].copy()
+    bad["gru.weight_ih"][0, 2] = 0.5
+    with pytest.raises(VoiceFileError, match="must be 0"):
+        Vocoder(bad, sparse, cond_blocks=2)
+    wrong = dict(sparse)
+    wrong["O2"] = BlockSparse.from_dense(np.ones((128, 16), np.float32), (16, 4))
+    with pytest.raises(VoiceFileError, match="O2"):
+        Vocoder(dense, wrong, cond_blocks=2)
+
+
+# ---- the torch reference (wavern.vocoder) -------------------------------------------------------
+
+def _torch_model(seed: int):
+    torch = pytest.importorskip("torch")
+    try:
+        from wavern.vocoder.config import VocoderConfig
+        from wavern.vocoder.model import WaveRNN
+    except ImportError as e:  # the torch model is another part of the project
+        pytest.skip(f"wavern.vocoder.model not importable: {e}")
+    torch.manual_seed(seed)
+    cfg = VocoderConfig(hidden_size=64, cond_channels=16, cond_blocks=1, block_rows=16, block_cols=4)
+    model = WaveRNN(cfg).eval()
+    rng = np.random.default_rng(seed)
+    with torch.no_grad():
+        # prune some blocks (as training would) and widen the heads so the softmaxes are peaked
+        for name in ("gru.weight_hh_l0", "O1.weight", "O2.weight", "O3.weight", "O4.weight"):
+            w = model.get_parameter(name)
+            keep = rng.random((w.shape[0] // 16, w.shape[1] // 4)) < 0.5
+            w.mul_(torch.from_numpy(np.kron(keep, np.ones((16, 4)))).float())
+        model.gru.weight_hh_l0.mul_(2.0)
+        model.O2.weight.mul_(30.0)
+        model.O4.weight.mul_(30.0)
+    return torch, cfg, model
+
+
+def _export(cfg, model, path):
+    """Write ``model`` as a vocoder file; return the torch model to compare with (same weights)."""
+    try:
+        from wavern.vocoder.export import export_vocoder, load_vocoder
+    except ImportError:
+        export_vocoder = None
+    if export_vocoder is not None:  # the real path: float16 file, torch reloaded from the same file
+        export_vocoder(model, path)
+        return load_vocoder(path, cfg).eval()
+    # until wavern.vocoder.export exists: the file format of docs/ARCHITECTURE.md by hand
+    sd = {k: v.detach().numpy().astype(np.float32) for k, v in model.state_dict().items()}
+    dense = {k: v for k, v in sd.items() if k.startswith("cond.")}
+    dense["gru.weight_ih"] = model.masked_weight_ih().detach().numpy()
+    dense["gru.bias_ih"], dense["gru.bias_hh"] = sd["gru.bias_ih_l0"], sd["gru.bias_hh_l0"]
+    sparse = {"gru.weight_hh": BlockSparse.from_dense(sd["gru.weight_hh_l0"], cfg.block_shape)}
+    for o in ("O1", "O2", "O3", "O4"):
+        sparse[o] = BlockSparse.from_dense(sd[f"{o}.weight"], cfg.block_shape)
+        dense[f"{o}.bias"] = sd[f"{o}.bias"]
+    save_vocoder_tensors(path, dense, sparse, dtype=np.float32)
+    return model
+
+
+def test_engine_equals_torch_reference_loop(tmp_path):
+    torch, cfg, model = _torch_model(seed=3)
+    torch.set_num_threads(1)
+    path = tmp_path / "vocoder.safetensors"
+    model = _export(cfg, model, path)
+    voc = Vocoder.load(path, cond_blocks=cfg.cond_blocks, hidden_size=cfg.hidden_size,
+                       cond_channels=cfg.cond_channels)
+    frames = 12
+    n = frames * 256
+    mel = naive.random_mel(frames, seed=4)
+    u = K.uniforms(K.rng_state(21), n)
+    ref = model.infer(torch.from_numpy(mel), u, temperature=1.0, return_logits=True)
+    logits = np.zeros((n, 2, 256), np.float32)
+    out = voc.generate(voc.frame_inputs(mel), voc.new_state(seed=21), n, logits_out=logits)
+    np.testing.assert_array_equal(out, ref.samples.numpy())
+    ref_logits = np.stack([ref.coarse_logits.numpy(), ref.fine_logits.numpy()], axis=1)
+    np.testing.assert_allclose(logits, ref_logits, rtol=0, atol=1e-4 * np.abs(ref_logits).max())
+    assert len(np.unique(out)) > 100
