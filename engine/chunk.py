@@ -23,7 +23,8 @@ class AudioChunk:
         text_span: (start, end) character span of the original text this chunk voices
             (the sentence it belongs to).
         sentence_index: which sentence of the request.
-        is_last: True on the final chunk of the request.
+        word_timings: on the first chunk of each sentence, when each of its words is heard
+            (``WordTiming``: character span in the original text, absolute sample span).
     """
 
     samples: np.ndarray
@@ -31,7 +32,7 @@ class AudioChunk:
     start_sample: int
     text_span: tuple[int, int]
     sentence_index: int = 0
-    is_last: bool = False
+    word_timings: tuple = ()
 
     @property
     def duration_s(self) -> float:

@@ -86,7 +86,7 @@ def test_streaming_resampler_equals_one_shot(rates):
 
 def _chunks(n_chunks=3, size=1000):
     for i in range(n_chunks):
-        yield AudioChunk(np.full(size, 0.1 * (i + 1), np.float32), 22050, i * size, (0, 5), is_last=i == n_chunks - 1)
+        yield AudioChunk(np.full(size, 0.1 * (i + 1), np.float32), 22050, i * size, (0, 5))
 
 
 def test_file_sink_writes_atomically(tmp_path):

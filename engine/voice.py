@@ -1,0 +1,316 @@
+"""``Voice``: load once, then stream text to audio chunk by chunk.
+
+    voice = Voice.load("assets/voices/default")
+    for chunk in voice.stream("Hello there. How are you?", SpeakConfig(speed=1.1)):
+        sink.write(chunk.samples)
+
+Per request: the front end turns the text into phoneme tokens; the acoustic model renders
+one sentence at a time (with its neighbours as context) to log-mel; the vocoder turns the
+mel into samples in chunks, its GRU state carried from chunk to chunk and from sentence to
+sentence. While sentence *i* is being vocoded, sentence *i + 1* is already being rendered by
+the acoustic model in a worker thread (the vocoder kernel releases the GIL), so only the
+first sentence's acoustic pass stands between the call and the first audio.
+
+Within a sentence the vocoder's conditioning is computed over mel windows with enough
+context frames for the conditioning network's receptive field, so streamed audio equals the
+one-shot rendering of the same mel sample for sample (tested).
+
+Live controls (:class:`StreamControl`) act on the next chunk: volume, stop, and speed (the
+rest of the current sentence is re-rendered at the new speed from the same point).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from wavern.dsp import DEFAULT_MEL, float_to_int16, int16_to_float, log_mel
+from wavern.engine.chunk import AudioChunk, SpeakConfig
+from wavern.engine.voicefile import read_voice_json
+from wavern.errors import ParameterError, VoiceFileError
+
+__all__ = ["Voice", "StreamControl", "WordTiming"]
+
+log = logging.getLogger(__name__)
+
+FIRST_CHUNK_SAMPLES = 512  # ~23 ms: the first chunk of a request is small, for latency
+CHUNK_SAMPLES = 2048  # ~93 ms afterwards: fewer Python round trips
+MEL_WINDOW_FRAMES = 16  # conditioning computed over windows of this many frames (+ context)
+
+
+@dataclasses.dataclass(frozen=True)
+class WordTiming:
+    """When a word is heard: character span in the original text, sample span in the audio."""
+
+    char_start: int
+    char_end: int
+    start_sample: int
+    end_sample: int
+
+
+class StreamControl:
+    """Settings a caller (GUI thread) may change while a stream runs; read before each chunk."""
+
+    def __init__(self, *, speed: float = 1.0, volume: float = 1.0):
+        self.speed = speed
+        self.volume = volume
+        self._stop = threading.Event()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
+
+class Voice:
+    """A loaded voice: front end settings, acoustic model (torch) and vocoder (numba engine)."""
+
+    def __init__(self, path: Path, meta: dict, acoustic, vocoder, table):
+        self.path = path
+        self.meta = meta
+        self.acoustic = acoustic
+        self.vocoder = vocoder
+        self.table = table
+        self.name: str = meta["name"]
+        self.sample_rate: int = int(meta["dsp"]["sample_rate"])
+        self.espeak_voice: str = meta.get("espeak_voice", "en-us")
+        infer = meta.get("inference", {})
+        self.default_temperature: float = float(infer.get("temperature", 1.0))
+        self.default_speaker: str = infer.get("speaker") or acoustic.config.speakers[0]
+        self.default_pause_s: float = float(infer.get("pause_s", 0.0))
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="wavern-acoustic")
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    def load(cls, path: str | Path) -> "Voice":
+        """Load a voice folder; refuses anything malformed with :class:`VoiceFileError`."""
+        from wavern.conditioning.config import AcousticConfig
+        from wavern.conditioning.export import load_acoustic
+        from wavern.conditioning.frontend.phonemes import SymbolTable
+        from wavern.engine.vocoder import Vocoder
+
+        path = Path(path)
+        meta = read_voice_json(path)
+        try:
+            acfg = AcousticConfig.from_dict(meta["acoustic"])
+        except (ParameterError, TypeError, KeyError) as e:
+            raise VoiceFileError(f"{path}/voice.json: field 'acoustic' is invalid ({e})") from None
+        voc = meta["vocoder"]
+        for field in ("hidden_size", "cond_channels", "cond_blocks"):
+            if not isinstance(voc.get(field), int) or isinstance(voc.get(field), bool):
+                raise VoiceFileError(f"{path}/voice.json: field 'vocoder.{field}' must be an integer, "
+                                     f"found {voc.get(field)!r}")
+        acoustic = load_acoustic(path / "acoustic.safetensors", acfg)
+        vocoder = Vocoder.load(path / "vocoder.safetensors", cond_blocks=voc["cond_blocks"],
+                               hidden_size=voc["hidden_size"], cond_channels=voc["cond_channels"])
+        try:
+            table = SymbolTable(meta["symbols"])
+        except Exception as e:  # noqa: BLE001 - any rejection of the table is a voice file problem
+            raise VoiceFileError(f"{path}/voice.json: field 'symbols' is not a usable symbol table ({e})") from None
+        if len(table) > acfg.encoder.n_symbols:
+            raise VoiceFileError(f"{path}/voice.json: {len(table)} symbols but the acoustic model embeds only "
+                                 f"{acfg.encoder.n_symbols}")
+        return cls(path, meta, acoustic, vocoder, table)
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    @property
+    def speakers(self) -> tuple[str, ...]:
+        return tuple(self.acoustic.config.speakers)
+
+    # ------------------------------------------------------------------ one request
+    def analyze(self, text: str):
+        from wavern.conditioning.frontend import analyze
+
+        return analyze(text, voice=self.espeak_voice, table=self.table)
+
+    def _sentence_mels(self, utt, speaker: str, speed: float) -> Iterator:
+        from wavern.conditioning.acoustic import stream_mel
+
+        return stream_mel(self.acoustic, utt.ids, utt.is_global, utt.sentence_of, speaker=speaker, speed=speed)
+
+    def stream(self, text: str, config: SpeakConfig | None = None, *, control: StreamControl | None = None,
+               seed: int = 0) -> Iterator[AudioChunk]:
+        """Yield the audio of ``text`` as :class:`AudioChunk`s, in order, as soon as each is made.
+
+        Args:
+            text: any text; empty or unspeakable text raises :class:`ParameterError`.
+            config: speed, volume, temperature, pause, speaker (None fields: the voice's defaults).
+            control: optional live controls, read before every chunk.
+            seed: vocoder sampling seed (same seed, same audio).
+        """
+        cfg = config or SpeakConfig()
+        speaker = cfg.speaker or self.default_speaker
+        if speaker not in self.speakers:
+            raise ParameterError(f"unknown speaker '{speaker}'; this voice has {', '.join(self.speakers)}")
+        temperature = cfg.temperature if cfg.temperature is not None else self.default_temperature
+        pause_s = cfg.pause_s if cfg.pause_s is not None else self.default_pause_s
+        control = control or StreamControl(speed=cfg.speed, volume=cfg.volume)
+        utt = self.analyze(text)
+        return self._stream(utt, speaker, temperature, pause_s, control, seed)
+
+    def _stream(self, utt, speaker, temperature, pause_s, control, seed) -> Iterator[AudioChunk]:
+        voc = self.vocoder
+        hop = voc.hop
+        speed = control.speed
+        mels = self._sentence_mels(utt, speaker, speed)
+        pending = self._executor.submit(next, mels, None)
+        state = voc.new_state(seed=seed)
+        position_total = 0  # samples yielded so far in this request
+        first = True
+        try:
+            while True:
+                part = pending.result()
+                if part is None:
+                    break
+                pending = self._executor.submit(next, mels, None)  # next sentence while this one plays
+                s_idx = int(part.sentence)
+                sentence = utt.sentences[min(s_idx, len(utt.sentences) - 1)]
+                span = (sentence.start, sentence.end)
+                mel = part.mel
+                if mel.shape[0] == 0:
+                    continue
+                timings = self._word_timings(utt, part, position_total)
+                state.position = 0  # frame clock restarts per sentence; h and prev carry on
+                gi_cache = _WindowedFrameInputs(voc, mel)
+                n_total = mel.shape[0] * hop
+                done = 0
+                while done < n_total:
+                    if control.stopped:
+                        return
+                    if control.speed != speed:  # re-render the rest of this sentence at the new speed
+                        speed = control.speed
+                        mel, done, n_total, gi_cache = self._respeed(utt, part, speaker, speed, done, n_total)
+                        state.position = done
+                        mels = self._sentence_mels_after(utt, s_idx, speaker, speed, pending)
+                        pending = self._executor.submit(next, mels, None)
+                        if done >= n_total:
+                            break
+                    n = min(FIRST_CHUNK_SAMPLES if first else CHUNK_SAMPLES, n_total - done)
+                    gi, frame0 = gi_cache.covering(done, n)
+                    samples = voc.generate(gi, state, n, frame0=frame0, temperature=temperature)
+                    audio = int16_to_float(samples)
+                    if control.volume != 1.0:
+                        audio = np.clip(audio * np.float32(control.volume), -1.0, 1.0)
+                    yield AudioChunk(audio, self.sample_rate, position_total, span, sentence_index=s_idx,
+                                     word_timings=timings if done == 0 else ())
+                    first = False
+                    done += n
+                    position_total += n
+                if pause_s > 0:
+                    gap = np.zeros(int(pause_s * self.sample_rate), np.float32)
+                    yield AudioChunk(gap, self.sample_rate, position_total, span, sentence_index=s_idx)
+                    position_total += gap.size
+        finally:
+            if not pending.cancel():
+                concurrent.futures.wait([pending])  # the worker may be inside `mels`; let it finish
+            mels.close()
+
+    def _sentence_mels_after(self, utt, s_idx, speaker, speed, pending):
+        """A fresh sentence generator positioned after sentence ``s_idx`` (after a speed change)."""
+        concurrent.futures.wait([pending])
+        gen = self._sentence_mels(utt, speaker, speed)
+        for part in gen:
+            if int(part.sentence) >= s_idx:
+                break
+        return gen
+
+    def _respeed(self, utt, part, speaker, speed, done, n_total):
+        from wavern.conditioning.acoustic import stream_mel
+
+        frac = done / max(n_total, 1)
+        for p in stream_mel(self.acoustic, utt.ids, utt.is_global, utt.sentence_of, speaker=speaker, speed=speed):
+            if p.sentence == part.sentence:
+                mel = p.mel
+                break
+        else:  # pragma: no cover - the sentence always exists
+            raise AssertionError("sentence vanished on re-render")
+        hop = self.vocoder.hop
+        n_new = mel.shape[0] * hop
+        new_done = min(int(round(frac * mel.shape[0])) * hop, n_new)
+        return mel, new_done, n_new, _WindowedFrameInputs(self.vocoder, mel)
+
+    def _word_timings(self, utt, part, offset: int) -> tuple[WordTiming, ...]:
+        hop = self.vocoder.hop
+        frames = np.asarray(part.durations)
+        starts = np.concatenate([[0], np.cumsum(frames)])
+        t0 = int(part.token_start)
+        out = []
+        for w in np.unique(utt.word_of[t0:t0 + frames.size]):
+            if w < 0:
+                continue
+            idx = np.flatnonzero(utt.word_of[t0:t0 + frames.size] == w)
+            word = utt.words[int(w)]
+            out.append(WordTiming(word.start, word.end, offset + int(starts[idx[0]]) * hop,
+                                  offset + int(starts[idx[-1] + 1]) * hop))
+        return tuple(out)
+
+    # ------------------------------------------------------------------ conveniences
+    def synthesize(self, text: str, config: SpeakConfig | None = None, *, seed: int = 0) -> np.ndarray:
+        """The whole request as one float32 array (the stream, concatenated)."""
+        parts = [c.samples for c in self.stream(text, config, seed=seed)]
+        return np.concatenate(parts) if parts else np.zeros(0, np.float32)
+
+    def vocode(self, audio: np.ndarray, *, seed: int = 0, temperature: float | None = None) -> np.ndarray:
+        """Copy synthesis: float audio → log-mel → this voice's vocoder → float32 audio."""
+        x = np.asarray(audio, np.float32)
+        if x.ndim != 1 or x.size == 0:
+            raise ParameterError(f"vocode expects mono audio with samples, found shape {x.shape}")
+        mel = log_mel(x, DEFAULT_MEL)
+        t = self.default_temperature if temperature is None else temperature
+        y = self.vocoder.render(mel, seed=seed, temperature=t)
+        return int16_to_float(y[: x.size])
+
+    def warmup(self) -> float:
+        """Compile and touch everything once (kernels, acoustic model); returns seconds taken."""
+        t = time.perf_counter()
+        for _ in self.stream("Hi.", SpeakConfig()):
+            pass
+        return time.perf_counter() - t
+
+
+class _WindowedFrameInputs:
+    """The vocoder's per-frame gate inputs of a sentence, computed window by window.
+
+    Window ``k`` covers frames ``[k W, (k + 1) W)`` and is computed from the mel frames
+    ``[k W − R, (k + 1) W + R)`` (R = the conditioning net's receptive radius), so each window
+    equals the corresponding rows of ``frame_inputs(whole mel)``: the zero padding at the
+    sentence ends is reproduced by computing edge windows on the unpadded edges.
+    """
+
+    def __init__(self, vocoder, mel: np.ndarray, window: int = MEL_WINDOW_FRAMES):
+        self.voc = vocoder
+        self.mel = np.ascontiguousarray(mel, np.float32)
+        self.window = window
+        self.radius = 2 + vocoder.cond_blocks
+        self._cache: dict[int, np.ndarray] = {}
+
+    def _window(self, k: int) -> np.ndarray:
+        w = self._cache.get(k)
+        if w is None:
+            T = self.mel.shape[0]
+            a, b = k * self.window, min((k + 1) * self.window, T)
+            lo, hi = max(0, a - self.radius), min(T, b + self.radius)
+            gi = self.voc.frame_inputs(self.mel[lo:hi])
+            w = np.ascontiguousarray(gi[a - lo: b - lo])
+            self._cache = {kk: vv for kk, vv in self._cache.items() if kk >= k - 1}
+            self._cache[k] = w
+        return w
+
+    def covering(self, position: int, n: int) -> tuple[np.ndarray, int]:
+        hop = self.voc.hop
+        f0, f1 = position // hop, (position + n - 1) // hop
+        k0, k1 = f0 // self.window, f1 // self.window
+        parts = [self._window(k) for k in range(k0, k1 + 1)]
+        gi = parts[0] if len(parts) == 1 else np.ascontiguousarray(np.concatenate(parts))
+        return gi, k0 * self.window

@@ -1,0 +1,19 @@
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+sys.path.insert(0, str(Path(__file__).parent))
+
+
+@pytest.fixture(scope="session")
+def tiny_voice(tmp_path_factory):
+    """A real voice folder with tiny random models (built once per test session)."""
+    import torch
+
+    from voice_factory import make_tiny_voice
+
+    torch.set_num_threads(1)
+    return make_tiny_voice(tmp_path_factory.mktemp("voices") / "testvoice")

@@ -1,0 +1,193 @@
+"""Voice.load / Voice.stream end to end on a tiny random voice: streaming equals one-shot,
+controls act on the next chunk, the next sentence is prepared while the current one plays,
+and broken voices are refused with a message naming the problem."""
+
+import json
+import shutil
+import threading
+
+import numpy as np
+import pytest
+
+from wavern.dsp import int16_to_float
+from wavern.engine.chunk import SpeakConfig
+from wavern.engine.voice import CHUNK_SAMPLES, FIRST_CHUNK_SAMPLES, StreamControl, Voice
+from wavern.errors import ParameterError, VoiceFileError
+
+
+@pytest.fixture(scope="module")
+def voice(tiny_voice):
+    v = Voice.load(tiny_voice)
+    yield v
+    v.close()
+
+
+def test_stream_chunks_are_contiguous_and_spanned(voice):
+    text = "Hello there. How are you today?"
+    chunks = list(voice.stream(text, SpeakConfig()))
+    assert chunks[0].samples.shape[0] == FIRST_CHUNK_SAMPLES
+    assert all(c.samples.shape[0] <= CHUNK_SAMPLES for c in chunks)
+    pos = 0
+    for c in chunks:
+        assert c.start_sample == pos and c.sample_rate == 22050 and c.samples.dtype == np.float32
+        pos += c.samples.shape[0]
+        a, b = c.text_span
+        assert 0 <= a < b <= len(text)
+    assert {c.sentence_index for c in chunks} == {0, 1}
+    assert text[slice(*chunks[0].text_span)].startswith("Hello")
+    timed = [t for c in chunks for t in c.word_timings]
+    assert [text[t.char_start:t.char_end] for t in timed] == ["Hello", "there", "How", "are", "you", "today"]
+    assert all(t.start_sample < t.end_sample <= pos for t in timed)
+
+
+def test_streamed_equals_one_shot_and_seams_do_not_click(voice):
+    from wavern.conditioning.acoustic import stream_mel
+
+    text = "The quick brown fox jumps over the lazy dog."
+    streamed = [c.samples for c in voice.stream(text, SpeakConfig(), seed=7)]
+    utt = voice.analyze(text)
+    parts = list(stream_mel(voice.acoustic, utt.ids, utt.is_global, utt.sentence_of, speaker="en-us"))
+    mel = np.concatenate([p.mel for p in parts])
+    voc = voice.vocoder
+    one_shot = voc.generate(voc.frame_inputs(mel), voc.new_state(seed=7), mel.shape[0] * voc.hop)
+    y = np.concatenate(streamed)
+    # The windowed conditioning equals the whole-sentence one to float32 rounding (BLAS sums
+    # windows of different sizes in different orders) ...
+    from wavern.engine.voice import _WindowedFrameInputs
+    win = _WindowedFrameInputs(voc, mel)
+    whole = voc.frame_inputs(mel)
+    for pos in range(0, mel.shape[0] * voc.hop, 1000):
+        gi, f0 = win.covering(pos, 1)
+        np.testing.assert_allclose(gi[pos // voc.hop - f0], whole[pos // voc.hop], rtol=1e-5, atol=1e-5)
+    # ... so the audio is the same sample for sample, but for the rare draw that lands within
+    # a rounding error of a class boundary.
+    ref = int16_to_float(one_shot)
+    assert y.shape == ref.shape
+    assert np.mean(y != ref) < 1e-3
+    # Seam energy: the jump across each chunk boundary is no larger than the signal's typical jump.
+    seams = np.cumsum([s.shape[0] for s in streamed])[:-1]
+    d = np.abs(np.diff(y))
+    assert d[seams - 1].mean() <= 3 * d.mean() + 1e-6
+
+
+def test_same_seed_same_audio_and_seed_matters(voice):
+    a = voice.synthesize("Seeds matter.", seed=1)
+    b = voice.synthesize("Seeds matter.", seed=1)
+    c = voice.synthesize("Seeds matter.", seed=2)
+    np.testing.assert_array_equal(a, b)
+    assert a.shape == c.shape and not np.array_equal(a, c)
+
+
+def test_next_sentence_is_prepared_while_current_plays(voice, monkeypatch):
+    started = {}
+    real = voice._sentence_mels
+
+    def spy(utt, speaker, speed):
+        def gen():
+            for part in real(utt, speaker, speed):
+                yield part
+                started.setdefault(part.sentence + 1, threading.Event()).set()
+        return gen()
+
+    monkeypatch.setattr(voice, "_sentence_mels", spy)
+    it = voice.stream("First sentence here. Second one follows.", SpeakConfig())
+    first = next(it)
+    assert first.sentence_index == 0
+    # Nobody asks for more audio now; the worker must still produce sentence 1 on its own.
+    ev = started.setdefault(1, threading.Event())
+    assert ev.wait(timeout=60), "sentence 1 was not prepared while sentence 0 was being played"
+    it.close()
+
+
+def test_controls_act_on_next_chunk(voice):
+    ctl = StreamControl(volume=1.0)
+    text = "A somewhat longer sentence, so that there are several chunks to play."
+    ref = voice.synthesize(text, seed=3)
+    out = []
+    for i, c in enumerate(voice.stream(text, SpeakConfig(), control=ctl, seed=3)):
+        out.append(c.samples)
+        if i == 1:
+            ctl.volume = 0.5
+    y = np.concatenate(out)
+    n0 = out[0].shape[0] + out[1].shape[0]
+    np.testing.assert_array_equal(y[:n0], ref[:n0])
+    np.testing.assert_allclose(y[n0:], np.clip(ref[n0:] * 0.5, -1, 1), atol=1e-7)
+
+    ctl = StreamControl()
+    got = []
+    for i, c in enumerate(voice.stream(text, SpeakConfig(), control=ctl)):
+        got.append(c)
+        if i == 1:
+            ctl.stop()
+    assert len(got) == 2  # nothing after the stop
+
+
+def test_speed_change_mid_sentence_shortens_the_rest(voice):
+    text = "A somewhat longer sentence, so that there are several chunks to play."
+    slow = sum(c.samples.size for c in voice.stream(text, SpeakConfig(speed=1.0)))
+    ctl = StreamControl(speed=1.0)
+    total = 0
+    for i, c in enumerate(voice.stream(text, SpeakConfig(), control=ctl)):
+        total += c.samples.size
+        if i == 0:
+            ctl.speed = 2.0
+    assert total < slow
+
+
+@pytest.mark.parametrize("text", ["", "   \n\t", "😀🎉", "..."])
+def test_nothing_to_say_is_parameter_error(voice, text):
+    with pytest.raises(ParameterError, match="nothing to say"):
+        list(voice.stream(text))
+
+
+def test_odd_unicode_speaks(voice):
+    y = voice.synthesize("Caf\u00e9 \u202e na\u00efve \ud800 \x07 Stra\u00dfe 42%.")
+    assert y.size > 0 and np.all(np.isfinite(y))
+
+
+def test_vocode_keeps_length(voice):
+    x = 0.3 * np.sin(np.arange(5000) / 20).astype(np.float32)
+    y = voice.vocode(x)
+    assert y.shape == x.shape and y.dtype == np.float32
+
+
+def _copy(src, tmp_path):
+    dst = tmp_path / "v"
+    shutil.copytree(src, dst)
+    return dst
+
+
+def test_truncated_vocoder_file_is_refused(tiny_voice, tmp_path):
+    d = _copy(tiny_voice, tmp_path)
+    raw = (d / "vocoder.safetensors").read_bytes()
+    (d / "vocoder.safetensors").write_bytes(raw[: len(raw) // 2])
+    with pytest.raises(VoiceFileError, match="vocoder.safetensors"):
+        Voice.load(d)
+
+
+def test_mismatched_dsp_is_refused(tiny_voice, tmp_path):
+    d = _copy(tiny_voice, tmp_path)
+    meta = json.loads((d / "voice.json").read_text())
+    meta["dsp"]["hop_length"] = 200
+    (d / "voice.json").write_text(json.dumps(meta))
+    with pytest.raises(VoiceFileError, match="hop_length"):
+        Voice.load(d)
+
+
+def test_mismatched_vocoder_size_is_refused(tiny_voice, tmp_path):
+    d = _copy(tiny_voice, tmp_path)
+    meta = json.loads((d / "voice.json").read_text())
+    meta["vocoder"]["hidden_size"] = 128
+    (d / "voice.json").write_text(json.dumps(meta))
+    with pytest.raises(VoiceFileError, match="hidden_size"):
+        Voice.load(d)
+
+
+def test_missing_acoustic_and_bad_json_are_refused(tiny_voice, tmp_path):
+    d = _copy(tiny_voice, tmp_path)
+    (d / "acoustic.safetensors").unlink()
+    with pytest.raises(VoiceFileError, match="acoustic"):
+        Voice.load(d)
+    (d / "voice.json").write_text("{not json")
+    with pytest.raises(VoiceFileError, match="not valid JSON"):
+        Voice.load(d)

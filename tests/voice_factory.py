@@ -1,0 +1,36 @@
+"""Tiny voices built inside tests: random (or briefly trained) models in a real voice folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+
+def make_tiny_voice(out: Path, *, seed: int = 0, hidden_size: int = 64, density: float = 0.5,
+                    name: str = "testvoice") -> Path:
+    """A voice folder with a randomly initialised tiny acoustic model and a block-pruned WaveRNN."""
+    from wavern.conditioning.acoustic import AcousticModel
+    from wavern.conditioning.config import AcousticConfig, EncoderConfig
+    from wavern.conditioning.frontend.phonemes import SymbolTable
+    from wavern.training.voice import assemble_voice
+    from wavern.vocoder.config import VocoderConfig
+    from wavern.vocoder.model import WaveRNN
+    from wavern.vocoder.pruning import block_mask
+
+    torch.manual_seed(seed)
+    table = SymbolTable.default()
+    acfg = AcousticConfig(
+        encoder=EncoderConfig(n_symbols=len(table), d_model=32, n_layers=1, n_heads=2, window=8, ffn_channels=32),
+        decoder_layers=1, decoder_d_model=32, decoder_heads=2, decoder_ffn_channels=32, duration_channels=16,
+        speaker_dim=8, ref_channels=8, peer_width=8)
+    acoustic = AcousticModel(acfg).eval()
+    vcfg = VocoderConfig(hidden_size=hidden_size, cond_channels=16, cond_blocks=1)
+    vocoder = WaveRNN(vcfg)
+    with torch.no_grad():
+        w = vocoder.gru.weight_hh_l0
+        w.mul_(block_mask(w, vcfg.block_shape, 1 - density).to(w.dtype))
+    assemble_voice(out, acoustic=acoustic, vocoder=vocoder, symbols=table.to_list(), name=name,
+                   provenance={"test": True}, card=f"# {name}\n\nRandom weights, for tests.\n")
+    return out

@@ -1,0 +1,163 @@
+"""Voices: assemble a voice folder from trained models, and `wavern train voice` end to end.
+
+A voice folder is ``voice.json`` + ``acoustic.safetensors`` + ``vocoder.safetensors`` +
+``MODEL_CARD.md`` (docs/ARCHITECTURE.md, "Voice format"). :func:`assemble_voice` writes one
+from an :class:`~wavern.conditioning.acoustic.AcousticModel` and a
+:class:`~wavern.vocoder.model.WaveRNN`; :func:`build_voice` runs the whole recipe (corpus →
+acoustic model → vocoder → export) resumably, each stage continuing from its run folder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wavern.dsp import DEFAULT_MEL
+from wavern.engine.voicefile import FORMAT, FORMAT_VERSION, read_voice_json, write_voice_json
+from wavern.errors import ParameterError
+
+__all__ = ["assemble_voice", "VoiceBuildConfig", "build_voice", "PRESETS"]
+
+log = logging.getLogger(__name__)
+
+
+def assemble_voice(out_dir: str | Path, *, acoustic, vocoder, symbols: list[str], name: str,
+                   espeak_voice: str = "en-us", provenance: dict[str, Any] | None = None,
+                   inference: dict[str, Any] | None = None, card: str = "",
+                   vocoder_dtype=np.float16) -> Path:
+    """Write a complete voice folder; returns its path. Reads it back through the validator.
+
+    Args:
+        out_dir: the voice folder (created; files replaced atomically one by one).
+        acoustic: a trained AcousticModel.
+        vocoder: a trained WaveRNN (pruning masks applied).
+        symbols: the phoneme symbol table (index = id) the acoustic model was trained with.
+        name: voice name (``wavern say --voice NAME``).
+        espeak_voice: the espeak-ng voice the front end phonemises with.
+        provenance: corpus, seeds, steps, wall time, metrics.
+        inference: defaults for a request: ``temperature``, ``speaker``, ``pause_s``.
+        card: MODEL_CARD.md text.
+    """
+    from wavern.conditioning.export import save_acoustic
+    from wavern.vocoder.export import export_vocoder
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if len(symbols) > acoustic.config.encoder.n_symbols:
+        raise ParameterError(f"{len(symbols)} symbols but the acoustic model embeds {acoustic.config.encoder.n_symbols}")
+    save_acoustic(acoustic, out / "acoustic.safetensors", dtype=__import__("torch").float16)
+    export_vocoder(vocoder, out / "vocoder.safetensors", dtype=vocoder_dtype)
+    vcfg = vocoder.config.to_dict()
+    meta = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "name": name,
+        "espeak_voice": espeak_voice,
+        "dsp": DEFAULT_MEL.to_dict(),
+        "symbols": list(symbols),
+        "acoustic": acoustic.config.to_dict(),
+        "vocoder": vcfg,
+        "inference": {"temperature": 1.0, "speaker": acoustic.config.speakers[0], "pause_s": 0.0,
+                      **(inference or {})},
+        "provenance": provenance or {},
+    }
+    write_voice_json(out, meta)
+    (out / "MODEL_CARD.md").write_text(card or f"# {name}\n\nA wavern voice.\n", encoding="utf-8")
+    read_voice_json(out)
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class VoiceBuildConfig:
+    """`wavern train voice`: the whole recipe. Each stage resumes from its run folder."""
+
+    preset: str = "default"  # "default" or "tiny" (a few minutes; barely intelligible; the bootstrap voice)
+    name: str | None = None  # voice name (default: the preset's)
+    corpus_dir: str | None = None  # default: data/corpus (default) or data/corpus-tiny
+    run_dir: str | None = None  # default: runs/ (default) or runs/tiny
+    out_dir: str | None = None  # default: assets/voices/<name>
+    utterances: int | None = None  # corpus size
+    acoustic_steps: int | None = None
+    vocoder_steps: int | None = None
+    threads: int = 2
+    seed: int = 0
+    device: str = "cpu"
+    resume: bool = True
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # The bootstrap voice: small enough to build in minutes on 2 cores. It proves the pipeline,
+    # not quality: expect buzzy, mostly unintelligible speech.
+    "tiny": dict(name="tiny", corpus="data/corpus-tiny", runs="runs/tiny", utterances=200, espeak="en-us",
+                 acoustic=dict(steps=300, batch_size=8,
+                               model=dict(encoder=dict(d_model=64, n_layers=2, n_heads=2, window=8,
+                                                       ffn_channels=128),
+                                          decoder_layers=2, decoder_d_model=64, decoder_ffn_channels=128,
+                                          duration_channels=64, speaker_dim=16, ref_channels=32, peer_width=16)),
+                 vocoder=dict(steps=300, batch_size=16,
+                              vocoder=dict(hidden_size=64, cond_channels=32, cond_blocks=1, prune_start_step=100,
+                                           prune_ramp_steps=150, prune_every_steps=50, target_density=0.5))),
+    "default": dict(name="default", corpus="data/corpus", runs="runs", utterances=2000, espeak="en-us",
+                    acoustic=dict(steps=20000), vocoder=dict(steps=200000)),
+}
+
+
+def build_voice(cfg: VoiceBuildConfig) -> dict[str, Any]:
+    """Corpus → acoustic model → vocoder → voice folder; returns a summary."""
+    import torch
+
+    from wavern.conditioning.frontend.phonemes import SymbolTable
+    from wavern.training.acoustic_trainer import AcousticTrainConfig, load_checkpoint, train_acoustic
+    from wavern.training.corpus import build_corpus
+    from wavern.training.vocoder_trainer import VocoderTrainConfig, train_vocoder
+    from wavern.vocoder.config import VocoderConfig
+
+    if cfg.preset not in PRESETS:
+        raise ParameterError(f"unknown preset '{cfg.preset}'; choose one of {', '.join(PRESETS)}")
+    p = PRESETS[cfg.preset]
+    name = cfg.name or p["name"]
+    corpus = Path(cfg.corpus_dir or p["corpus"])
+    runs = Path(cfg.run_dir or p["runs"])
+    import wavern.assets
+
+    out = Path(cfg.out_dir) if cfg.out_dir else Path(wavern.assets.__file__).parent / "voices" / name
+    t0 = time.time()
+    torch.set_num_threads(cfg.threads)
+    if not (corpus / "metadata.jsonl").is_file():
+        log.info("building corpus %s", corpus)
+        build_corpus(corpus, utterances=cfg.utterances or p["utterances"], seed=cfg.seed, voices=[p["espeak"]])
+    a = dict(p["acoustic"])
+    if cfg.acoustic_steps:
+        a["steps"] = cfg.acoustic_steps
+    acfg = AcousticTrainConfig(corpus_dir=str(corpus), out_dir=str(runs / "acoustic"), seed=cfg.seed,
+                               device=cfg.device, threads=cfg.threads, resume=cfg.resume, **a)
+    train_acoustic(acfg)
+    acoustic, ackpt = load_checkpoint(runs / "acoustic" / "checkpoint.pt")
+    v = dict(p["vocoder"])
+    if cfg.vocoder_steps:
+        v["steps"] = cfg.vocoder_steps
+    if "vocoder" in v:
+        v["vocoder"] = VocoderConfig.from_dict({**VocoderConfig().to_dict(), **v["vocoder"]})
+    vcfg = VocoderTrainConfig(corpus_dir=str(corpus), run_dir=str(runs / "vocoder"), seed=cfg.seed,
+                              device=cfg.device, threads=cfg.threads, resume=cfg.resume, **v)
+    vres = train_vocoder(vcfg)
+    from wavern.vocoder.export import load_vocoder
+
+    vocoder = load_vocoder(runs / "vocoder" / "vocoder.safetensors", vcfg.vocoder)
+    corpus_meta = json.loads((corpus / "corpus.json").read_text())
+    symbols = corpus_meta.get("symbols") or list(SymbolTable.default().symbols)
+    wall = time.time() - t0
+    prov = {"preset": cfg.preset, "corpus": str(corpus), "corpus_seed": cfg.seed,
+            "acoustic_steps": int(ackpt.get("step", 0)), "vocoder_steps": int(vcfg.steps),
+            "build_wall_s": round(wall, 1), "vocoder_result": vres if isinstance(vres, dict) else None}
+    card = (f"# {name}\n\nwavern's {cfg.preset} voice, trained on this machine by `wavern train voice "
+            f"--set preset='\"{cfg.preset}\"'` from an espeak-ng corpus ({p['espeak']}).\n")
+    assemble_voice(out, acoustic=acoustic, vocoder=vocoder, symbols=symbols, name=name,
+                   espeak_voice=p["espeak"], provenance=prov, card=card)
+    return {"voice": str(out), **prov}
