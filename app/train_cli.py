@@ -42,6 +42,10 @@ _COMMON = [
 ]
 
 
+# A flag's field may be spelled differently by a trainer (e.g. run_dir vs out_dir).
+_ALIASES = {"run_dir": ("run_dir", "out_dir")}
+
+
 def add_train_parsers(sub: argparse._SubParsersAction) -> None:
     for name, (_, _, _, what) in TRAINERS.items():
         p = sub.add_parser(name, help=what, description=what + ". Fields not covered by a flag: --set name=value.")
@@ -66,9 +70,10 @@ def config_from_args(cls: type, args: argparse.Namespace) -> Any:
     for _, field, _, _ in _COMMON:
         v = getattr(args, field, None)
         if v is not None:
-            if field not in fields:
+            name = next((a for a in _ALIASES.get(field, (field,)) if a in fields), None)
+            if name is None:
                 raise ParameterError(f"this trainer has no '{field}' setting")
-            values[field] = v
+            values[name] = v
     if getattr(args, "resume", False):
         if "resume" not in fields:
             raise ParameterError("this trainer cannot resume")
