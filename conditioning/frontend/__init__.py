@@ -145,7 +145,7 @@ def _word_index(words: Sequence[Word], starts: list[int], position: int) -> int:
     i = bisect.bisect_right(starts, position) - 1
     if i >= 0 and position < words[i].spoken_end:
         return i
-    return min(i + 1, len(words) - 1) if i + 1 < len(words) else i  # in a gap: the next word
+    return i + 1 if i + 1 < len(words) else i  # in a gap: the next word (or the last)
 
 
 def _gap_text(spoken: str, prev_pos: int | None, next_pos: int | None) -> str:
@@ -290,7 +290,9 @@ def render(
     return Rendering(utterance=utt, audio=audio_a, durations=dur_a)
 
 
-def analyze(text: str, *, voice: str = "en-us", lexicon: Lexicon | None = None, table: SymbolTable | None = None) -> Utterance:
+def analyze(
+    text: str, *, voice: str = "en-us", lexicon: Lexicon | None = None, table: SymbolTable | None = None
+) -> Utterance:
     """Text → :class:`Utterance` (tokens, ids, global flags, word and sentence maps).
 
     The token sequence equals the one :func:`render` (and so the corpus) produces for the same

@@ -136,7 +136,7 @@ class _Collector:
         if n_samples > 0 and wav:
             self.chunks.append(np.ctypeslib.as_array(wav, shape=(n_samples,)).copy())
         i = 0
-        while events[i].type != _EV_LIST_TERMINATED:
+        while events and events[i].type != _EV_LIST_TERMINATED:
             ev = events[i]
             if ev.type in (_EV_PHONEME, _EV_WORD):
                 self.events.append((ev.type, ev.text_position, ev.length, ev.sample, bytes(ev.id)))
