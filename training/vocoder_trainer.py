@@ -195,7 +195,7 @@ class VocoderTrainer:
         self.optimizer.step()
         self.step += 1
         self.pruner.step(self.step)
-        return {"loss": float(loss.total), "coarse": float(loss.coarse), "fine": float(loss.fine),
+        return {"loss": float(loss.total.detach()), "coarse": float(loss.coarse.detach()), "fine": float(loss.fine.detach()),
                 "grad_norm": grad_norm, "lr": lr}
 
     @torch.no_grad()
@@ -383,6 +383,7 @@ def _parse(argv: list[str] | None) -> VocoderTrainConfig:
     p = argparse.ArgumentParser(prog="python -m wavern.training.vocoder_trainer", description=__doc__.split("\n")[0])
     p.add_argument("--corpus", default=d.corpus_dir)
     p.add_argument("--run", default=d.run_dir)
+    p.add_argument("--cache", default=None, help="corpus cache folder (default: RUN/cache)")
     p.add_argument("--hidden", type=int, default=v.hidden_size)
     p.add_argument("--cond-channels", type=int, default=v.cond_channels)
     p.add_argument("--cond-blocks", type=int, default=v.cond_blocks)
@@ -425,7 +426,7 @@ def _parse(argv: list[str] | None) -> VocoderTrainConfig:
         lr_min=a.lr_min, optimizer=a.optimizer, grad_clip=a.grad_clip, threads=a.threads, bf16=a.bf16,
         seed=a.seed, checkpoint_interval_s=a.checkpoint_interval, resume=a.resume, init_from=a.init_from,
         device=a.device, eval_every_steps=a.eval_every, eval_batches=a.eval_batches, log_every_steps=a.log_every,
-        progress=not a.no_progress)
+        cache_dir=a.cache, progress=not a.no_progress)
 
 
 def main(argv: list[str] | None = None) -> int:

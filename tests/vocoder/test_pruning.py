@@ -1,0 +1,105 @@
+"""Block pruning: the sparsity schedule, block structure of the masks, masks kept through training."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from wavern.dsp import MelConfig
+from wavern.vocoder.config import VocoderConfig
+from wavern.vocoder.model import WaveRNN
+from wavern.vocoder.pruning import BlockPruner, block_mask, sparsity_at
+
+torch.set_num_threads(1)
+
+
+def test_schedule_values():
+    kw = dict(target=0.9, start=100, ramp=1000)
+    assert sparsity_at(0, **kw) == 0.0
+    assert sparsity_at(100, **kw) == 0.0
+    assert sparsity_at(600, **kw) == pytest.approx(0.9 * (1 - 0.5 ** 3))  # half way: 87.5 % of Z
+    assert sparsity_at(350, **kw) == pytest.approx(0.9 * (1 - 0.75 ** 3))
+    assert sparsity_at(1100, **kw) == pytest.approx(0.9)
+    assert sparsity_at(5000, **kw) == pytest.approx(0.9)
+    values = [sparsity_at(t, **kw) for t in range(0, 1300, 10)]
+    assert all(b >= a for a, b in zip(values, values[1:]))  # never decreases
+
+
+def _naive_block_mask(w: np.ndarray, br: int, bc: int, sparsity: float) -> np.ndarray:
+    rows, cols = w.shape
+    norms = []
+    for i in range(rows // br):
+        for j in range(cols // bc):
+            norms.append((np.sqrt((w[i * br:(i + 1) * br, j * bc:(j + 1) * bc] ** 2).sum()), i, j))
+    n_drop = int(np.floor(sparsity * len(norms)))
+    dropped = sorted(norms)[:n_drop]
+    mask = np.ones_like(w, dtype=bool)
+    for _, i, j in dropped:
+        mask[i * br:(i + 1) * br, j * bc:(j + 1) * bc] = False
+    return mask
+
+
+@pytest.mark.parametrize("block", [(16, 4), (4, 4), (16, 1), (8, 4)])
+def test_block_mask_keeps_the_largest_blocks(block):
+    br, bc = block
+    w = torch.randn(64, 32, generator=torch.Generator().manual_seed(0))
+    mask = block_mask(w, block, 0.7)
+    expect = _naive_block_mask(w.numpy(), br, bc, 0.7)
+    assert np.array_equal(mask.numpy(), expect)
+    blocks = mask.reshape(64 // br, br, 32 // bc, bc)
+    assert torch.all(blocks.all(dim=(1, 3)) == blocks.any(dim=(1, 3)))  # each block all-kept or all-dropped
+    n_blocks = (64 // br) * (32 // bc)
+    assert int(blocks.any(dim=(1, 3)).sum()) == n_blocks - int(np.floor(0.7 * n_blocks))
+
+
+def _tiny(**kw) -> VocoderConfig:
+    return VocoderConfig(hidden_size=64, cond_channels=8, cond_blocks=1, mel=MelConfig(hop_length=16), **kw)
+
+
+def test_weight_hh_is_pruned_per_gate():
+    cfg = _tiny(target_density=0.25)
+    torch.manual_seed(0)
+    m = WaveRNN(cfg)
+    with torch.no_grad():
+        m.gru.weight_hh_l0[128:] *= 10.0  # the n gate's slab dominates a global ranking
+    pruner = BlockPruner(m, cfg)
+    pruner.update_masks(0.75)
+    mask = pruner.masks["gru.weight_hh_l0"]
+    for gate in range(3):
+        assert mask[gate * 64:(gate + 1) * 64].float().mean().item() == pytest.approx(0.25)
+    for name in ("O1.weight", "O2.weight", "O3.weight", "O4.weight"):
+        assert pruner.masks[name].float().mean().item() == pytest.approx(0.25, abs=0.02)
+
+
+def test_masks_hold_through_optimiser_steps_and_state_round_trip():
+    cfg = _tiny(target_density=0.2, prune_start_step=2, prune_ramp_steps=6, prune_every_steps=2)
+    torch.manual_seed(1)
+    m = WaveRNN(cfg)
+    opt = torch.optim.Adam(m.parameters(), lr=1e-2)
+    pruner = BlockPruner(m, cfg)
+    g = torch.Generator().manual_seed(2)
+    densities = []
+    for step in range(1, 13):
+        mel = torch.randn(2, 2, 80, generator=g)
+        audio = torch.randint(-3000, 3000, (2, 32), generator=g, dtype=torch.int32).to(torch.int16)
+        opt.zero_grad()
+        m.loss(mel, audio).total.backward()
+        opt.step()
+        pruner.step(step)
+        for name, p in pruner.params.items():
+            assert torch.all(p[~pruner.masks[name]] == 0), (step, name)
+        densities.append(pruner.density())
+    assert densities[0] == 1.0
+    assert all(b <= a for a, b in zip(densities, densities[1:]))
+    assert densities[-1] == pytest.approx(0.2, abs=0.01)
+    # Pruned weights are truly zero and a whole block at a time.
+    w = m.O2.weight.detach()
+    blocks = (w != 0).reshape(256 // 16, 16, 32 // 4, 4)
+    assert torch.all(blocks.any(dim=(1, 3)) == pruner.masks["O2.weight"].reshape(16, 16, 8, 4).all(dim=(1, 3)))
+    # Masks survive a state_dict round trip into a fresh pruner.
+    other = BlockPruner(WaveRNN(cfg), cfg)
+    other.load_state_dict(pruner.state_dict())
+    assert other.sparsity == pruner.sparsity
+    for name in pruner.masks:
+        assert torch.equal(other.masks[name], pruner.masks[name])
