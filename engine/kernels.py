@@ -86,6 +86,10 @@ _LN2_HI = np.float32(0.693359375)  # 355/512, exact in float32
 _LN2_LO = np.float32(-2.12194440054e-4)  # ln2 - _LN2_HI
 _EXP_LO = np.float32(-87.0)  # 2**k stays a normal float32
 _EXP_HI = np.float32(88.0)
+# Gate pre-activations are clamped to [-30, 30] before exp: sigmoid/tanh there are within 1e-13
+# of their limits, and no denormal (10-100x slower arithmetic) can arise from exp(+-88).
+_GATE_LO = np.float32(-30.0)
+_GATE_HI = np.float32(30.0)
 _ONE = np.float32(1.0)
 _TWO = np.float32(2.0)
 _HALF = np.float32(0.5)
@@ -368,13 +372,13 @@ def _gru_half(gi, w_in, gh, h, lo, hi, xc, xf, xct, ib):
         xr = gi[ir] + w_in[0, ir] * xc + w_in[1, ir] * xf + w_in[2, ir] * xct
         xz = gi[iz] + w_in[0, iz] * xc + w_in[1, iz] * xf + w_in[2, iz] * xct
         xn = gi[inn] + w_in[0, inn] * xc + w_in[1, inn] * xf + w_in[2, inn] * xct
-        pr, br = _exp_parts(-(xr + gh[ir]))
-        pz, bz = _exp_parts(-(xz + gh[iz]))
+        pr, br = _exp_parts(min(max(-(xr + gh[ir]), _GATE_LO), _GATE_HI))
+        pz, bz = _exp_parts(min(max(-(xz + gh[iz]), _GATE_LO), _GATE_HI))
         ib[i] = br
         ib[n + i] = bz
         r = _ONE / (_ONE + pr * fb[i])  # sigmoid
         z = _ONE / (_ONE + pz * fb[n + i])
-        pn, bn = _exp_parts(_TWO * (xn + r * gh[inn]))
+        pn, bn = _exp_parts(min(max(_TWO * (xn + r * gh[inn]), _GATE_LO), _GATE_HI))
         ib[n + n + i] = bn
         nn = _ONE - _TWO / (pn * fb[n + n + i] + _ONE)  # tanh
         h[ir] = (_ONE - z) * nn + z * h[ir]
@@ -382,10 +386,32 @@ def _gru_half(gi, w_in, gh, h, lo, hi, xc, xf, xct, ib):
 
 @njit(fastmath=_FM_REDUCE, **_JIT)
 def _max(x):
-    m = x[0]
-    for i in range(U(1), U(x.shape[0])):
-        m = max(m, x[i])
-    return m
+    """max of x (length a multiple of 8), in 8 independent chains."""
+    m0, m1, m2, m3 = x[0], x[1], x[2], x[3]
+    m4, m5, m6, m7 = x[4], x[5], x[6], x[7]
+    for i in range(U(8), U(x.shape[0]), U(8)):
+        m0 = max(m0, x[i])
+        m1 = max(m1, x[i + U(1)])
+        m2 = max(m2, x[i + U(2)])
+        m3 = max(m3, x[i + U(3)])
+        m4 = max(m4, x[i + U(4)])
+        m5 = max(m5, x[i + U(5)])
+        m6 = max(m6, x[i + U(6)])
+        m7 = max(m7, x[i + U(7)])
+    return max(max(max(m0, m1), max(m2, m3)), max(max(m4, m5), max(m6, m7)))
+
+
+@njit(fastmath=_FM_ARITH, **_JIT)
+def _copy(src, dst):
+    """dst[:] = src (same length), as a loop LLVM vectorises."""
+    for i in range(U(dst.shape[0])):
+        dst[i] = src[i]
+
+
+@njit(fastmath=_FM_ARITH, **_JIT)
+def _relu(x):
+    for i in range(U(x.shape[0])):
+        x[i] = max(x[i], _ZERO)
 
 
 @njit(fastmath=_FM_REDUCE, **_JIT)
@@ -409,16 +435,26 @@ def _scaled_exp(logits, m, inv_temp, probs, ib):
 @njit(**_JIT)
 def _draw(logits, inv_temp, u, probs, ib):
     """The class k of ``softmax(logits * inv_temp)`` by inverse CDF (docs/ARCHITECTURE.md):
-    the first k with cumsum(p)[k] > u * sum(p), clamped to the last class."""
+    the first k with cumsum(p)[k] > u * sum(p), clamped to the last class.
+
+    The scan skips ahead 8 classes at a time (their sum) and walks one by one only inside the
+    group where the threshold falls. len(logits) must be a multiple of 8.
+    """
     _scaled_exp(logits, _max(logits), inv_temp, probs, ib)
     thr = u * np.float64(_sum(probs))
     acc = _ZERO
-    last = probs.shape[0] - 1
-    for k in range(last):
-        acc += probs[k]
-        if acc > thr:
-            return k
-    return last
+    n = probs.shape[0]
+    for g in range(0, n, 8):
+        s8 = ((probs[g] + probs[g + 1]) + (probs[g + 2] + probs[g + 3])) + \
+             ((probs[g + 4] + probs[g + 5]) + (probs[g + 6] + probs[g + 7]))
+        if acc + s8 > thr:
+            for k in range(g, g + 8):
+                acc += probs[k]
+                if acc > thr:
+                    return k
+        else:
+            acc += s8
+    return n - 1
 
 
 # --------------------------------------------------------------------------------------------
@@ -451,15 +487,14 @@ def _generate(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, logits, 
         xc = np.float32(c) / np.float32(127.5) - _ONE
         xf = np.float32(f) / np.float32(127.5) - _ONE
         # gh = W_hh h + b_hh, all 3H rows from the old state (one block-sparse matvec)
-        gh[:] = b_hh
+        _copy(b_hh, gh)
         _spmv(R, h, 0, gh)
         # coarse half, then P(c_t) = softmax(O2 relu(O1 h_c + b1) + b2)
         _gru_half(fr, w_in, gh, h, 0, hh, xc, xf, _ZERO, ib)
-        a[:] = b1
+        _copy(b1, a)
         _spmv(O1, h, 0, a)
-        for i in range(hh):
-            a[i] = max(a[i], _ZERO)
-        lg[:] = b2
+        _relu(a)
+        _copy(b2, lg)
         _spmv(O2, a, 0, lg)
         if record:
             logits[t, 0, :] = lg
@@ -467,11 +502,10 @@ def _generate(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, logits, 
         # fine half with c_t in its input, then P(f_t) from O3, O4
         xct = np.float32(c) / np.float32(127.5) - _ONE
         _gru_half(fr, w_in, gh, h, hh, H, xc, xf, xct, ib)
-        a[:] = b3
+        _copy(b3, a)
         _spmv(O3, h, hh, a)
-        for i in range(hh):
-            a[i] = max(a[i], _ZERO)
-        lg[:] = b4
+        _relu(a)
+        _copy(b4, lg)
         _spmv(O4, a, 0, lg)
         if record:
             logits[t, 1, :] = lg
@@ -510,16 +544,15 @@ def _generate_batch(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, lo
         for q in range(B):
             xc[q] = np.float32(prev[q, 0]) / np.float32(127.5) - _ONE
             xf[q] = np.float32(prev[q, 1]) / np.float32(127.5) - _ONE
-            GH[q, :] = b_hh
+            _copy(b_hh, GH[q])
         _spmm(R, h, 0, GH)
         for q in range(B):
             _gru_half(gi[q, fi], w_in, GH[q], h[q], 0, hh, xc[q], xf[q], _ZERO, ib)
-            A[q, :] = b1
+            _copy(b1, A[q])
         _spmm(O1, h, 0, A)
         for q in range(B):
-            for i in range(hh):
-                A[q, i] = max(A[q, i], _ZERO)
-            LG[q, :] = b2
+            _relu(A[q])
+            _copy(b2, LG[q])
         _spmm(O2, A, 0, LG)
         for q in range(B):
             if record:
@@ -528,12 +561,11 @@ def _generate_batch(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, lo
             prev[q, 0] = c
             xct = np.float32(c) / np.float32(127.5) - _ONE
             _gru_half(gi[q, fi], w_in, GH[q], h[q], hh, H, xc[q], xf[q], xct, ib)
-            A[q, :] = b3
+            _copy(b3, A[q])
         _spmm(O3, h, hh, A)
         for q in range(B):
-            for i in range(hh):
-                A[q, i] = max(A[q, i], _ZERO)
-            LG[q, :] = b4
+            _relu(A[q])
+            _copy(b4, LG[q])
         _spmm(O4, A, 0, LG)
         for q in range(B):
             if record:
@@ -606,8 +638,8 @@ def vexp(x: np.ndarray) -> np.ndarray:
 def sample_class(logits: np.ndarray, u: float, *, temperature: float = 1.0) -> int:
     """The class the kernels draw from ``logits`` (256,) with uniform ``u`` in [0, 1)."""
     logits = np.ascontiguousarray(logits, dtype=np.float32)
-    if logits.ndim != 1 or logits.shape[0] < 1:
-        raise ParameterError(f"logits must be a non-empty 1-D array, found shape {logits.shape}")
+    if logits.ndim != 1 or logits.shape[0] < 8 or logits.shape[0] % 8:
+        raise ParameterError(f"logits must be 1-D with a multiple of 8 classes, found shape {logits.shape}")
     if not 0.0 <= u < 1.0:
         raise ParameterError(f"u must lie in [0, 1), found {u}")
     inv = np.float32(1.0 / check_temperature(temperature))

@@ -173,15 +173,18 @@ def random_vocoder(*, H: int = 32, C: int = 8, cond_blocks: int = 1, block: tupl
     """
     rng = np.random.default_rng(seed)
     hh = H // 2
-    f32 = lambda *s, sc=0.3: (rng.standard_normal(s) * sc).astype(np.float32)  # noqa: E731
-    dense = {"cond.conv_in.weight": f32(C, 80, 5, sc=0.05), "cond.conv_in.bias": f32(C)}
+    f32 = lambda *s, sc: (rng.standard_normal(s) * sc).astype(np.float32)  # noqa: E731
+    # fan-in scaled, so activations stay O(1) as in a trained net
+    dense = {"cond.conv_in.weight": f32(C, 80, 5, sc=1 / np.sqrt(400)), "cond.conv_in.bias": f32(C, sc=0.1)}
     for i in range(cond_blocks):
-        dense.update({f"cond.blocks.{i}.conv1.weight": f32(C, C, 3), f"cond.blocks.{i}.conv1.bias": f32(C),
-                      f"cond.blocks.{i}.conv2.weight": f32(C, C, 1), f"cond.blocks.{i}.conv2.bias": f32(C)})
-    w_ih = f32(3 * H, 3 + C, sc=0.5)
+        dense.update({f"cond.blocks.{i}.conv1.weight": f32(C, C, 3, sc=1 / np.sqrt(3 * C)),
+                      f"cond.blocks.{i}.conv1.bias": f32(C, sc=0.1),
+                      f"cond.blocks.{i}.conv2.weight": f32(C, C, 1, sc=0.5 / np.sqrt(C)),
+                      f"cond.blocks.{i}.conv2.bias": f32(C, sc=0.1)})
+    w_ih = f32(3 * H, 3 + C, sc=1.5 / np.sqrt(3 + C))
     for g in range(3):
         w_ih[g * H:g * H + hh, 2] = 0.0  # c_t reaches only the fine half
-    dense.update({"gru.weight_ih": w_ih, "gru.bias_ih": f32(3 * H), "gru.bias_hh": f32(3 * H)})
+    dense.update({"gru.weight_ih": w_ih, "gru.bias_ih": f32(3 * H, sc=0.3), "gru.bias_hh": f32(3 * H, sc=0.3)})
     rs = 1.0 / np.sqrt(H * density)
     sparse = {"gru.weight_hh": random_sparse(3 * H, H, block, density, rng, 1.5 * rs)}
     os_ = 1.0 / np.sqrt(hh * density)
@@ -195,5 +198,5 @@ def random_vocoder(*, H: int = 32, C: int = 8, cond_blocks: int = 1, block: tupl
 def random_mel(frames: int, seed: int = 0) -> np.ndarray:
     """A smooth random log-mel (frames, 80) in the range of real speech."""
     rng = np.random.default_rng(seed)
-    base = np.cumsum(rng.standard_normal((frames, 80)) * 0.3, axis=0)
-    return (base - base.mean() - 4.0).astype(np.float32)
+    walk = np.cumsum(rng.standard_normal((frames, 80)) * 0.5, axis=0)
+    return (np.tanh(walk / 4.0) * 4.0 - 5.0).astype(np.float32)  # within about [-9, -1]
