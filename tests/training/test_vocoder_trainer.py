@@ -1,0 +1,196 @@
+"""Vocoder trainer on a tiny synthetic corpus: the cache, bit-exact resume, SIGTERM, compact checkpoints."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+
+import numpy as np
+import pytest
+import soundfile as sf
+import torch
+
+from wavern.dsp import MelConfig
+from wavern.errors import CorpusError, ParameterError
+from wavern.training.corpus import is_held_out
+from wavern.training.vocoder_data import VocoderData, build_cache
+from wavern.training.vocoder_trainer import (CHECKPOINT, COMPACT, VocoderTrainConfig, VocoderTrainer, lr_at,
+                                             train_vocoder)
+from wavern.vocoder.config import VocoderConfig
+from wavern.vocoder.export import load_vocoder
+
+torch.set_num_threads(1)
+
+HOP = 16
+MEL = MelConfig(hop_length=HOP)
+VOC = VocoderConfig(hidden_size=32, cond_channels=8, cond_blocks=1, mel=MEL, target_density=0.25,
+                    prune_start_step=2, prune_ramp_steps=4, prune_every_steps=1)
+
+
+def _corpus(root, n_utts: int = 10, seed: int = 0):
+    """Sine tones of random pitch with a mel that is a (noisy) function of the pitch."""
+    rng = np.random.default_rng(seed)
+    (root / "wavs").mkdir(parents=True)
+    (root / "mels").mkdir()
+    texts, i = [], 0
+    while sum(is_held_out(t) for t in texts) < 2 or len(texts) < n_utts:
+        t = f"tone number {i}"
+        i += 1
+        if is_held_out(t) or sum(not is_held_out(x) for x in texts) < n_utts - 2:
+            texts.append(t)
+    rows = []
+    for k, text in enumerate(texts):
+        n = int(rng.integers(5 * HOP, 20 * HOP)) + int(rng.integers(0, HOP))
+        f = rng.uniform(200, 2000)
+        audio = (8000 * np.sin(2 * np.pi * f * np.arange(n) / 22050)).astype(np.int16)
+        uid = f"u{k:03d}"
+        sf.write(root / "wavs" / f"{uid}.wav", audio, 22050, subtype="PCM_16")
+        mel = (rng.normal(0, 0.1, (1 + n // HOP, 80)) + np.log(f) * np.linspace(-1, 1, 80)).astype(np.float32)
+        np.save(root / "mels" / f"{uid}.npy", mel)
+        rows.append({"id": uid, "text": text, "n_samples": n})
+    (root / "metadata.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return rows
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("corpus")
+    rows = _corpus(root)
+    return root, rows
+
+
+def _cfg(corpus_root, run_dir, **kw) -> VocoderTrainConfig:
+    base = dict(corpus_dir=str(corpus_root), run_dir=str(run_dir), vocoder=VOC, steps=8, batch_size=3,
+                segment_frames=3, lr=3e-3, warmup_steps=2, threads=1, bf16="off", seed=7,
+                checkpoint_interval_s=float("inf"), eval_every_steps=4, eval_batches=1, log_every_steps=2,
+                progress=False, cache_dir=str(run_dir.parent / "cache"))
+    base.update(kw)
+    return VocoderTrainConfig(**base)
+
+
+# ---------------------------------------------------------------- data
+def test_cache_segments_equal_the_files(corpus, tmp_path):
+    root, rows = corpus
+    build_cache(root, tmp_path / "cache", MEL)
+    data = VocoderData.open(tmp_path / "cache", hop=HOP)
+    assert data.ids == [r["id"] for r in rows]
+    assert list(data.held_out) == [is_held_out(r["text"]) for r in rows]
+    u, f0, t, pad = 3, 2, 4, 2
+    batch = data.segments(np.array([u, 0]), np.array([f0, 0]), segment_frames=t, mel_pad=pad)
+    audio, _ = sf.read(root / "wavs" / f"{rows[u]['id']}.wav", dtype="int16")
+    mel = np.load(root / "mels" / f"{rows[u]['id']}.npy")
+    assert np.array_equal(batch.audio[0], audio[f0 * HOP:(f0 + t) * HOP])
+    assert batch.prev[0] == audio[f0 * HOP - 1] and batch.prev[1] == 0
+    assert np.array_equal(batch.mel[0], mel[f0 - pad:f0 + t + pad])
+    assert np.all(batch.mel[1, :pad] == 0)  # before the utterance start: zero context
+    first = np.load(root / "mels" / f"{rows[0]['id']}.npy")
+    assert np.array_equal(batch.mel[1, pad:], first[:t + pad])
+    # Random batches come from the right split.
+    b = data.batch(np.random.default_rng(0), batch_size=5, segment_frames=2, mel_pad=1, held_out=True)
+    assert b.audio.shape == (5, 2 * HOP) and b.mel.shape == (5, 4, 80)
+
+
+def test_cache_is_rebuilt_when_the_corpus_changes_and_checks_files(tmp_path):
+    root = tmp_path / "c"
+    rows = _corpus(root, n_utts=4, seed=1)
+    build_cache(root, tmp_path / "cache", MEL)
+    stamp = (tmp_path / "cache" / "audio.npy").stat().st_mtime_ns
+    build_cache(root, tmp_path / "cache", MEL)  # up to date: untouched
+    assert (tmp_path / "cache" / "audio.npy").stat().st_mtime_ns == stamp
+    np.save(root / "mels" / f"{rows[0]['id']}.npy", np.zeros((3, 80), np.float32))
+    with open(root / "metadata.jsonl", "a") as fh:  # touching the metadata invalidates the cache
+        fh.write("\n")
+    with pytest.raises(CorpusError, match="mel .* has shape"):
+        build_cache(root, tmp_path / "cache", MEL)
+    with pytest.raises(CorpusError, match="not found"):
+        build_cache(tmp_path / "nowhere", tmp_path / "cache2", MEL)
+
+
+# ---------------------------------------------------------------- training
+def test_resume_is_bit_exact(corpus, tmp_path):
+    root, _ = corpus
+    straight_losses: list[float] = []
+    straight = train_vocoder(_cfg(root, tmp_path / "a"), on_step=lambda tr, row: straight_losses.append(row["loss"]))
+    assert straight.step == 8 and straight.pruner.sparsity == pytest.approx(0.75)
+    split_losses: list[float] = []
+    first = train_vocoder(_cfg(root, tmp_path / "b", steps=4), on_step=lambda tr, row: split_losses.append(row["loss"]))
+    assert first.step == 4
+    second = train_vocoder(_cfg(root, tmp_path / "b", resume=True),
+                           on_step=lambda tr, row: split_losses.append(row["loss"]))
+    assert second.step == 8
+    assert split_losses == straight_losses
+    for k, v in straight.model.state_dict().items():
+        assert torch.equal(second.model.state_dict()[k], v), k
+    for name, m in straight.pruner.masks.items():
+        assert torch.equal(second.pruner.masks[name], m)
+    # Metrics and the exported vocoder are there.
+    rows = [json.loads(x) for x in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]
+    train_rows = [r for r in rows if r["kind"] == "train"]
+    assert [r["step"] for r in train_rows] == [2, 4, 6, 8]
+    assert {"loss", "coarse", "fine", "density", "lr", "samples_per_s", "wall_s"} <= set(train_rows[0])
+    assert any(r["kind"] == "eval" for r in rows)
+    model = load_vocoder(tmp_path / "b" / "vocoder.safetensors", VOC)
+    assert model.config == VOC
+
+
+def test_sigterm_checkpoints_and_resume_continues_exactly(corpus, tmp_path):
+    root, _ = corpus
+    straight = train_vocoder(_cfg(root, tmp_path / "a", steps=6))
+
+    def stop_at_3(trainer, row):
+        if trainer.step == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    stopped = train_vocoder(_cfg(root, tmp_path / "b", steps=6), on_step=stop_at_3)
+    assert stopped.step == 3
+    assert torch.load(tmp_path / "b" / CHECKPOINT, weights_only=False)["step"] == 3
+    assert not (tmp_path / "b" / "vocoder.safetensors").exists()
+    resumed = train_vocoder(_cfg(root, tmp_path / "b", steps=6, resume=True))
+    for k, v in straight.model.state_dict().items():
+        assert torch.equal(resumed.model.state_dict()[k], v), k
+
+
+def test_compact_checkpoint_is_small_and_restarts_training(corpus, tmp_path):
+    root, _ = corpus
+    trainer = train_vocoder(_cfg(root, tmp_path / "a", steps=5))
+    compact = tmp_path / "a" / COMPACT
+    full = tmp_path / "a" / CHECKPOINT
+    assert compact.stat().st_size < 0.7 * full.stat().st_size
+    again = VocoderTrainer(_cfg(root, tmp_path / "b"))
+    again.load(compact, exact=False)
+    assert again.step == 5
+    for k, v in trainer.model.state_dict().items():
+        torch.testing.assert_close(again.model.state_dict()[k], v, atol=2e-3, rtol=1e-3, msg=k)
+    for name, m in trainer.pruner.masks.items():
+        assert torch.equal(again.pruner.masks[name], m)
+    cont = train_vocoder(_cfg(root, tmp_path / "c", steps=7, init_from=str(compact)))
+    assert cont.step == 7
+
+
+def test_training_lowers_the_loss(corpus, tmp_path):
+    root, _ = corpus
+    losses: list[float] = []
+    vocoder = dataclasses.replace(VOC, prune_start_step=10_000)
+    train_vocoder(_cfg(root, tmp_path / "a", steps=40, batch_size=4, lr=1e-2, vocoder=vocoder, eval_every_steps=0,
+                       export_at_end=False), on_step=lambda tr, row: losses.append(row["loss"]))
+    assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 1.0
+
+
+def test_resume_refuses_a_different_model(corpus, tmp_path):
+    root, _ = corpus
+    train_vocoder(_cfg(root, tmp_path / "a", steps=1, eval_every_steps=0))
+    other = dataclasses.replace(VOC, hidden_size=64)
+    with pytest.raises(ParameterError, match="different vocoder config"):
+        train_vocoder(_cfg(root, tmp_path / "a", steps=2, vocoder=other, resume=True))
+
+
+def test_lr_schedule():
+    cfg = VocoderTrainConfig(lr=1e-3, warmup_steps=10, lr_half_life_steps=100, lr_min=1e-4)
+    assert lr_at(0, cfg) == pytest.approx(1e-4)
+    assert lr_at(10, cfg) == pytest.approx(1e-3 * 0.5 ** 0.1)
+    assert lr_at(100, cfg) == pytest.approx(5e-4)
+    assert lr_at(10_000, cfg) == pytest.approx(1e-4)
+    with pytest.raises(ParameterError):
+        VocoderTrainConfig(optimizer="sgd")
