@@ -80,6 +80,7 @@ class AcousticTrainConfig:
     time_limit_s: float | None = None  # stop (with a checkpoint) after this much wall time in this call
     progress: bool = True  # tqdm bar on stderr
     export: bool = True  # write acoustic.safetensors etc. when the run reaches `steps`
+    init_encoder: str | None = None  # encoder.safetensors from `wavern train pretrain`: initial encoder weights
 
     def __post_init__(self) -> None:
         if isinstance(self.model, dict):
@@ -395,6 +396,10 @@ def train_acoustic(cfg: AcousticTrainConfig) -> TrainResult:
 
     torch.manual_seed(cfg.seed)
     model = AcousticModel(model_cfg)
+    if cfg.init_encoder is not None:  # replaced-token-detection pre-training (wavern.training.pretrain)
+        from wavern.training.pretrain import load_encoder_into
+
+        load_encoder_into(model.encoder, cfg.init_encoder, symbols=corpus.symbols)
     mean, std = _mel_stats(items, model_cfg.n_mels)
     model.mel_mean.copy_(torch.from_numpy(mean))
     model.mel_std.copy_(torch.from_numpy(std))

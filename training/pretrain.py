@@ -1,0 +1,843 @@
+"""Replaced-token-detection pre-training of the phoneme encoder (CodeBERT / ELECTRA, REFERENCES §6).
+
+>>> from wavern.training.pretrain import PretrainConfig, pretrain_encoder
+>>> result = pretrain_encoder(PretrainConfig(corpus_dir="data/corpus", run_dir="runs/pretrain"))  # doctest: +SKIP
+>>> # then: AcousticTrainConfig(..., init_encoder=str(result.encoder_path))
+
+**Data.** *Unimodal*: phoneme sequences of many sentences; the sentence file (default
+``assets/sentences/sotu.txt``) is phonemised with the front end (``analyze``) in each of
+``text_voices`` and cached as ``text_cache.npz`` in the run dir. *Bimodal*: the corpus's training
+utterances, phonemes paired with their log-mel frames, aligned by the corpus's exact durations
+(``frames_from_samples``, as the acoustic trainer does). Held-out texts (``is_held_out``) are
+kept out of both and used only for evaluation.
+
+**Generators.** Text: a :class:`~wavern.training.ngram.BidirectionalTrigram` fitted on all
+training phoneme sequences (the phonemised sentences and the corpus's), proposing from the
+product of its left and right context distributions, restricted to symbols seen in that context
+(see its module docstring). Audio: at a masked audio position the trigram proposes a phoneme
+(restricted to phonemes that have audio), and the token's frames are replaced by the frames of
+that phoneme at a random position of *another* training utterance, of the same espeak voice when
+one has it (so the voice itself gives nothing away).
+
+**Corruption.** In every sequence ``mask_rate`` of the maskable positions of each modality are
+chosen separately (a random subset of size ``floor(rate n + u)``, ``u`` uniform: the expected
+rate is exact). Text positions: every token but padding, ``<bos>``, ``<eos>``, ``<unk>``. Audio
+positions: the same, among tokens with at least one frame. Proposals use the *original*
+neighbours as context. A text position is labelled replaced iff its new id differs from the
+original; an audio position iff the proposed phoneme differs from the original (frames of the
+same phoneme from another utterance count as original, as a sample equal to the original does).
+
+**Discriminator.** The acoustic model's encoder, :class:`PhonemeEncoder`, same class and
+config, so its weights load into :class:`AcousticModel` unchanged. For bimodal rows the audio
+enters as one vector per token, added to the phoneme embedding: ``Linear([mean of the token's
+normalised log-mel frames, log(1 + frames)])`` (a *token-level* head over frame-pooled features,
+so both heads read the same per-token encoder output). Unimodal rows get nothing added, which is
+exactly the input the acoustic model's encoder sees. Heads on the encoder output (B, N, D):
+
+- text RTD: ``Linear(D, 1)``, binary cross-entropy over every real token of every row;
+- audio RTD: ``Linear(D, 1)``, BCE over every real token of the bimodal rows;
+- masked LM: ``Linear(D, n_symbols)``, cross-entropy for the original phoneme at the text-masked
+  positions of the bimodal rows (the input there holds the generator's replacement, not a
+  ``[MASK]`` symbol: the table has none, and the aligned audio is what must be read).
+
+Loss = ``text_weight * text_rtd + audio_weight * audio_rtd + mlm_weight * mlm`` (CodeBERT sums).
+
+**Trainer conventions** (``wavern.training.common``): per-step seeding (batch, masks and
+proposals of step ``t`` come from ``default_rng([seed, t])``), so a resumed run is bit-exact;
+``checkpoint.pt`` every ``checkpoint_every_s``, on SIGTERM/SIGINT and at the end; ``metrics.jsonl``;
+tqdm progress; adam (warm-up, half-life decay, grad clipping) or yellowfin; device ``auto``.
+At the end the encoder's weights go to ``encoder.safetensors`` (:func:`export_encoder`), which
+:func:`load_encoder_into` (and ``AcousticTrainConfig.init_encoder``) reads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from wavern.conditioning.acoustic import frames_from_samples
+from wavern.conditioning.config import EncoderConfig
+from wavern.conditioning.encoder import PhonemeEncoder
+from wavern.conditioning.frontend.phonemes import SymbolTable
+from wavern.dsp import DEFAULT_MEL
+from wavern.errors import CorpusError, DiskFullError, ParameterError, WavernError
+from wavern.training.acoustic_trainer import corpus_global_mask
+from wavern.training.common import CheckpointTimer, MetricsLog, StopFlag, atomic_save, resolve_device, seed_step
+from wavern.training.ngram import BidirectionalTrigram
+
+__all__ = ["PretrainConfig", "PretrainResult", "pretrain_encoder", "ReplacedTokenDetector", "RTDOutput", "RTDLoss",
+           "Example", "Corrupted", "DonorBank", "choose_positions", "corrupt", "collate", "special_ids",
+           "phonemize_sentences", "export_encoder", "load_encoder_into", "evaluate_pretrain", "OPTIMIZERS",
+           "ENCODER_FORMAT"]
+
+log = logging.getLogger(__name__)
+
+OPTIMIZERS = ("adam", "yellowfin")
+CHECKPOINT = "checkpoint.pt"
+CHECKPOINT_FORMAT = "wavern-pretrain-checkpoint"
+ENCODER_FORMAT = "wavern-encoder"
+ENCODER_FILE = "encoder.safetensors"
+TEXT_CACHE = "text_cache.npz"
+_TEXT_CACHE_FORMAT = "wavern-pretrain-text-1"
+_EVAL_SEED = 1 << 40  # evaluation masks come from default_rng([seed, _EVAL_SEED]): never a training step's
+
+
+# ----------------------------------------------------------------------------- config
+@dataclasses.dataclass(frozen=True)
+class PretrainConfig:
+    """How to pre-train (what the encoder *is* lives in ``encoder``, an :class:`EncoderConfig`)."""
+
+    corpus_dir: str
+    run_dir: str = "runs/pretrain"
+    encoder: EncoderConfig | None = None  # None: EncoderConfig defaults with the corpus's symbols (as train_acoustic)
+    sentences_path: str | None = None  # unimodal text; None: assets/sentences/sotu.txt
+    text_voices: tuple[str, ...] = ("en-us",)  # espeak voices that phonemise it; () = corpus text only
+    steps: int = 3000
+    batch_size: int = 32  # sequences per step (unimodal and bimodal together)
+    bimodal_fraction: float = 0.5  # share of each batch drawn from the corpus (phonemes + frames)
+    mask_rate: float = 0.15  # per modality, of the maskable positions (BERT / CodeBERT)
+    ngram_k: float = 0.01  # add-k smoothing of the trigram; small: seen trigrams dominate
+    temperature: float = 1.0  # proposals from q ** (1 / T); > 1 flattens them (more replacements differ)
+    text_weight: float = 1.0  # loss weights: CodeBERT sums the objectives unweighted
+    audio_weight: float = 1.0
+    mlm_weight: float = 1.0
+    lr: float = 5e-4  # Adam's peak learning rate
+    warmup_steps: int = 200
+    lr_half_life_steps: int = 10000
+    optimizer: str = "adam"  # one of OPTIMIZERS
+    grad_clip: float = 1.0  # Adam only; YellowFin clips adaptively itself
+    max_tokens: int = 400  # longer sequences are skipped (a batch pads to its longest)
+    seed: int = 0
+    device: str = "auto"
+    threads: int = 1
+    checkpoint_every_s: float = 300.0
+    log_every: int = 25
+    eval_every: int = 0  # steps between held-out evaluations (0: only at the end)
+    eval_sequences: int = 32  # held-out sequences of each kind per evaluation
+    resume: bool = True  # continue from run_dir/checkpoint.pt when it exists
+    time_limit_s: float | None = None
+    progress: bool = True
+    export: bool = True  # write encoder.safetensors at the end (steps reached or time limit)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.encoder, dict):
+            object.__setattr__(self, "encoder", EncoderConfig.from_dict(self.encoder))
+        if isinstance(self.text_voices, (list, str)):
+            voices = [self.text_voices] if isinstance(self.text_voices, str) else self.text_voices
+            object.__setattr__(self, "text_voices", tuple(voices))
+        if self.optimizer not in OPTIMIZERS:
+            raise ParameterError(f"optimizer must be one of {OPTIMIZERS}, found {self.optimizer!r}")
+        for name in ("steps", "batch_size", "warmup_steps", "lr_half_life_steps", "max_tokens", "threads",
+                     "log_every", "eval_sequences"):
+            if getattr(self, name) < 1:
+                raise ParameterError(f"{name} must be >= 1, found {getattr(self, name)}")
+        if not (self.lr > 0 and math.isfinite(self.lr)):
+            raise ParameterError(f"lr must be a positive finite number, found {self.lr}")
+        if not 0.0 <= self.bimodal_fraction <= 1.0:
+            raise ParameterError(f"bimodal_fraction must be in [0, 1], found {self.bimodal_fraction}")
+        if not 0.0 < self.mask_rate < 1.0:
+            raise ParameterError(f"mask_rate must be in (0, 1), found {self.mask_rate}")
+        if not (self.ngram_k > 0 and self.temperature > 0):
+            raise ParameterError(f"ngram_k and temperature must be > 0, found {self.ngram_k}, {self.temperature}")
+        if min(self.text_weight, self.audio_weight, self.mlm_weight) < 0:
+            raise ParameterError(f"loss weights must be >= 0, found {self.text_weight}, {self.audio_weight}, "
+                                 f"{self.mlm_weight}")
+        if self.eval_every < 0 or self.checkpoint_every_s <= 0 or self.grad_clip <= 0:
+            raise ParameterError("eval_every must be >= 0, checkpoint_every_s and grad_clip > 0; found "
+                                 f"{self.eval_every}, {self.checkpoint_every_s}, {self.grad_clip}")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["encoder"] = None if self.encoder is None else self.encoder.to_dict()
+        d["text_voices"] = list(self.text_voices)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "PretrainConfig":
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise ParameterError(f"unknown pretrain config fields {sorted(unknown)}; expected a subset of {sorted(names)}")
+        return cls(**d)
+
+
+class PretrainResult(NamedTuple):
+    step: int
+    finished: bool  # reached cfg.steps (else stopped by a signal or the time limit)
+    last_loss: dict[str, float]
+    evaluation: dict[str, float] | None
+    run_dir: Path
+    encoder_path: Path | None  # encoder.safetensors, when exported
+
+
+# ----------------------------------------------------------------------------- data
+@dataclasses.dataclass(frozen=True)
+class Example:
+    """One pre-training example (a phoneme sequence, with audio or not).
+
+    Attributes:
+        ids: (N,) int64 phoneme ids; is_global: (N,) bool (``corpus_global_mask``).
+        audio: (N, n_mels) float32 token-pooled normalised log-mel, or None (text only).
+        frames: (N,) int64 frames per token (None when text only).
+        voice: index of its espeak voice among the corpus's (-1 when text only).
+        utt: index of the utterance in the donor bank (-1 - i for held-out or text-only).
+    """
+
+    ids: np.ndarray
+    is_global: np.ndarray
+    audio: np.ndarray | None = None
+    frames: np.ndarray | None = None
+    voice: int = -1
+    utt: int = -1
+
+    @property
+    def bimodal(self) -> bool:
+        return self.audio is not None
+
+
+def special_ids(table: SymbolTable) -> np.ndarray:
+    """(V,) bool: ids never masked nor proposed (padding, ``<bos>``, ``<eos>``, ``<unk>``)."""
+    s = np.zeros(len(table), bool)
+    s[[table.pad_id, table.bos_id, table.eos_id, table.unk_id]] = True
+    return s
+
+
+def pool_frames(mel: np.ndarray, frames: np.ndarray) -> np.ndarray:
+    """Mean log-mel frame of each token: (T, M) and (N,) frames (sum T) -> (N, M); 0 for 0 frames."""
+    bounds = np.concatenate([[0], np.cumsum(frames)])
+    cs = np.concatenate([np.zeros((1, mel.shape[1])), np.cumsum(mel, axis=0, dtype=np.float64)])
+    sums = cs[bounds[1:]] - cs[bounds[:-1]]
+    return (sums / np.maximum(frames, 1)[:, None]).astype(np.float32)
+
+
+def _bimodal(records, table: SymbolTable, voices: list[str], max_tokens: int, *, utt_base: int,
+             held: bool) -> list[Example]:
+    """Corpus records -> examples with *raw* pooled log-mel (normalised later by ``_normalise``)."""
+    seqs = []
+    for i, r in enumerate(records):
+        if r.phonemes is None or r.durations is None or r.voice is None:
+            raise CorpusError(f"utterance {r.id!r} has no phonemes/durations/voice; pre-training needs an "
+                              f"espeak-ng corpus (build_corpus)")
+        if len(r.phonemes) > max_tokens:
+            continue
+        mel = r.mel()
+        frames = frames_from_samples(r.durations, mel.shape[0], hop=DEFAULT_MEL.hop_length)
+        utt = -1 - i if held else utt_base + len(seqs)
+        seqs.append(Example(table.encode(r.phonemes), corpus_global_mask(r.phonemes), pool_frames(mel, frames),
+                             frames, voices.index(r.voice), utt))
+    return seqs
+
+
+def _normalise(seqs: list[Example], mean: np.ndarray, std: np.ndarray) -> list[Example]:
+    out = []
+    for s in seqs:
+        a = ((s.audio - mean) / std) * (s.frames > 0)[:, None]
+        out.append(dataclasses.replace(s, audio=a.astype(np.float32)))
+    return out
+
+
+def _pooled_stats(seqs: list[Example], n_mels: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per-bin mean and std of the log-mel frames, from the pooled means weighted by frames
+    (the std is of the token means, the scale the network actually sees)."""
+    w = np.concatenate([s.frames for s in seqs]).astype(np.float64)
+    x = np.concatenate([s.audio for s in seqs]).astype(np.float64)
+    mean = (x * w[:, None]).sum(0) / max(w.sum(), 1.0)
+    var = ((x - mean) ** 2 * w[:, None]).sum(0) / max(w.sum(), 1.0)
+    return mean.astype(np.float32), np.sqrt(np.maximum(var, 1e-4)).astype(np.float32)
+
+
+def phonemize_sentences(sentences: list[str], voices: tuple[str, ...], table: SymbolTable, *,
+                        progress: bool = False) -> list[tuple[np.ndarray, int, bool]]:
+    """Run the front end over every sentence in every voice.
+
+    Returns:
+        ``(ids (N,), voice index, held_out)`` per sentence and voice; sentences the front end
+        refuses (nothing speakable) are skipped with a log line.
+    """
+    from tqdm import tqdm
+
+    from wavern.conditioning.frontend import analyze
+    from wavern.training.corpus import is_held_out
+
+    out = []
+    skipped = 0
+    with tqdm(total=len(sentences) * len(voices), disable=not progress, desc="phonemise", unit="sent") as bar:
+        for v, voice in enumerate(voices):
+            for text in sentences:
+                try:
+                    utt = analyze(text, voice=voice, table=table)
+                except WavernError as exc:
+                    skipped += 1
+                    log.debug("skipped %r: %s", text[:60], exc)
+                else:
+                    out.append((utt.ids.astype(np.int64), v, is_held_out(text)))
+                bar.update(1)
+    if skipped:
+        log.info("phonemise: %d of %d sentences skipped", skipped, len(sentences) * len(voices))
+    return out
+
+
+def _text_sequences(cfg: PretrainConfig, run_dir: Path, table: SymbolTable) -> tuple[list[Example], list[Example]]:
+    """Unimodal (train, held-out) sequences, phonemised once and cached in ``run_dir``."""
+    if not cfg.text_voices:
+        return [], []
+    from wavern.training.corpus import default_sentences_path, read_sentences
+
+    path = Path(cfg.sentences_path) if cfg.sentences_path is not None else default_sentences_path()
+    sentences = read_sentences(path)
+    digest = hashlib.sha256("\n".join(sentences).encode("utf-8")).hexdigest()
+    meta = {"format": _TEXT_CACHE_FORMAT, "sentences_sha256": digest, "voices": list(cfg.text_voices),
+            "symbols": table.to_list()}
+    cache = run_dir / TEXT_CACHE
+    rows = None
+    if cache.is_file():
+        try:
+            with np.load(cache, allow_pickle=False) as z:
+                if json.loads(str(z["meta"])) == meta:
+                    offsets = z["offsets"]
+                    ids = z["ids"]
+                    rows = [(ids[offsets[i]:offsets[i + 1]], int(v), bool(h))
+                            for i, (v, h) in enumerate(zip(z["voice"], z["held"]))]
+                else:
+                    log.info("%s is for other sentences, voices or symbols: phonemising again", cache)
+        except (OSError, ValueError, KeyError) as exc:
+            log.warning("unreadable %s (%s): phonemising again", cache, exc)
+    if rows is None:
+        log.info("phonemising %d sentences in %s", len(sentences), ", ".join(cfg.text_voices))
+        rows = phonemize_sentences(sentences, cfg.text_voices, table, progress=cfg.progress)
+        lengths = [r[0].size for r in rows]
+        tmp = cache.with_name(cache.name + ".tmp.npz")
+        np.savez(tmp, meta=np.array(json.dumps(meta)), ids=np.concatenate([r[0] for r in rows] or [np.zeros(0, np.int64)]),
+                 offsets=np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
+                 voice=np.array([r[1] for r in rows], np.int64), held=np.array([r[2] for r in rows], bool))
+        os.replace(tmp, cache)
+    symbols = table.symbols
+    train, held = [], []
+    for ids, _, is_held in rows:
+        if ids.size > cfg.max_tokens:
+            continue
+        seq = Example(ids, corpus_global_mask([symbols[i] for i in ids]))
+        (held if is_held else train).append(seq)
+    return train, held
+
+
+class DonorBank:
+    """Every training token with audio, by phoneme and voice: where replaced frames come from.
+
+    Args:
+        seqs: the bimodal training sequences (``utt`` = their index here).
+        n_symbols: V; special: (V,) bool ids never used as donors.
+    """
+
+    def __init__(self, seqs: list[Example], n_symbols: int, special: np.ndarray) -> None:
+        feats, syms, voices, utts = [], [], [], []
+        for s in seqs:
+            keep = (s.frames > 0) & ~special[s.ids]
+            feats.append(s.audio[keep])
+            syms.append(s.ids[keep])
+            voices.append(np.full(int(keep.sum()), s.voice))
+            utts.append(np.full(int(keep.sum()), s.utt))
+        n_mels = seqs[0].audio.shape[1] if seqs else DEFAULT_MEL.n_mels
+        self.features = np.concatenate(feats) if feats else np.zeros((0, n_mels), np.float32)  # (T, n_mels)
+        self.symbol = np.concatenate(syms) if syms else np.zeros(0, np.int64)
+        self.voice = np.concatenate(voices) if voices else np.zeros(0, np.int64)
+        self.utt = np.concatenate(utts) if utts else np.zeros(0, np.int64)
+        order = np.lexsort((self.voice, self.symbol))
+        self._by_symbol = _group(self.symbol[order], order)
+        self._by_symbol_voice = _group(self.symbol[order] * (1 << 20) + self.voice[order], order)
+        self.has_donor = np.zeros(n_symbols, bool)
+        self.has_donor[np.unique(self.symbol)] = True
+
+    def draw(self, symbol: int, voice: int, utt: int, rng: np.random.Generator) -> int:
+        """A bank index of ``symbol`` from another utterance, same voice if possible; -1 if none."""
+        for pool in (self._by_symbol_voice.get(symbol * (1 << 20) + voice), self._by_symbol.get(symbol)):
+            if pool is None:
+                continue
+            j = int(pool[rng.integers(0, pool.size)])
+            if self.utt[j] != utt:
+                return j
+            others = pool[self.utt[pool] != utt]
+            if others.size:
+                return int(others[rng.integers(0, others.size)])
+        return -1
+
+
+def _group(keys: np.ndarray, values: np.ndarray) -> dict[int, np.ndarray]:
+    if keys.size == 0:
+        return {}
+    cut = np.flatnonzero(np.diff(keys)) + 1
+    return {int(k[0]): v for k, v in zip(np.split(keys, cut), np.split(values, cut))}
+
+
+# ----------------------------------------------------------------------------- corruption
+class Corrupted(NamedTuple):
+    ids: np.ndarray  # (N,) input ids, text replacements applied
+    text_masked: np.ndarray  # (N,) bool
+    text_label: np.ndarray  # (N,) float32, 1 = replaced (new id != original)
+    audio: np.ndarray | None  # (N, n_mels) pooled features, donors applied (None: text only)
+    audio_masked: np.ndarray  # (N,) bool
+    audio_label: np.ndarray  # (N,) float32, 1 = frames of another phoneme
+
+
+def choose_positions(candidates: np.ndarray, rate: float, rng: np.random.Generator) -> np.ndarray:
+    """A random subset of the True positions of ``candidates``, of size ``floor(rate n + u)``."""
+    idx = np.flatnonzero(candidates)
+    k = min(int(math.floor(rate * idx.size + rng.random())), idx.size)
+    return np.sort(rng.choice(idx, size=k, replace=False)) if k else np.zeros(0, np.int64)
+
+
+def corrupt(seq: Example, gen: BidirectionalTrigram, bank: DonorBank | None, rng: np.random.Generator, *,
+            special: np.ndarray, mask_rate: float = 0.15, temperature: float = 1.0) -> Corrupted:
+    """Mask and replace both modalities of one sequence (see the module docstring)."""
+    n = seq.ids.size
+    real = ~special[seq.ids]
+    t_pos = choose_positions(real, mask_rate, rng)
+    ids = seq.ids.copy()
+    text_masked = np.zeros(n, bool)
+    text_masked[t_pos] = True
+    if t_pos.size:
+        new = gen.sample(seq.ids, t_pos, rng, temperature=temperature)
+        ids[t_pos] = np.where(new >= 0, new, seq.ids[t_pos])
+    text_label = (ids != seq.ids).astype(np.float32)
+    audio_masked = np.zeros(n, bool)
+    audio_label = np.zeros(n, np.float32)
+    audio = None
+    if seq.bimodal:
+        audio = seq.audio.copy()
+        a_pos = choose_positions(real & (seq.frames > 0), mask_rate, rng) if bank is not None else np.zeros(0, int)
+        audio_masked[a_pos] = True
+        if a_pos.size:
+            proposed = gen.sample(seq.ids, a_pos, rng, restrict=bank.has_donor, temperature=temperature)
+            for p, sym in zip(a_pos.tolist(), proposed.tolist()):
+                donor = bank.draw(sym, seq.voice, seq.utt, rng) if sym >= 0 else -1
+                if donor < 0:
+                    continue  # nothing to swap in: the position keeps its own frames
+                audio[p] = bank.features[donor]
+                audio_label[p] = float(sym != seq.ids[p])
+    return Corrupted(ids, text_masked, text_label, audio, audio_masked, audio_label)
+
+
+def collate(seqs: list[Example], rows: list[Corrupted], n_mels: int,
+            device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+    """Pad a batch: ids/is_global/padding_mask (B, N), audio (B, N, n_mels + 1), has_audio (B,),
+    text_label/audio_label (B, N) float, mlm_target (B, N) int64 (-100 = no target)."""
+    b, n = len(seqs), max(s.ids.size for s in seqs)
+    t = {"ids": np.zeros((b, n), np.int64), "is_global": np.zeros((b, n), bool),
+         "padding_mask": np.ones((b, n), bool), "audio": np.zeros((b, n, n_mels + 1), np.float32),
+         "has_audio": np.zeros(b, bool), "text_label": np.zeros((b, n), np.float32),
+         "audio_label": np.zeros((b, n), np.float32), "mlm_target": np.full((b, n), -100, np.int64)}
+    for k, (s, r) in enumerate(zip(seqs, rows)):
+        m = s.ids.size
+        t["ids"][k, :m], t["is_global"][k, :m], t["padding_mask"][k, :m] = r.ids, s.is_global, False
+        t["text_label"][k, :m] = r.text_label
+        if r.audio is not None:
+            t["has_audio"][k] = True
+            t["audio"][k, :m, :n_mels] = r.audio
+            t["audio"][k, :m, n_mels] = np.log1p(s.frames)
+            t["audio_label"][k, :m] = r.audio_label
+            t["mlm_target"][k, :m] = np.where(r.text_masked, s.ids, -100)
+    return {k: torch.from_numpy(v).to(device) for k, v in t.items()}
+
+
+# ----------------------------------------------------------------------------- the model
+class RTDOutput(NamedTuple):
+    text_logits: torch.Tensor  # (B, N) replaced-text logit
+    audio_logits: torch.Tensor  # (B, N) replaced-audio logit
+    mlm_logits: torch.Tensor  # (B, N, n_symbols)
+
+
+class RTDLoss(NamedTuple):
+    total: torch.Tensor
+    text_rtd: torch.Tensor  # mean BCE over real tokens
+    audio_rtd: torch.Tensor  # mean BCE over real tokens of bimodal rows (0 without any)
+    mlm: torch.Tensor  # mean CE at text-masked positions of bimodal rows (0 without any)
+
+
+class ReplacedTokenDetector(nn.Module):
+    """The discriminator: a :class:`PhonemeEncoder` (the acoustic model's) plus three heads.
+
+    Args:
+        encoder: the encoder's config (equal to the acoustic model's ``config.encoder``).
+        n_mels: mel bins of the pooled audio features.
+    """
+
+    def __init__(self, encoder: EncoderConfig, *, n_mels: int = DEFAULT_MEL.n_mels) -> None:
+        super().__init__()
+        d = encoder.d_model
+        self.n_mels = n_mels
+        self.encoder = PhonemeEncoder(encoder)
+        self.audio_in = nn.Linear(n_mels + 1, d)  # [pooled normalised log-mel, log(1 + frames)] -> D
+        self.text_head = nn.Linear(d, 1)
+        self.audio_head = nn.Linear(d, 1)
+        self.mlm_head = nn.Linear(d, encoder.n_symbols)
+
+    def forward(self, ids: torch.Tensor, is_global: torch.Tensor, padding_mask: torch.Tensor | None = None, *,
+                audio: torch.Tensor | None = None, has_audio: torch.Tensor | None = None) -> RTDOutput:
+        """Args: ids, is_global, padding_mask (B, N); audio (B, N, n_mels + 1); has_audio (B,) bool."""
+        extra = None
+        if audio is not None:
+            extra = self.audio_in(audio)  # (B, N, D)
+            if has_audio is not None:
+                extra = extra * has_audio.to(extra.dtype)[:, None, None]  # text-only rows: nothing added
+        h = self._encode(ids, is_global, padding_mask, extra)  # (B, N, D)
+        return RTDOutput(self.text_head(h).squeeze(-1), self.audio_head(h).squeeze(-1), self.mlm_head(h))
+
+    def _encode(self, ids, is_global, padding_mask, extra: torch.Tensor | None) -> torch.Tensor:
+        if extra is None:
+            return self.encoder(ids, is_global, padding_mask)
+        # The audio joins the phoneme embedding inside the encoder's own forward (a hook on
+        # its embedding for this one call), so the encoder's code and weight names stay the
+        # acoustic model's.
+        handle = self.encoder.embed.register_forward_hook(lambda module, inputs, output: output + extra)
+        try:
+            return self.encoder(ids, is_global, padding_mask)
+        finally:
+            handle.remove()
+
+    @staticmethod
+    def loss(out: RTDOutput, batch: dict[str, torch.Tensor], *, text_weight: float = 1.0, audio_weight: float = 1.0,
+             mlm_weight: float = 1.0) -> RTDLoss:
+        real = (~batch["padding_mask"]).to(out.text_logits.dtype)  # (B, N)
+        text = (F.binary_cross_entropy_with_logits(out.text_logits, batch["text_label"], reduction="none")
+                * real).sum() / real.sum().clamp_min(1.0)
+        areal = real * batch["has_audio"].to(real.dtype)[:, None]
+        audio = (F.binary_cross_entropy_with_logits(out.audio_logits, batch["audio_label"], reduction="none")
+                 * areal).sum() / areal.sum().clamp_min(1.0)
+        target = batch["mlm_target"]
+        n_mlm = (target >= 0).sum()
+        mlm = (F.cross_entropy(out.mlm_logits.transpose(1, 2), target, ignore_index=-100, reduction="sum")
+               / n_mlm.clamp_min(1).to(real.dtype))
+        total = text_weight * text + audio_weight * audio + mlm_weight * mlm
+        return RTDLoss(total, text, audio, mlm)
+
+
+# ----------------------------------------------------------------------------- encoder export
+_SHAPE_FIELDS = tuple(f.name for f in dataclasses.fields(EncoderConfig) if f.name != "dropout")
+
+
+def export_encoder(model: ReplacedTokenDetector | PhonemeEncoder, path: str | os.PathLike, *,
+                   symbols: list[str] | None = None) -> Path:
+    """Write the encoder's weights as safetensors (atomically), for :func:`load_encoder_into`.
+
+    Tensors are the :class:`PhonemeEncoder` ``state_dict`` (float32) under its own names;
+    metadata: ``format = "wavern-encoder"``, ``format_version = "1"``, ``config`` (the
+    EncoderConfig as JSON) and ``symbols`` (the symbol table as JSON, when given).
+    """
+    from safetensors.torch import save_file
+
+    enc = model.encoder if isinstance(model, ReplacedTokenDetector) else model
+    tensors = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in enc.state_dict().items()}
+    meta = {"format": ENCODER_FORMAT, "format_version": "1", "config": json.dumps(enc.config.to_dict())}
+    if symbols is not None:
+        meta["symbols"] = json.dumps(list(symbols), ensure_ascii=False)
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        save_file(tensors, str(tmp), metadata=meta)
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        if getattr(e, "errno", None) in (28, 122):  # ENOSPC, EDQUOT
+            raise DiskFullError(f"no space left writing {path}: free disk space and export again") from None
+        raise
+    return path
+
+
+def load_encoder_into(encoder: PhonemeEncoder, path: str | os.PathLike, *, symbols: list[str] | None = None) -> None:
+    """Copy pre-trained weights from ``path`` (an :func:`export_encoder` file) into ``encoder``.
+
+    The file's EncoderConfig must equal ``encoder.config`` in every field but ``dropout`` (which
+    holds no weights), and its symbol table must equal ``symbols`` when both are known.
+
+    Raises:
+        ParameterError: the file is missing, not an encoder file, or made for another shape or
+            symbol table (naming the first differing field).
+    """
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file, safe_open
+
+    path = Path(path)
+    if not path.is_file():
+        raise ParameterError(f"pre-trained encoder not found: {path}")
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            meta = f.metadata() or {}
+        tensors = load_file(str(path))
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise ParameterError(f"{path} is not a readable safetensors file: {exc}") from exc
+    if meta.get("format") != ENCODER_FORMAT:
+        raise ParameterError(f"{path} is not a pre-trained encoder (format {meta.get('format')!r}, expected "
+                             f"{ENCODER_FORMAT!r}); export one with wavern.training.pretrain.export_encoder")
+    cfg = EncoderConfig.from_dict(json.loads(meta["config"]))
+    for name in _SHAPE_FIELDS:
+        if getattr(cfg, name) != getattr(encoder.config, name):
+            raise ParameterError(f"{path} holds an encoder with {name}={getattr(cfg, name)!r}, the model has "
+                                 f"{name}={getattr(encoder.config, name)!r}; pre-train with the acoustic model's "
+                                 f"encoder config")
+    if symbols is not None and "symbols" in meta and json.loads(meta["symbols"]) != list(symbols):
+        raise ParameterError(f"{path} was pre-trained with another symbol table than the corpus's")
+    own = encoder.state_dict()
+    if set(tensors) != set(own):
+        raise ParameterError(f"{path}: tensor names differ from the encoder's: missing "
+                             f"{sorted(set(own) - set(tensors))[:3]}, extra {sorted(set(tensors) - set(own))[:3]}")
+    for k, v in tensors.items():
+        if tuple(v.shape) != tuple(own[k].shape) or not bool(torch.isfinite(v).all()):
+            raise ParameterError(f"{path}: tensor {k} has shape {tuple(v.shape)} (expected {tuple(own[k].shape)}) "
+                                 f"or non-finite values")
+    encoder.load_state_dict({k: v.to(own[k].dtype) for k, v in tensors.items()})
+
+
+# ----------------------------------------------------------------------------- evaluation
+def _forward_loss(model: ReplacedTokenDetector, batch: dict[str, torch.Tensor], cfg: PretrainConfig):
+    out = model(batch["ids"], batch["is_global"], batch["padding_mask"], audio=batch["audio"],
+                has_audio=batch["has_audio"])
+    return out, model.loss(out, batch, text_weight=cfg.text_weight, audio_weight=cfg.audio_weight,
+                           mlm_weight=cfg.mlm_weight)
+
+
+@torch.no_grad()
+def evaluate_pretrain(model: ReplacedTokenDetector, seqs: list[Example], gen: BidirectionalTrigram,
+                      bank: DonorBank | None, cfg: PretrainConfig, special: np.ndarray) -> dict[str, float]:
+    """Held-out losses and detection quality on ``seqs`` with fixed masks (``[seed, 2**40]``).
+
+    ``*_balanced_acc`` is the mean of the accuracy on replaced and on original tokens at logit 0
+    (0.5 = chance); ``text_replaced_share`` is the share of masked text positions whose proposal
+    differed from the original (how often the generator actually replaced something).
+    """
+    rng = np.random.default_rng([cfg.seed, _EVAL_SEED])
+    device = next(model.parameters()).device
+    rows = [corrupt(s, gen, bank, rng, special=special, mask_rate=cfg.mask_rate, temperature=cfg.temperature)
+            for s in seqs]
+    sums = {"text_rtd": 0.0, "audio_rtd": 0.0, "mlm": 0.0}
+    weights = {"text_rtd": 0, "audio_rtd": 0, "mlm": 0}
+    hits = {"text": [0, 0, 0, 0], "audio": [0, 0, 0, 0]}  # tp, positives, tn, negatives
+    mlm_hit = 0
+    was = model.training
+    model.eval()
+    try:
+        for lo in range(0, len(seqs), cfg.batch_size):
+            batch = collate(seqs[lo:lo + cfg.batch_size], rows[lo:lo + cfg.batch_size], model.n_mels, device)
+            out, loss = _forward_loss(model, batch, cfg)
+            real = ~batch["padding_mask"]
+            areal = real & batch["has_audio"][:, None]
+            mlm_mask = batch["mlm_target"] >= 0
+            for key, n in (("text_rtd", int(real.sum())), ("audio_rtd", int(areal.sum())), ("mlm", int(mlm_mask.sum()))):
+                sums[key] += float(getattr(loss, key)) * n
+                weights[key] += n
+            for kind, logits, mask in (("text", out.text_logits, real), ("audio", out.audio_logits, areal)):
+                label = batch[f"{kind}_label"] > 0.5
+                pred = logits > 0
+                h = hits[kind]
+                h[0] += int((pred & label & mask).sum())
+                h[1] += int((label & mask).sum())
+                h[2] += int((~pred & ~label & mask).sum())
+                h[3] += int((~label & mask).sum())
+            mlm_hit += int(((out.mlm_logits.argmax(-1) == batch["mlm_target"]) & mlm_mask).sum())
+    finally:
+        model.train(was)
+    result = {k: sums[k] / max(weights[k], 1) for k in sums}
+    for kind, (tp, pos, tn, neg) in hits.items():
+        if pos and neg:
+            result[f"{kind}_balanced_acc"] = 0.5 * (tp / pos + tn / neg)
+    result["mlm_acc"] = mlm_hit / max(weights["mlm"], 1)
+    n_masked = sum(int(r.text_masked.sum()) for r in rows)
+    result["text_replaced_share"] = sum(float(r.text_label.sum()) for r in rows) / max(n_masked, 1)
+    result["n"] = len(seqs)
+    return result
+
+
+# ----------------------------------------------------------------------------- training loop
+class _Data(NamedTuple):
+    table: SymbolTable
+    special: np.ndarray
+    text_train: list[Example]
+    text_held: list[Example]
+    bi_train: list[Example]
+    bi_held: list[Example]
+    gen: BidirectionalTrigram
+    bank: DonorBank | None
+
+
+def _load_data(cfg: PretrainConfig, run_dir: Path) -> _Data:
+    from wavern.training.corpus import load_corpus
+
+    corpus = load_corpus(cfg.corpus_dir)
+    if corpus.symbols is None:
+        raise CorpusError(f"corpus {corpus.root} has no symbol table (corpus.json 'symbols')")
+    table = SymbolTable.from_list(corpus.symbols)
+    special = special_ids(table)
+    voices = sorted({r.voice for r in corpus.records if r.voice is not None})
+    bi_train = _bimodal(corpus.train, table, voices, cfg.max_tokens, utt_base=0, held=False)
+    bi_held = _bimodal(corpus.held_out, table, voices, cfg.max_tokens, utt_base=0, held=True)
+    if bi_train:
+        mean, std = _pooled_stats(bi_train, DEFAULT_MEL.n_mels)
+        bi_train, bi_held = _normalise(bi_train, mean, std), _normalise(bi_held, mean, std)
+    text_train, text_held = _text_sequences(cfg, run_dir, table)
+    if not text_train and not bi_train:
+        raise CorpusError(f"no training sequences: the corpus {cfg.corpus_dir} has no usable utterances and "
+                          f"no sentences were phonemised (text_voices={cfg.text_voices})")
+    if cfg.bimodal_fraction > 0 and not bi_train:
+        raise CorpusError(f"bimodal_fraction is {cfg.bimodal_fraction} but the corpus has no training utterances")
+    if cfg.bimodal_fraction < 1 and not text_train:
+        raise CorpusError(f"bimodal_fraction is {cfg.bimodal_fraction} but there is no unimodal text "
+                          f"(text_voices={cfg.text_voices}); set bimodal_fraction=1 or add voices")
+    gen = BidirectionalTrigram.fit((s.ids for s in text_train + bi_train), n_symbols=len(table), k=cfg.ngram_k,
+                                   exclude=np.flatnonzero(special))
+    bank = DonorBank(bi_train, len(table), special) if bi_train else None
+    log.info("pre-training data: %d text-only + %d bimodal training sequences, %d + %d held out",
+             len(text_train), len(bi_train), len(text_held), len(bi_held))
+    return _Data(table, special, text_train, text_held, bi_train, bi_held, gen, bank)
+
+
+def _draw(data: _Data, cfg: PretrainConfig, rng: np.random.Generator) -> list[Example]:
+    n_bi = int(round(cfg.batch_size * cfg.bimodal_fraction))
+    picked = [data.bi_train[i] for i in rng.integers(0, len(data.bi_train), n_bi)] if n_bi else []
+    n_text = cfg.batch_size - n_bi
+    if n_text:
+        picked += [data.text_train[i] for i in rng.integers(0, len(data.text_train), n_text)]
+    return picked
+
+
+def _encoder_config(cfg: PretrainConfig, table: SymbolTable) -> EncoderConfig:
+    if cfg.encoder is None:
+        return EncoderConfig(n_symbols=len(table))
+    if cfg.encoder.n_symbols != len(table):
+        raise ParameterError(f"encoder n_symbols {cfg.encoder.n_symbols} differs from the corpus symbol table "
+                             f"({len(table)})")
+    return cfg.encoder
+
+
+def _optimizer(cfg: PretrainConfig, model: nn.Module) -> torch.optim.Optimizer:
+    if cfg.optimizer == "adam":
+        return torch.optim.Adam(model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-9)
+    from wavern.training.yellowfin import YellowFin
+
+    return YellowFin(model.parameters())
+
+
+def _lr_at(cfg: PretrainConfig, step: int) -> float:
+    return cfg.lr * min(1.0, (step + 1) / cfg.warmup_steps) * 0.5 ** (step / cfg.lr_half_life_steps)
+
+
+_RESUME_KEYS = ("seed", "batch_size", "optimizer", "lr", "warmup_steps", "lr_half_life_steps", "corpus_dir",
+                "bimodal_fraction", "mask_rate", "ngram_k", "temperature", "text_weight", "audio_weight", "mlm_weight",
+                "text_voices", "sentences_path", "max_tokens")
+
+
+def _same_run(ckpt: dict, cfg: PretrainConfig, enc_cfg: EncoderConfig, where: Path) -> None:
+    if ckpt.get("format") != CHECKPOINT_FORMAT:
+        raise ParameterError(f"{where} is not a pre-training checkpoint (format {ckpt.get('format')!r})")
+    if EncoderConfig.from_dict(ckpt["encoder_config"]) != enc_cfg:
+        raise ParameterError(f"{where} was trained with another encoder config; use a new run_dir or resume=False")
+    old, new = ckpt["train_config"], cfg.to_dict()
+    for key in _RESUME_KEYS:
+        if old.get(key) != new[key]:
+            raise ParameterError(f"cannot resume: {key} was {old.get(key)!r}, now {new[key]!r}; "
+                                 f"use a new run_dir or resume=False")
+
+
+def pretrain_encoder(cfg: PretrainConfig) -> PretrainResult:
+    """Pre-train (or resume) the phoneme encoder; see the module docstring."""
+    from tqdm import tqdm
+
+    device = resolve_device(cfg.device)
+    if device.type == "cpu":
+        torch.set_num_threads(cfg.threads)
+    run_dir = Path(cfg.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    data = _load_data(cfg, run_dir)
+    enc_cfg = _encoder_config(cfg, data.table)
+    held = data.bi_held[:cfg.eval_sequences] + data.text_held[:cfg.eval_sequences]
+
+    torch.manual_seed(cfg.seed)
+    model = ReplacedTokenDetector(enc_cfg, n_mels=DEFAULT_MEL.n_mels).to(device)
+    opt = _optimizer(cfg, model)
+    metrics = MetricsLog(run_dir / "metrics.jsonl")
+    ckpt_path = run_dir / CHECKPOINT
+    step, elapsed_before = 0, 0.0
+    if cfg.resume and ckpt_path.is_file():
+        ckpt = torch.load(ckpt_path, map_location=device, weights_only=True)
+        _same_run(ckpt, cfg, enc_cfg, ckpt_path)
+        model.load_state_dict(ckpt["model"])
+        opt.load_state_dict(ckpt["optimizer"])
+        step, elapsed_before = int(ckpt["step"]), float(ckpt["elapsed_s"])
+        metrics.truncate_after(step)
+        log.info("resumed from %s at step %d", ckpt_path, step)
+    else:
+        metrics.truncate_after(-1)
+        (run_dir / "train_config.json").write_text(json.dumps(cfg.to_dict(), indent=1) + "\n", encoding="utf-8")
+        log.info("pre-training %d parameters (encoder %d), device %s", sum(p.numel() for p in model.parameters()),
+                 sum(p.numel() for p in model.encoder.parameters()), device)
+
+    def save() -> None:
+        atomic_save({"format": CHECKPOINT_FORMAT, "step": step, "encoder_config": enc_cfg.to_dict(),
+                     "train_config": cfg.to_dict(), "model": model.state_dict(), "optimizer": opt.state_dict(),
+                     "elapsed_s": elapsed_before + time.monotonic() - t_start}, ckpt_path)
+
+    def evaluate() -> dict[str, float] | None:
+        return evaluate_pretrain(model, held, data.gen, data.bank, cfg, data.special) if held else None
+
+    t_start = time.monotonic()
+    timer = CheckpointTimer(cfg.checkpoint_every_s)
+    last: dict[str, float] = {}
+    bar = tqdm(total=cfg.steps, initial=step, disable=not cfg.progress, desc="pretrain", unit="step")
+    stopped = False
+    try:
+        with StopFlag() as stop:
+            while step < cfg.steps:
+                rng = seed_step(cfg.seed, step)
+                seqs = _draw(data, cfg, rng)
+                rows = [corrupt(s, data.gen, data.bank, rng, special=data.special, mask_rate=cfg.mask_rate,
+                                temperature=cfg.temperature) for s in seqs]
+                batch = collate(seqs, rows, model.n_mels, device)
+                model.train()
+                _, loss = _forward_loss(model, batch, cfg)
+                if not torch.isfinite(loss.total):
+                    raise FloatingPointError(f"loss became {float(loss.total)} at step {step}; lower lr")
+                opt.zero_grad(set_to_none=True)
+                loss.total.backward()
+                if cfg.optimizer == "adam":
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+                    for g in opt.param_groups:
+                        g["lr"] = _lr_at(cfg, step)
+                opt.step()
+                step += 1
+                last = {k: float(getattr(loss, k).detach()) for k in RTDLoss._fields}
+                bar.update(1)
+                if step % cfg.log_every == 0 or step == cfg.steps:
+                    bar.set_postfix(text=f"{last['text_rtd']:.3f}", audio=f"{last['audio_rtd']:.3f}",
+                                    mlm=f"{last['mlm']:.2f}")
+                    metrics.write({"kind": "train", "step": step, **last, "lr": float(opt.param_groups[0]["lr"]),
+                                   "elapsed_s": round(elapsed_before + time.monotonic() - t_start, 1)})
+                if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps and held:
+                    metrics.write({"kind": "eval", "step": step, **evaluate()})
+                if timer.due():
+                    save()
+                    timer.reset()
+                over_time = cfg.time_limit_s is not None and time.monotonic() - t_start >= cfg.time_limit_s
+                if stop.requested is not None or over_time:
+                    stopped = stop.requested is not None
+                    log.info("stopping at step %d (%s)", step, "signal" if stopped else "time limit")
+                    break
+            save()
+    finally:
+        bar.close()
+    evaluation, encoder_path = None, None
+    if not stopped and cfg.export:
+        evaluation = evaluate()
+        if evaluation is not None:
+            metrics.write({"kind": "eval", "step": step, **evaluation})
+        encoder_path = export_encoder(model, run_dir / ENCODER_FILE, symbols=data.table.to_list())
+    return PretrainResult(step, not stopped and step >= cfg.steps, last, evaluation, run_dir, encoder_path)
