@@ -58,9 +58,10 @@ class WordTiming:
 class StreamControl:
     """Settings a caller (GUI thread) may change while a stream runs; read before each chunk."""
 
-    def __init__(self, *, speed: float = 1.0, volume: float = 1.0):
+    def __init__(self, *, speed: float = 1.0, volume: float = 1.0, pause_s: float | None = None):
         self.speed = speed
         self.volume = volume
+        self.pause_s = pause_s  # silence after each sentence; None = the request's SpeakConfig/voice default
         self._stop = threading.Event()
 
     def stop(self) -> None:
@@ -87,6 +88,9 @@ class Voice:
         self.default_temperature: float = float(infer.get("temperature", 1.0))
         self.default_speaker: str = infer.get("speaker") or acoustic.config.speakers[0]
         self.default_pause_s: float = float(infer.get("pause_s", 0.0))
+        #: User pronunciations (a front-end ``Lexicon``) used by ``analyze`` and so by ``stream``;
+        #: None = none. Assign a new object rather than mutating one a running stream may read.
+        self.lexicon = None
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="wavern-acoustic")
 
     # ------------------------------------------------------------------ loading
@@ -132,7 +136,7 @@ class Voice:
     def analyze(self, text: str):
         from wavern.conditioning.frontend import analyze
 
-        return analyze(text, voice=self.espeak_voice, table=self.table)
+        return analyze(text, voice=self.espeak_voice, table=self.table, lexicon=self.lexicon)
 
     def _sentence_mels(self, utt, speaker: str, speed: float) -> Iterator:
         from wavern.conditioning.acoustic import stream_mel
@@ -207,8 +211,9 @@ class Voice:
                     first = False
                     done += n
                     position_total += n
-                if pause_s > 0:
-                    gap = np.zeros(int(pause_s * self.sample_rate), np.float32)
+                gap_s = control.pause_s if control.pause_s is not None else pause_s
+                if gap_s > 0:
+                    gap = np.zeros(int(gap_s * self.sample_rate), np.float32)
                     yield AudioChunk(gap, self.sample_rate, position_total, span, sentence_index=s_idx)
                     position_total += gap.size
         finally:
