@@ -121,7 +121,7 @@ def test_chunked_generation_equals_one_call(small):
 
 def test_batch_equals_single_streams(small):
     _, _, voc = small
-    B, frames = 3, 4
+    B, frames = 5, 3  # four through the shared-weight path, one through the matvec
     gis = np.stack([voc.frame_inputs(naive.random_mel(frames, seed=s)) for s in range(B)])
     rngs = K.rng_states(99, B)
     n = frames * 256
