@@ -51,14 +51,13 @@ import math
 import time
 import unicodedata
 import warnings
-import zlib
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 import numba
 import numpy as np
 
-from wavern.dsp import DEFAULT_MEL, MelConfig, join_coarse_fine, log_mel, split_coarse_fine
+from wavern.dsp import DEFAULT_MEL, MelConfig, int16_to_float, join_coarse_fine, log_mel, split_coarse_fine
 from wavern.errors import CorpusError, ParameterError
 
 __all__ = [
@@ -353,8 +352,11 @@ class PhoneClassifierConfig:
     n_layers: int = 2
     n_mels: int = DEFAULT_MEL.n_mels
     pad_value: float = math.log(DEFAULT_MEL.log_floor)  # frames beyond the ends read as silence
+    dropout: float = 0.1  # after each hidden layer, training only: 72 espeak voices overfit quickly
 
     def __post_init__(self) -> None:
+        if not 0.0 <= self.dropout < 1.0:
+            raise ParameterError(f"dropout must be in [0, 1), found {self.dropout}")
         if len(self.classes) < 2 or len(set(self.classes)) != len(self.classes):
             raise ParameterError(f"classes must be >= 2 distinct names, found {list(self.classes)}")
         for name, value, lo in (("context", self.context, 0), ("hidden", self.hidden, 1),
@@ -389,7 +391,7 @@ def _build_net(config: PhoneClassifierConfig):
     nn = _torch().nn
     layers, width = [], config.window * config.n_mels
     for _ in range(config.n_layers):
-        layers += [nn.Linear(width, config.hidden), nn.ReLU()]
+        layers += [nn.Linear(width, config.hidden), nn.ReLU(), nn.Dropout(config.dropout)]
         width = config.hidden
     layers.append(nn.Linear(width, len(config.classes)))
     return nn.Sequential(*layers)
@@ -447,7 +449,8 @@ class PhoneClassifier:
 
 
 def fit_phone_classifier(mels: Sequence[np.ndarray], labels: Sequence[Sequence[str]], *,
-                         context: int = 5, hidden: int = 256, n_layers: int = 2, epochs: int = 10,
+                         context: int = 5, hidden: int = 256, n_layers: int = 2, dropout: float = 0.1,
+                         epochs: int = 10,
                          batch_size: int = 512, lr: float = 2e-3, weight_decay: float = 1e-5,
                          gain_range_db: float = 6.0, min_class_frames: int = 100, seed: int = 0,
                          classes: Sequence[str] | None = None) -> PhoneClassifier:
@@ -484,31 +487,47 @@ def fit_phone_classifier(mels: Sequence[np.ndarray], labels: Sequence[Sequence[s
             log.info("phone classes left out (< %d frames): %s", min_class_frames, dropped)
     n_mels = int(np.shape(mels[0])[1])
     config = PhoneClassifierConfig(classes=tuple(classes), context=context, hidden=hidden, n_layers=n_layers,
-                                   n_mels=n_mels)
+                                   n_mels=n_mels, dropout=dropout)
     all_frames = np.concatenate([np.asarray(m, np.float32) for m in mels])
     mean, std = all_frames.mean(0), all_frames.std(0) + 1e-3
     del all_frames
-    with torch.random.fork_rng(devices=[]):  # seeded initialisation, global RNG left as it was
+    # Initialisation and dropout draw from torch's global RNG: seed it, and leave it as it was.
+    with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = PhoneClassifier(config, mean, std)
+        frames, centres, targets = _training_frames(model, mels, labels)
+        _train(model, frames, centres, targets, epochs=epochs, batch_size=batch_size, lr=lr,
+               weight_decay=weight_decay, gain_range_db=gain_range_db, seed=seed)
+    model.net.eval()
+    return model
 
-    # One long padded frame array; a window is frames[centre - context : centre + context + 1].
+
+def _training_frames(model: PhoneClassifier, mels, labels):
+    """One long padded frame array (a window is ``frames[centre - context : centre + context + 1]``),
+    the centres of the labelled frames and their class ids, as tensors."""
+    torch = _torch()
+    context = model.config.context
     padded = [model.padded(m) for m in mels]
     offsets = np.cumsum([0] + [p.shape[0] for p in padded[:-1]])
-    frames = torch.from_numpy(np.concatenate(padded))
     centres, targets = [], []
-    for off, m, lab in zip(offsets, mels, labels):
+    for off, lab in zip(offsets, labels):
         ids = model.label_ids(lab)
         keep = ids >= 0
         centres.append(off + context + np.nonzero(keep)[0])
         targets.append(ids[keep])
     centres_t = torch.from_numpy(np.concatenate(centres))
-    targets_t = torch.from_numpy(np.concatenate(targets))
-    n = centres_t.numel()
-    if n == 0:
+    if centres_t.numel() == 0:
         raise ParameterError("no frame carries a label from the class list")
-    window = torch.arange(-context, context + 1)
+    return torch.from_numpy(np.concatenate(padded)), centres_t, torch.from_numpy(np.concatenate(targets))
 
+
+def _train(model: PhoneClassifier, frames, centres, targets, *, epochs: int, batch_size: int, lr: float,
+           weight_decay: float, gain_range_db: float, seed: int) -> None:
+    """Adam + cosine decay over shuffled frames; batch order and gains from a generator seeded by ``seed``."""
+    torch = _torch()
+    config = model.config
+    window = torch.arange(-config.context, config.context + 1)
+    n = centres.numel()
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.Adam(model.net.parameters(), lr=lr, weight_decay=weight_decay)
     steps_per_epoch = math.ceil(n / batch_size)
@@ -517,14 +536,14 @@ def fit_phone_classifier(mels: Sequence[np.ndarray], labels: Sequence[Sequence[s
     model.net.train()
     for epoch in range(epochs):
         perm = torch.randperm(n, generator=gen)
-        total, correct, seen = 0.0, 0, 0
+        total, correct = 0.0, 0
         for s in range(steps_per_epoch):
             b = perm[s * batch_size:(s + 1) * batch_size]
-            x = frames[centres_t[b][:, None] + window]  # (B, window, n_mels)
+            x = frames[centres[b][:, None] + window]  # (B, window, n_mels)
             if gain > 0:
                 g = (torch.rand(len(b), 1, 1, generator=gen) * 2 - 1) * gain
                 x = torch.clamp(x + g, min=config.pad_value)
-            y = targets_t[b]
+            y = targets[b]
             logits = model.logits(x)
             loss = torch.nn.functional.cross_entropy(logits, y)
             opt.zero_grad(set_to_none=True)
@@ -533,11 +552,8 @@ def fit_phone_classifier(mels: Sequence[np.ndarray], labels: Sequence[Sequence[s
             sched.step()
             total += float(loss.detach()) * len(b)
             correct += int((logits.argmax(1) == y).sum())
-            seen += len(b)
         log.info("phone classifier epoch %d/%d: loss %.4f, train frame accuracy %.4f",
-                 epoch + 1, epochs, total / seen, correct / seen)
-    model.net.eval()
-    return model
+                 epoch + 1, epochs, total / n, correct / n)
 
 
 # --------------------------------------------------------------------------- classifier files
@@ -678,62 +694,35 @@ class EvalUtterance:
     durations: np.ndarray  # (n_tokens,) int64 samples, sum == n_samples
 
 
-def _split(corpus_dir: str | Path) -> tuple[list[dict], list[dict]]:
-    """(training rows, held-out rows) of a corpus, each row the metadata dict plus ``"_dir"``."""
-    from wavern.training import corpus as corpus_mod
+def _load(corpus_dir: str | Path):
+    """The corpus (validated by :func:`wavern.training.corpus.load_corpus`) and its espeak-timed records."""
+    from wavern.training.corpus import load_corpus
 
-    root = Path(corpus_dir)
-    load = getattr(corpus_mod, "load_corpus", None)
-    is_held = getattr(corpus_mod, "is_held_out", None)
-    meta = root / "metadata.jsonl"
-    if not meta.is_file():
-        raise CorpusError(f"no corpus at {root}: {meta} is missing; build one with `wavern corpus build`")
-    if load is not None:
-        load(root)  # validates the corpus; raises CorpusError with the reason
-    rows = []
-    with meta.open(encoding="utf-8") as fh:
-        for line_no, line in enumerate(fh, 1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise CorpusError(f"{meta}:{line_no}: not JSON ({e})") from None
-    for r in rows:
-        r["_dir"] = str(root)
-    if is_held is None:  # fallback until the corpus package exports its rule
-        is_held = _fallback_held_out
-    held = [r for r in rows if is_held(r["id"])]
-    train = [r for r in rows if not is_held(r["id"])]
-    return train, held
+    corpus = load_corpus(corpus_dir)
+    untimed = [r.id for r in corpus if r.phonemes is None or r.durations is None]
+    if untimed:
+        raise CorpusError(f"{corpus_dir}: {len(untimed)} utterances have no phoneme timings (e.g. {untimed[0]!r}); "
+                          "the phone classifier needs an espeak corpus")
+    return corpus
 
 
-def _fallback_held_out(utt_id: str) -> bool:
-    return zlib.crc32(str(utt_id).encode()) % 20 == 0
-
-
-def _read_row(row: dict) -> EvalUtterance:
-    import soundfile as sf
-
-    root = Path(row["_dir"])
-    audio, sr = sf.read(str(root / "wavs" / f"{row['id']}.wav"), dtype="int16")
-    if sr != SAMPLE_RATE:
-        raise CorpusError(f"{row['id']}: sample rate {sr} Hz, expected {SAMPLE_RATE}")
-    mel = np.load(root / "mels" / f"{row['id']}.npy")
-    durations = np.asarray(row["durations"], np.int64)
-    if int(durations.sum()) != audio.size:
-        raise CorpusError(f"{row['id']}: durations sum to {int(durations.sum())}, audio has {audio.size} samples")
-    return EvalUtterance(id=str(row["id"]), audio=audio.astype(np.float32) / 32768.0, mel=mel.astype(np.float32),
-                         phonemes=tuple(row["phonemes"]), durations=durations)
+def _utterance(record) -> EvalUtterance:
+    """A :class:`wavern.training.corpus.CorpusRecord` read into memory."""
+    return EvalUtterance(id=record.id, audio=int16_to_float(record.audio()), mel=record.mel(),
+                         phonemes=tuple(record.phonemes), durations=np.asarray(record.durations, np.int64))
 
 
 def held_out_utterances(corpus_dir: str | Path, n_utts: int = 20, *, seed: int = 0) -> list[EvalUtterance]:
-    """``n_utts`` held-out utterances of a corpus, drawn without replacement under ``seed`` (sorted by id)."""
-    _, held = _split(corpus_dir)
+    """``n_utts`` utterances of the corpus's held-out split, drawn without replacement under ``seed``.
+
+    The split is the corpus's own rule (:func:`wavern.training.corpus.is_held_out`); the draw
+    is from the held-out records sorted by id, and the result is sorted by id.
+    """
+    held = sorted(_load(corpus_dir).held_out, key=lambda r: r.id)
     if not 1 <= n_utts <= len(held):
         raise ParameterError(f"n_utts must be in [1, {len(held)}] (held-out utterances of {corpus_dir}), found {n_utts}")
-    held = sorted(held, key=lambda r: str(r["id"]))
     pick = np.sort(np.random.default_rng(seed).choice(len(held), size=n_utts, replace=False))
-    return [_read_row(held[i]) for i in pick]
+    return [_utterance(held[i]) for i in pick]
 
 
 def train_phone_classifier(corpus_dir: str | Path, out: str | Path | None = None, *, max_utts: int | None = None,
@@ -754,16 +743,16 @@ def train_phone_classifier(corpus_dir: str | Path, out: str | Path | None = None
     """
     torch = _torch()
     t0 = time.perf_counter()
-    train, held = _split(corpus_dir)
-    train = sorted(train, key=lambda r: str(r["id"]))[: max_utts or None]
+    corpus = _load(corpus_dir)
+    train = sorted(corpus.train, key=lambda r: r.id)[: max_utts or None]
+    held = sorted(corpus.held_out, key=lambda r: r.id)
     if not train or not held:
         raise CorpusError(f"{corpus_dir}: need training and held-out utterances, found {len(train)} and {len(held)}")
-    root = Path(corpus_dir)
     mels, labels = [], []
     for r in train:
-        mel = np.load(root / "mels" / f"{r['id']}.npy")
+        mel = r.mel()
         mels.append(mel)
-        labels.append(frame_labels(r["phonemes"], r["durations"], mel.shape[0]))
+        labels.append(frame_labels(r.phonemes, r.durations, mel.shape[0]))
     old_threads = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
@@ -773,11 +762,11 @@ def train_phone_classifier(corpus_dir: str | Path, out: str | Path | None = None
         torch.set_num_threads(old_threads)
     correct = total = 0
     for r in held:
-        mel = np.load(root / "mels" / f"{r['id']}.npy")
-        c, n = _phone_counts(mel, r["phonemes"], r["durations"], model, exclude_silence=False)
+        c, n = _phone_counts(r.mel(), r.phonemes, r.durations, model, exclude_silence=False)
         correct, total = correct + c, total + n
     provenance = {
-        "corpus": str(root), "train_utterances": len(train), "train_frames": int(sum(len(x) for x in labels)),
+        "corpus": Path(corpus_dir).name, "corpus_info": {k: corpus.info.get(k) for k in ("seed", "utterances",
+                                                                                      "espeak_version")}, "train_utterances": len(train), "train_frames": int(sum(len(x) for x in labels)),
         "held_out_utterances": len(held), "held_out_frames": total,
         "held_out_frame_accuracy": round(correct / max(total, 1), 4), "epochs": epochs, "seed": seed,
         "fit_options": fit_options, "train_seconds": round(time.perf_counter() - t0, 1),
@@ -794,7 +783,7 @@ def coarse_only(audio: np.ndarray) -> np.ndarray:
 
     Float in, float out (through int16, as the vocoder's samples are).
     """
-    from wavern.dsp import float_to_int16, int16_to_float
+    from wavern.dsp import float_to_int16
 
     coarse, _ = split_coarse_fine(float_to_int16(_as_audio(audio, "audio")))
     return int16_to_float(join_coarse_fine(coarse, np.full_like(coarse, 128)))
@@ -852,8 +841,8 @@ def evaluate_utterances(render: Callable[[EvalUtterance], np.ndarray], utterance
     for m, values in per.items():
         result[m] = float(np.nanmean(values)) if values else float("nan")
     if clf is not None:
-        result["phone_acc"] = counts[0] / counts[1] if counts[1] else float("nan")
-        result["phone_acc_no_sil"] = counts[2] / counts[3] if counts[3] else float("nan")
+        result["phone_acc"] = float(counts[0] / counts[1]) if counts[1] else float("nan")
+        result["phone_acc_no_sil"] = float(counts[2] / counts[3]) if counts[3] else float("nan")
     return result
 
 
