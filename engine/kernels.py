@@ -119,9 +119,10 @@ def _next_uniform(state, i):
 @njit(**_JIT)
 def _fill_uniforms(state, out):
     """out (n, 2) float64 <- the next 2n uniforms of ``state[0]``, row by row."""
+    z0 = np.int64(0)
     for t in range(out.shape[0]):
-        out[t, 0] = _next_uniform(state, 0)
-        out[t, 1] = _next_uniform(state, 0)
+        out[t, 0] = _next_uniform(state, z0)
+        out[t, 1] = _next_uniform(state, z0)
 
 
 # --------------------------------------------------------------------------------------------
@@ -553,6 +554,7 @@ def _generate(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, logits, 
     3H + H/2 + 3*256; ib int32 of at least max(3H/2, 256).
     """
     w_in, b_hh, R, O1, b1, O2, b2, O3, b3, O4, b4 = net
+    z0 = np.int64(0)  # not a literal: literals would compile every callee a second time
     H = h.shape[0]
     hh = H // 2
     nc = b2.shape[0]
@@ -569,17 +571,17 @@ def _generate(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, logits, 
         xf = np.float32(f) / np.float32(127.5) - _ONE
         # gh = W_hh h + b_hh, all 3H rows from the old state (one block-sparse matvec)
         _copy(b_hh, gh)
-        _spmv(R, h, 0, gh)
+        _spmv(R, h, z0, gh)
         # coarse half, then P(c_t) = softmax(O2 relu(O1 h_c + b1) + b2)
-        _gru_half(fr, w_in, gh, h, 0, hh, xc, xf, _ZERO, ib)
+        _gru_half(fr, w_in, gh, h, z0, hh, xc, xf, _ZERO, ib)
         _copy(b1, a)
-        _spmv(O1, h, 0, a)
+        _spmv(O1, h, z0, a)
         _relu(a)
         _copy(b2, lg)
-        _spmv(O2, a, 0, lg)
+        _spmv(O2, a, z0, lg)
         if record:
             logits[t, 0, :] = lg
-        c = _draw(lg, inv_temp, _next_uniform(rng, 0), probs, ib)
+        c = _draw(lg, inv_temp, _next_uniform(rng, z0), probs, ib)
         # fine half with c_t in its input, then P(f_t) from O3, O4
         xct = np.float32(c) / np.float32(127.5) - _ONE
         _gru_half(fr, w_in, gh, h, hh, H, xc, xf, xct, ib)
@@ -587,10 +589,10 @@ def _generate(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, logits, 
         _spmv(O3, h, hh, a)
         _relu(a)
         _copy(b4, lg)
-        _spmv(O4, a, 0, lg)
+        _spmv(O4, a, z0, lg)
         if record:
             logits[t, 1, :] = lg
-        f = _draw(lg, inv_temp, _next_uniform(rng, 0), probs, ib)
+        f = _draw(lg, inv_temp, _next_uniform(rng, z0), probs, ib)
         out[t] = np.int16(c * 256 + f - 32768)
     prev[0] = c
     prev[1] = f
@@ -606,6 +608,7 @@ def _generate_batch(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, lo
     :func:`_generate` on gi[s], h[s], prev[s], rng[s:s+1] exactly.
     """
     w_in, b_hh, R, O1, b1, O2, b2, O3, b3, O4, b4 = net
+    z0 = np.int64(0)  # not a literal: literals would compile every callee a second time
     B = h.shape[0]
     H = h.shape[1]
     hh = H // 2
@@ -626,15 +629,15 @@ def _generate_batch(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, lo
             xc[q] = np.float32(prev[q, 0]) / np.float32(127.5) - _ONE
             xf[q] = np.float32(prev[q, 1]) / np.float32(127.5) - _ONE
             _copy(b_hh, GH[q])
-        _spmm(R, h, 0, GH)
+        _spmm(R, h, z0, GH)
         for q in range(B):
-            _gru_half(gi[q, fi], w_in, GH[q], h[q], 0, hh, xc[q], xf[q], _ZERO, ib)
+            _gru_half(gi[q, fi], w_in, GH[q], h[q], z0, hh, xc[q], xf[q], _ZERO, ib)
             _copy(b1, A[q])
-        _spmm(O1, h, 0, A)
+        _spmm(O1, h, z0, A)
         for q in range(B):
             _relu(A[q])
             _copy(b2, LG[q])
-        _spmm(O2, A, 0, LG)
+        _spmm(O2, A, z0, LG)
         for q in range(B):
             if record:
                 logits[q, t, 0, :] = LG[q]
@@ -647,7 +650,7 @@ def _generate_batch(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, lo
         for q in range(B):
             _relu(A[q])
             _copy(b4, LG[q])
-        _spmm(O4, A, 0, LG)
+        _spmm(O4, A, z0, LG)
         for q in range(B):
             if record:
                 logits[q, t, 1, :] = LG[q]
