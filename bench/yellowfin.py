@@ -195,7 +195,7 @@ def default_optimizers() -> list[OptimizerSpec]:
     return [
         OptimizerSpec("YellowFin", lambda ps, lr: YellowFin(ps), note="defaults, untuned"),
         OptimizerSpec("Adam", lambda ps, lr: torch.optim.Adam(ps, lr=lr),
-                      lr_grid=(1e-3, 3e-3, 1e-2), note="betas (0.9, 0.999)"),
+                      lr_grid=(1e-3, 3e-3, 1e-2, 3e-2), note="betas (0.9, 0.999)"),
         OptimizerSpec("SGD+momentum", lambda ps, lr: torch.optim.SGD(ps, lr=lr, momentum=0.9),
                       lr_grid=(0.3, 1.0, 3.0), note="momentum 0.9"),
     ]

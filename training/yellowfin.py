@@ -102,8 +102,7 @@ def cubic_root(p: float, *, eps: float = EPS) -> float:
     """The real root x in (0, 1] of p * x = (1 - x)^3, by Vieta's substitution.
 
     With y = x - 1 the cubic is y^3 + p y + p = 0; y = w - p / (3 w) with
-    w^3 = (-p - sqrt(p^2 + 4 p^3 / 27)) / 2 (YellowFin paper, sec. 3.2, as the reference
-    solves it).  ``eps`` guards the division by w exactly where the reference puts it; pass 0
+    w^3 = (-p - sqrt(p^2 + 4 p^3 / 27)) / 2, as the authors' reference solves it.  ``eps`` guards the division by w exactly where the reference puts it; pass 0
     for the exact closed form.
 
     Parameters
