@@ -1,0 +1,330 @@
+"""Offline rendering: whole utterances through the folded, batched vocoder.
+
+The streaming path (:meth:`Voice.stream`) generates one sample stream chunk by chunk, for
+latency. Offline, latency does not matter and throughput does: :func:`render_utterance` runs the
+acoustic model over the text sentence by sentence (as the stream does, same neighbours as
+context), computes each sentence's vocoder frame inputs (the conditioning net sees the same
+sentence edges as in the stream), then cuts the utterance's frames into overlapping segments
+and generates them as one batch (REFERENCES section 1, "fold"; :func:`render_frames`).
+
+With ``fold_frames=None`` the result is one stream and equals ``voice.synthesize(text)`` sample
+for sample (tested), so folding is the only approximation of the offline path.
+
+The rest of this module is what a resumable batch needs besides audio: word-timing sidecars
+(SRT, WebVTT, JSON) and :class:`ResultsLedger`, the append-only record of finished items.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import json
+import logging
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from wavern.engine import kernels as K
+from wavern.engine.chunk import SpeakConfig
+from wavern.engine.vocoder import crossfade_segments, fold_frame_inputs
+from wavern.errors import DiskFullError, ParameterError
+
+__all__ = ["RenderedUtterance", "SentenceSpan", "render_utterance", "render_frames", "MAX_TEXT_CHARS",
+           "srt_text", "vtt_text", "timing_json", "ResultsLedger", "write_text_atomic"]
+
+log = logging.getLogger(__name__)
+
+#: Longest text one item may hold (~15 minutes of speech); longer input should be split.
+MAX_TEXT_CHARS = 20_000
+DEFAULT_FOLD_FRAMES = 40  # ~0.46 s segments: batches of 4+ streams from 2 s of speech on
+DEFAULT_OVERLAP_FRAMES = 4  # 46 ms cross-fade: a cold GRU state settles within ~20 ms
+
+
+@dataclasses.dataclass(frozen=True)
+class SentenceSpan:
+    """One sentence of a rendered utterance: its text span and its samples (pause excluded)."""
+
+    index: int
+    char_start: int
+    char_end: int
+    start_sample: int
+    end_sample: int
+
+
+@dataclasses.dataclass(frozen=True)
+class RenderedUtterance:
+    """A whole utterance rendered offline.
+
+    Attributes:
+        samples: (n,) int16 mono audio.
+        sample_rate: Hz.
+        sentences: the voiced sentences in order (empty ones are skipped, as in the stream).
+        word_timings: ``WordTiming`` of every word, absolute sample spans.
+        compute_s: wall seconds spent (front end, acoustic model, vocoder).
+    """
+
+    samples: np.ndarray
+    sample_rate: int
+    sentences: tuple[SentenceSpan, ...]
+    word_timings: tuple
+    compute_s: float
+
+    @property
+    def duration_s(self) -> float:
+        return self.samples.shape[0] / self.sample_rate
+
+
+def render_frames(vocoder, gi: np.ndarray, *, seed: int = 0, temperature: float = 1.0,
+                  fold_frames: int | None = DEFAULT_FOLD_FRAMES, overlap_frames: int = DEFAULT_OVERLAP_FRAMES,
+                  threads: int = 1) -> np.ndarray:
+    """Generate all samples of precomputed frame inputs, folded into a batch.
+
+    The same folding as :meth:`Vocoder.render` (segment ``i`` draws from
+    ``rng_states(seed, N)[i]``), but on frame inputs the caller built, so that sentences keep
+    their own conditioning edges.
+
+    Parameters
+    ----------
+    vocoder : :class:`wavern.engine.vocoder.Vocoder`.
+    gi : (T, 3H) float32 frame inputs (``vocoder.frame_inputs`` of each sentence, concatenated).
+    seed, temperature : sampling.
+    fold_frames : segment length S in frames; None (or T <= S) = one stream from ``rng_state(seed)``.
+    overlap_frames : O, frames each segment is warmed up on before its own S frames.
+    threads : the batch is split over this many threads (the kernels release the GIL).
+
+    Returns
+    -------
+    (T * hop,) int16.
+    """
+    gi = np.ascontiguousarray(gi, dtype=np.float32)
+    T = gi.shape[0]
+    hop = vocoder.hop
+    if T == 0:
+        return np.zeros(0, np.int16)
+    if fold_frames is None or T <= fold_frames:
+        return vocoder.generate(gi, vocoder.new_state(seed=seed), T * hop, temperature=temperature)
+    S, O = int(fold_frames), int(overlap_frames)
+    if S < 1 or not 0 <= O <= S:
+        raise ParameterError(f"need fold_frames >= 1 and 0 <= overlap_frames <= fold_frames, found {S}, {O}")
+    if threads < 1:
+        raise ParameterError(f"threads must be >= 1, found {threads}")
+    segs = fold_frame_inputs(gi, S, O)  # (N, O + S, 3H)
+    N = segs.shape[0]
+    rngs = K.rng_states(seed, N)
+    n = (O + S) * hop
+    parts = np.array_split(np.arange(N), min(threads, N))
+
+    def run(idx: np.ndarray) -> np.ndarray:
+        st = vocoder.new_batch_state(rngs[idx])
+        return vocoder.generate_batch(np.ascontiguousarray(segs[idx]), st, n, temperature=temperature)
+
+    if len(parts) == 1:
+        audio = run(parts[0])
+    else:
+        with ThreadPoolExecutor(len(parts)) as pool:
+            audio = np.concatenate(list(pool.map(run, parts)), axis=0)
+    return crossfade_segments(audio, S * hop, O * hop, T * hop)
+
+
+def render_utterance(voice, text: str, config: SpeakConfig | None = None, *, seed: int = 0,
+                     fold_frames: int | None = DEFAULT_FOLD_FRAMES, overlap_frames: int = DEFAULT_OVERLAP_FRAMES,
+                     threads: int = 1, max_chars: int = MAX_TEXT_CHARS) -> RenderedUtterance:
+    """Render ``text`` with ``voice`` in one go: acoustic model per sentence, then the folded vocoder.
+
+    Args:
+        voice: a loaded :class:`wavern.engine.Voice`.
+        text: the utterance; empty, unspeakable or longer than ``max_chars`` raises
+            :class:`ParameterError`.
+        config: speed, temperature, pause, speaker (``volume`` is applied too); None = defaults.
+        seed: sampling seed (same seed, same audio).
+        fold_frames, overlap_frames, threads: see :func:`render_frames`.
+
+    Returns:
+        :class:`RenderedUtterance`. Pauses (``pause_s``) follow every sentence, as in the stream.
+    """
+    from wavern.conditioning.acoustic import stream_mel
+
+    t0 = time.perf_counter()
+    if not isinstance(text, str):
+        raise ParameterError(f"text must be a str, found {type(text).__name__}")
+    if len(text) > max_chars:
+        raise ParameterError(f"text is {len(text)} characters long; the limit is {max_chars} "
+                             f"(split it into several items)")
+    cfg = config or SpeakConfig()
+    speaker = cfg.speaker or voice.default_speaker
+    if speaker not in voice.speakers:
+        raise ParameterError(f"unknown speaker '{speaker}'; this voice has {', '.join(voice.speakers)}")
+    temperature = cfg.temperature if cfg.temperature is not None else voice.default_temperature
+    pause_s = cfg.pause_s if cfg.pause_s is not None else voice.default_pause_s
+    gap = int(pause_s * voice.sample_rate)
+    utt = voice.analyze(text)  # ParameterError for empty or unspeakable text
+    voc = voice.vocoder
+    hop = voc.hop
+    gis, spans, timings = [], [], []
+    pos = 0  # output sample of the next sentence (pauses included)
+    for part in stream_mel(voice.acoustic, utt.ids, utt.is_global, utt.sentence_of, speaker=speaker,
+                           speed=cfg.speed):
+        T = part.mel.shape[0]
+        if T == 0:
+            continue
+        s_idx = int(part.sentence)
+        sentence = utt.sentences[min(s_idx, len(utt.sentences) - 1)]
+        timings.extend(voice._word_timings(utt, part, pos))  # the stream's own rule, one place
+        spans.append(SentenceSpan(s_idx, sentence.start, sentence.end, pos, pos + T * hop))
+        gis.append(voc.frame_inputs(part.mel))
+        pos += T * hop + gap
+    if not gis:
+        raise ParameterError(f"nothing to say: the text {text[:40]!r} produced no audio frames")
+    voiced = render_frames(voc, np.concatenate(gis), seed=seed, temperature=temperature, fold_frames=fold_frames,
+                           overlap_frames=overlap_frames, threads=threads)
+    if gap or cfg.volume != 1.0:
+        out = np.zeros(pos, np.int16)
+        src = 0
+        for sp in spans:
+            n = sp.end_sample - sp.start_sample
+            out[sp.start_sample:sp.end_sample] = voiced[src:src + n]
+            src += n
+        if cfg.volume != 1.0:
+            out = np.clip(np.rint(out.astype(np.float64) * cfg.volume), -32768, 32767).astype(np.int16)
+    else:
+        out = voiced
+    return RenderedUtterance(out, voice.sample_rate, tuple(spans), tuple(timings), time.perf_counter() - t0)
+
+
+# --------------------------------------------------------------------------------------------
+# Word-timing sidecars.
+
+def _clock(seconds: float, sep: str) -> str:
+    ms = int(round(seconds * 1000.0))
+    h, ms = divmod(ms, 3_600_000)
+    m, ms = divmod(ms, 60_000)
+    s, ms = divmod(ms, 1000)
+    return f"{h:02d}:{m:02d}:{s:02d}{sep}{ms:03d}"
+
+
+def _words(text: str, timings, sample_rate: int):
+    for w in timings:
+        yield w.start_sample / sample_rate, w.end_sample / sample_rate, " ".join(text[w.char_start:w.char_end].split())
+
+
+def srt_text(text: str, timings, sample_rate: int) -> str:
+    """SubRip subtitles with one cue per word (``HH:MM:SS,mmm``, cues numbered from 1)."""
+    cues = [f"{i}\n{_clock(a, ',')} --> {_clock(b, ',')}\n{word}\n"
+            for i, (a, b, word) in enumerate(_words(text, timings, sample_rate), start=1)]
+    return "\n".join(cues)
+
+
+def vtt_text(text: str, timings, sample_rate: int) -> str:
+    """WebVTT with one cue per word (``HH:MM:SS.mmm``)."""
+    cues = [f"{_clock(a, '.')} --> {_clock(b, '.')}\n{word}\n" for a, b, word in _words(text, timings, sample_rate)]
+    return "WEBVTT\n\n" + "\n".join(cues)
+
+
+def timing_json(item_id: str, text: str, rendered: RenderedUtterance) -> dict:
+    """Sentence and word timings of one item, in samples and seconds (see docs/bench/render.md)."""
+    sr = rendered.sample_rate
+    return {
+        "id": item_id, "text": text, "sample_rate": sr, "samples": int(rendered.samples.shape[0]),
+        "duration_s": rendered.duration_s,
+        "sentences": [{"index": s.index, "char_start": s.char_start, "char_end": s.char_end,
+                       "text": text[s.char_start:s.char_end], "start_sample": s.start_sample,
+                       "end_sample": s.end_sample, "start_s": s.start_sample / sr, "end_s": s.end_sample / sr}
+                      for s in rendered.sentences],
+        "words": [{"char_start": w.char_start, "char_end": w.char_end, "text": text[w.char_start:w.char_end],
+                   "start_sample": w.start_sample, "end_sample": w.end_sample, "start_s": w.start_sample / sr,
+                   "end_s": w.end_sample / sr} for w in rendered.word_timings],
+    }
+
+
+def _is_disk_full(e: OSError) -> bool:
+    return e.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def write_text_atomic(path: Path, text: str) -> Path:
+    """Write a text file through a temp file renamed into place; a full disk leaves nothing behind.
+
+    Raises:
+        DiskFullError: no space (or quota) left; the temp file is removed.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.part")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        if _is_disk_full(e):
+            raise DiskFullError(f"disk full while writing {path}; free space and run again") from None
+        raise
+    return path
+
+
+# --------------------------------------------------------------------------------------------
+# The ledger of a batch.
+
+class ResultsLedger:
+    """``results.jsonl`` of a batch: one JSON object per line, appended as items finish.
+
+    Rows are written by one process (the batch driver) after an item's files are in place,
+    so a row with ``status == "ok"`` whose files exist means the item is done. A run killed
+    mid-append leaves at most one torn last line; :meth:`load` drops unparsable lines and
+    :meth:`compact` rewrites the file atomically with one row per id (the latest).
+    """
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.rows: dict[str, dict] = {}
+        self.dropped_lines = 0
+        self.load()
+
+    def load(self) -> None:
+        self.rows, self.dropped_lines = {}, 0
+        if not self.path.is_file():
+            return
+        for line in self.path.read_text(encoding="utf-8", errors="replace").splitlines():
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                self.dropped_lines += 1
+                continue
+            if isinstance(row, dict) and isinstance(row.get("id"), str):
+                self.rows[row["id"]] = row
+            else:
+                self.dropped_lines += 1
+        if self.dropped_lines:
+            log.warning("%s: ignored %d unreadable line(s) (a run was killed while writing?)", self.path,
+                        self.dropped_lines)
+
+    def finished(self, item_id: str, base: Path) -> bool:
+        """True when the item has an ``ok`` row and every file the row names exists under ``base``."""
+        row = self.rows.get(item_id)
+        if row is None or row.get("status") != "ok":
+            return False
+        return all((Path(base) / f).is_file() for f in row.get("files", []))
+
+    def compact(self) -> None:
+        """Rewrite the file with one row per id, atomically."""
+        write_text_atomic(self.path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in self.rows.values()))
+
+    def append(self, row: dict) -> None:
+        """Append one row and make it durable (flush + fsync) before returning."""
+        line = json.dumps(row, ensure_ascii=False) + "\n"
+        try:
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(line)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as e:
+            if _is_disk_full(e):
+                raise DiskFullError(f"disk full while recording results in {self.path}; free space and run "
+                                    f"again (finished items are kept)") from None
+            raise
+        self.rows[row["id"]] = row
