@@ -53,6 +53,7 @@ At the end the encoder's weights go to ``encoder.safetensors`` (:func:`export_en
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
 import json
 import logging
@@ -169,7 +170,8 @@ class PretrainConfig:
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(d) - names
         if unknown:
-            raise ParameterError(f"unknown pretrain config fields {sorted(unknown)}; expected a subset of {sorted(names)}")
+            raise ParameterError(f"unknown pretrain config fields {sorted(unknown)}; "
+                                 f"expected a subset of {sorted(names)}")
         return cls(**d)
 
 
@@ -222,8 +224,7 @@ def pool_frames(mel: np.ndarray, frames: np.ndarray) -> np.ndarray:
     return (sums / np.maximum(frames, 1)[:, None]).astype(np.float32)
 
 
-def _bimodal(records, table: SymbolTable, voices: list[str], max_tokens: int, *, utt_base: int,
-             held: bool) -> list[Example]:
+def _bimodal(records, table: SymbolTable, voices: list[str], max_tokens: int, *, held: bool) -> list[Example]:
     """Corpus records -> examples with *raw* pooled log-mel (normalised later by ``_normalise``)."""
     seqs = []
     for i, r in enumerate(records):
@@ -234,7 +235,7 @@ def _bimodal(records, table: SymbolTable, voices: list[str], max_tokens: int, *,
             continue
         mel = r.mel()
         frames = frames_from_samples(r.durations, mel.shape[0], hop=DEFAULT_MEL.hop_length)
-        utt = -1 - i if held else utt_base + len(seqs)
+        utt = -1 - i if held else len(seqs)  # held-out ones never match a donor's utterance
         seqs.append(Example(table.encode(r.phonemes), corpus_global_mask(r.phonemes), pool_frames(mel, frames),
                              frames, voices.index(r.voice), utt))
     return seqs
@@ -248,7 +249,7 @@ def _normalise(seqs: list[Example], mean: np.ndarray, std: np.ndarray) -> list[E
     return out
 
 
-def _pooled_stats(seqs: list[Example], n_mels: int) -> tuple[np.ndarray, np.ndarray]:
+def _pooled_stats(seqs: list[Example]) -> tuple[np.ndarray, np.ndarray]:
     """Per-bin mean and std of the log-mel frames, from the pooled means weighted by frames
     (the std is of the token means, the scale the network actually sees)."""
     w = np.concatenate([s.frames for s in seqs]).astype(np.float64)
@@ -319,7 +320,8 @@ def _text_sequences(cfg: PretrainConfig, run_dir: Path, table: SymbolTable) -> t
         rows = phonemize_sentences(sentences, cfg.text_voices, table, progress=cfg.progress)
         lengths = [r[0].size for r in rows]
         tmp = cache.with_name(cache.name + ".tmp.npz")
-        np.savez(tmp, meta=np.array(json.dumps(meta)), ids=np.concatenate([r[0] for r in rows] or [np.zeros(0, np.int64)]),
+        np.savez(tmp, meta=np.array(json.dumps(meta)),
+                 ids=np.concatenate([r[0] for r in rows] or [np.zeros(0, np.int64)]),
                  offsets=np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
                  voice=np.array([r[1] for r in rows], np.int64), held=np.array([r[2] for r in rows], bool))
         os.replace(tmp, cache)
@@ -549,7 +551,7 @@ def export_encoder(model: ReplacedTokenDetector | PhonemeEncoder, path: str | os
         os.replace(tmp, path)
     except OSError as e:
         tmp.unlink(missing_ok=True)
-        if getattr(e, "errno", None) in (28, 122):  # ENOSPC, EDQUOT
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
             raise DiskFullError(f"no space left writing {path}: free disk space and export again") from None
         raise
     return path
@@ -633,7 +635,8 @@ def evaluate_pretrain(model: ReplacedTokenDetector, seqs: list[Example], gen: Bi
             real = ~batch["padding_mask"]
             areal = real & batch["has_audio"][:, None]
             mlm_mask = batch["mlm_target"] >= 0
-            for key, n in (("text_rtd", int(real.sum())), ("audio_rtd", int(areal.sum())), ("mlm", int(mlm_mask.sum()))):
+            counts = {"text_rtd": int(real.sum()), "audio_rtd": int(areal.sum()), "mlm": int(mlm_mask.sum())}
+            for key, n in counts.items():
                 sums[key] += float(getattr(loss, key)) * n
                 weights[key] += n
             for kind, logits, mask in (("text", out.text_logits, real), ("audio", out.audio_logits, areal)):
@@ -679,10 +682,10 @@ def _load_data(cfg: PretrainConfig, run_dir: Path) -> _Data:
     table = SymbolTable.from_list(corpus.symbols)
     special = special_ids(table)
     voices = sorted({r.voice for r in corpus.records if r.voice is not None})
-    bi_train = _bimodal(corpus.train, table, voices, cfg.max_tokens, utt_base=0, held=False)
-    bi_held = _bimodal(corpus.held_out, table, voices, cfg.max_tokens, utt_base=0, held=True)
+    bi_train = _bimodal(corpus.train, table, voices, cfg.max_tokens, held=False)
+    bi_held = _bimodal(corpus.held_out, table, voices, cfg.max_tokens, held=True)
     if bi_train:
-        mean, std = _pooled_stats(bi_train, DEFAULT_MEL.n_mels)
+        mean, std = _pooled_stats(bi_train)
         bi_train, bi_held = _normalise(bi_train, mean, std), _normalise(bi_held, mean, std)
     text_train, text_held = _text_sequences(cfg, run_dir, table)
     if not text_train and not bi_train:
