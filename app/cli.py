@@ -164,6 +164,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--jobs", type=int, default=None, help="worker processes (default: CPU count)")
     s.add_argument("--voice", metavar="NAME|PATH")
     s.add_argument("--paragraphs", action="store_true", help="split text files on blank lines, not on lines")
+    s.add_argument("--sidecar", action="append", choices=["srt", "vtt", "json"], default=None,
+                   help="also write word timings beside each file (repeatable): SRT/VTT cue per word, "
+                        "or <id>.words.json")
+    s.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                   help="render on Ray actors: a local Ray when no ADDRESS, else the cluster at ADDRESS "
+                        "(needs `pip install 'wavern[cluster]'`)")
+    s.add_argument("--fold-frames", type=int, default=None, metavar="N",
+                   help="vocoder batch segment length in mel frames (default 40; larger = closer to streaming)")
+    s.add_argument("--quiet", "-q", action="store_true", help="no progress bar or summary line")
     s.set_defaults(func=cmd_render)
 
     s = sub.add_parser("bench", help="live latency benchmark through the streaming path")
@@ -172,6 +181,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--voice", metavar="NAME|PATH")
     s.add_argument("--load", type=int, default=0, metavar="N", help="saturate N other cores while measuring")
     s.add_argument("--device", action="store_true", help="measure against the real audio device, not the null sink")
+    s.add_argument("--plot", metavar="PATH", help="write a PNG: latency per sentence and buffer headroom over time")
+    s.add_argument("--sentences", metavar="PATH", help="one sentence per line (default: the shipped bench set)")
+    s.add_argument("--repeat", type=int, default=1, metavar="N", help="speak the sentence set N times")
+    s.add_argument("--compare-frames", type=int, default=20, metavar="N",
+                   help="mel frames (x256 samples) the torch loop generates for --compare (it is slow)")
     s.set_defaults(func=cmd_bench)
 
     s = sub.add_parser("gui", help="open the desktop window")

@@ -1,0 +1,557 @@
+"""`wavern render`: many texts to audio files, offline, resumable.
+
+    wavern render book.txt --out-dir out/            # one item per line
+    wavern render chapters.txt --paragraphs --out-dir out/ --format flac --sidecar srt
+    wavern render items.jsonl items.csv --out-dir out/ --jobs 2
+    cat lines.txt | wavern render - --out-dir out/
+    wavern render items.jsonl --out-dir out/ --ray            # local Ray; --ray HOST:PORT for a cluster
+
+Inputs: text files (one item per non-blank line, or per paragraph with ``--paragraphs``),
+JSONL or CSV manifests (``id``, ``text``, optional ``voice``, ``speed``, ``out``, ``seed``) and
+stdin (``-``; a manifest when its first line starts with ``{``).
+
+Each item goes to ``--out-dir/<id>.<format>`` (or the manifest's ``out``) with optional
+word-timing sidecars beside it, and gets one row in ``--out-dir/results.jsonl``. Workers
+(processes, or Ray actors) load each voice once and return audio; this process alone writes
+files (temp file + rename) and then the row, so a row marked ``ok`` means the files are
+complete. A rerun skips items with an ``ok`` row whose files exist, so a killed batch resumes
+where it stopped; failed items are tried again. A bad item is recorded as failed and the
+batch goes on; a full disk stops it (exit 2) with nothing half-written left behind.
+Exit status: 0 all items done, 1 some items failed, 2 a problem with the whole batch.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import errno
+import io
+import json
+import logging
+import os
+import re
+import sys
+import time
+import zlib
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from wavern.errors import DiskFullError, ParameterError, WavernError
+
+__all__ = ["Job", "read_inputs", "render_main", "run_batch", "RenderWorker", "BatchSummary", "RESULTS_NAME"]
+
+log = logging.getLogger(__name__)
+
+RESULTS_NAME = "results.jsonl"
+AUDIO_SUFFIXES = (".wav", ".flac", ".ogg")
+_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_MANIFEST_FIELDS = ("id", "text", "voice", "speed", "out", "seed")
+
+
+# --------------------------------------------------------------------------------------------
+# Items.
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """One item of a batch.
+
+    id: unique name (the output file's stem unless ``out`` is given).
+    text: what to say.
+    voice: voice name or folder for this item; None = the batch's ``--voice``.
+    speed: speaking rate; out: output path relative to the output folder (None = ``<id>.<format>``).
+    seed: sampling seed (default: a hash of the id, so a rerun renders the same audio).
+    source: ``file:line`` where the item came from, for messages.
+    problem: why the item cannot be rendered, found while reading it (then it is recorded as failed).
+    """
+
+    id: str
+    text: str
+    voice: str | None = None
+    speed: float = 1.0
+    out: str | None = None
+    seed: int = 0
+    source: str = ""
+    problem: str | None = None
+
+
+def _seed_for(item_id: str) -> int:
+    return zlib.crc32(item_id.encode("utf-8")) & 0x7FFFFFFF
+
+
+def _manifest_job(rec: object, default_id: str, source: str) -> Job:
+    """A :class:`Job` from one manifest record; value problems become ``problem``, not errors."""
+    if not isinstance(rec, dict):
+        return Job(default_id, "", source=source, problem=f"a manifest row must be an object, found "
+                                                          f"{type(rec).__name__}")
+    raw_id = rec.get("id")
+    item_id = default_id if raw_id is None or str(raw_id).strip() == "" else str(raw_id).strip()
+    text = rec.get("text")
+    problem = None
+    if not isinstance(text, str):
+        problem, text = f"field 'text' must be a string, found {text!r}", ""
+    speed = 1.0
+    if rec.get("speed") not in (None, ""):
+        try:
+            speed = float(rec["speed"])
+        except (TypeError, ValueError):
+            problem = problem or f"field 'speed' must be a number, found {rec['speed']!r}"
+    seed = _seed_for(item_id)
+    if rec.get("seed") not in (None, ""):
+        try:
+            seed = int(rec["seed"])
+        except (TypeError, ValueError):
+            problem = problem or f"field 'seed' must be an integer, found {rec['seed']!r}"
+    voice = rec.get("voice") or None
+    out = rec.get("out") or None
+    return Job(item_id, text, None if voice is None else str(voice), speed, None if out is None else str(out),
+               seed, source, problem)
+
+
+def _text_jobs(text: str, stem: str, name: str, *, paragraphs: bool) -> list[Job]:
+    jobs = []
+    if paragraphs:
+        block: list[str] = []
+        start, n = 0, 0
+        for i, line in enumerate(text.splitlines() + [""], start=1):
+            if line.strip():
+                if not block:
+                    start = i
+                block.append(line.strip())
+            elif block:
+                n += 1
+                jobs.append(Job(f"{stem}-{n:05d}", " ".join(block), seed=_seed_for(f"{stem}-{n:05d}"),
+                                source=f"{name}:{start}"))
+                block = []
+    else:
+        for i, line in enumerate(text.splitlines(), start=1):
+            if line.strip():
+                jobs.append(Job(f"{stem}-{i:05d}", line.strip(), seed=_seed_for(f"{stem}-{i:05d}"),
+                                source=f"{name}:{i}"))
+    return jobs
+
+
+def _jsonl_jobs(text: str, stem: str, name: str) -> list[Job]:
+    jobs = []
+    for i, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ParameterError(f"{name}:{i}: not a JSON object ({e.msg}); every line of a JSONL manifest must "
+                                 f"be one object like {{\"id\": \"a\", \"text\": \"Hello.\"}}") from None
+        jobs.append(_manifest_job(rec, f"{stem}-{i:05d}", f"{name}:{i}"))
+    return jobs
+
+
+def _csv_jobs(text: str, stem: str, name: str) -> list[Job]:
+    reader = csv.DictReader(io.StringIO(text))
+    fields = [f.strip() for f in (reader.fieldnames or [])]
+    if "text" not in fields:
+        raise ParameterError(f"{name}: a CSV manifest needs a header row with a 'text' column (and optionally "
+                             f"{', '.join(f for f in _MANIFEST_FIELDS if f != 'text')}); found {fields}")
+    reader.fieldnames = fields
+    return [_manifest_job(rec, f"{stem}-{i:05d}", f"{name}:{i}") for i, rec in enumerate(reader, start=2)]
+
+
+def read_inputs(inputs: Iterable[str], *, paragraphs: bool = False, stdin: io.TextIOBase | None = None) -> list[Job]:
+    """Read every input into jobs, in order.
+
+    Args:
+        inputs: paths of text files (``.txt`` or anything else), ``.jsonl``/``.ndjson`` and
+            ``.csv`` manifests, or ``-`` for stdin.
+        paragraphs: text files are split on blank lines instead of lines.
+        stdin: where ``-`` reads from (default ``sys.stdin``).
+
+    Raises:
+        ParameterError: a missing or unreadable file, a malformed manifest, or two items with
+            the same id or output.
+    """
+    jobs: list[Job] = []
+    for inp in inputs:
+        if inp == "-":
+            text = (stdin or sys.stdin).read()
+            name, stem = "<stdin>", "stdin"
+            kind = "jsonl" if text.lstrip().startswith("{") else "text"
+        else:
+            p = Path(inp)
+            if not p.is_file():
+                raise ParameterError(f"input {inp}: no such file")
+            text = p.read_bytes().decode("utf-8", errors="replace")
+            name, stem = str(p), p.stem
+            suffix = p.suffix.lower()
+            kind = "jsonl" if suffix in (".jsonl", ".ndjson") else "csv" if suffix == ".csv" else "text"
+        if kind == "jsonl":
+            jobs.extend(_jsonl_jobs(text, stem, name))
+        elif kind == "csv":
+            jobs.extend(_csv_jobs(text, stem, name))
+        else:
+            jobs.extend(_text_jobs(text, stem, name, paragraphs=paragraphs))
+    seen: dict[str, str] = {}
+    for j in jobs:
+        if j.id in seen:
+            raise ParameterError(f"item id '{j.id}' appears twice ({seen[j.id]} and {j.source}); ids must be "
+                                 f"unique within a batch")
+        seen[j.id] = j.source
+    return jobs
+
+
+def _output_name(job: Job, fmt: str) -> str:
+    """The item's audio path relative to the output folder; raises ParameterError if unusable."""
+    if job.out is None:
+        if not _SAFE_ID.match(job.id):
+            raise ParameterError(f"id '{job.id}' is not a safe file name (letters, digits, '.', '_', '-', at most "
+                                 f"128); give the item an 'out' path instead")
+        return f"{job.id}.{fmt}"
+    p = Path(job.out)
+    if p.is_absolute() or ".." in p.parts or not p.parts:
+        raise ParameterError(f"out '{job.out}' must be a relative path inside the output folder")
+    if p.suffix.lower() not in AUDIO_SUFFIXES:
+        raise ParameterError(f"out '{job.out}' must end in one of {', '.join(AUDIO_SUFFIXES)}")
+    return p.as_posix()
+
+
+# --------------------------------------------------------------------------------------------
+# Workers: the same class in a process pool and as a Ray actor.
+
+class RenderWorker:
+    """Renders jobs; loads each voice once, on first use.
+
+    Args:
+        voices: voice key -> a folder path, or the folder's files as ``{name: bytes}`` (for Ray
+            nodes that do not share the driver's disk; written to a temp folder on first use).
+        fold_frames, overlap_frames: the vocoder's folding (:func:`wavern.engine.batch.render_frames`).
+    """
+
+    def __init__(self, voices: dict[str, str | dict[str, bytes]], *, fold_frames: int | None = None,
+                 overlap_frames: int | None = None):
+        from wavern.engine import batch
+
+        self._sources = dict(voices)
+        self._loaded: dict[str, object] = {}
+        self._fold = batch.DEFAULT_FOLD_FRAMES if fold_frames is None else fold_frames
+        self._overlap = batch.DEFAULT_OVERLAP_FRAMES if overlap_frames is None else overlap_frames
+        self._tmp = None
+
+    def _voice(self, key: str):
+        v = self._loaded.get(key)
+        if v is None:
+            from wavern.engine import Voice
+
+            src = self._sources[key]
+            if isinstance(src, dict):
+                import tempfile
+
+                if self._tmp is None:
+                    self._tmp = tempfile.TemporaryDirectory(prefix="wavern-voice-")
+                folder = Path(self._tmp.name) / f"v{len(self._loaded)}"
+                folder.mkdir()
+                for name, data in src.items():
+                    (folder / name).write_bytes(data)
+                src = folder
+            v = self._loaded[key] = Voice.load(src)
+        return v
+
+    def render(self, job: dict) -> dict:
+        """Render one job (a :class:`Job` as a dict plus ``voice_key``); never raises for a bad item."""
+        from wavern.engine import SpeakConfig
+        from wavern.engine.batch import render_utterance
+
+        cpu = time.process_time()
+        worker = f"{os.uname().nodename}:{os.getpid()}"
+        try:
+            voice = self._voice(job["voice_key"])
+            rendered = render_utterance(voice, job["text"], SpeakConfig(speed=job["speed"]), seed=job["seed"],
+                                        fold_frames=self._fold, overlap_frames=self._overlap)
+            return {"id": job["id"], "ok": True, "rendered": rendered, "voice": voice.name,
+                    "cpu_s": time.process_time() - cpu, "worker": worker}
+        except WavernError as e:
+            return {"id": job["id"], "ok": False, "error": str(e), "worker": worker}
+        except Exception as e:  # noqa: BLE001 - one broken item must not stop the batch
+            log.exception("item %s failed", job["id"])
+            return {"id": job["id"], "ok": False, "error": f"internal error: {type(e).__name__}: {e}",
+                    "worker": worker}
+
+
+_WORKER: RenderWorker | None = None
+
+
+def _pool_init(voices: dict, fold_frames: int | None, overlap_frames: int | None, log_level: int) -> None:
+    global _WORKER
+    import torch
+
+    torch.set_num_threads(1)  # one process per core; the acoustic model must not oversubscribe
+    logging.basicConfig(level=log_level, format="%(levelname)s %(name)s: %(message)s")
+    _WORKER = RenderWorker(voices, fold_frames=fold_frames, overlap_frames=overlap_frames)
+
+
+def _pool_render(job: dict) -> dict:
+    assert _WORKER is not None, "worker not initialised"
+    return _WORKER.render(job)
+
+
+def _run_inline(jobs: list[dict], voices: dict, fold: int | None, overlap: int | None) -> Iterator[dict]:
+    worker = RenderWorker(voices, fold_frames=fold, overlap_frames=overlap)
+    for job in jobs:
+        yield worker.render(job)
+
+
+def _run_pool(jobs: list[dict], voices: dict, fold: int | None, overlap: int | None, n: int) -> Iterator[dict]:
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")  # no fork of a process holding threads (torch, numba)
+    ex = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_pool_init,
+                             initargs=(voices, fold, overlap, logging.getLogger().level))
+    pending = iter(jobs)
+    running: set = set()
+    try:
+        while True:
+            while len(running) < 2 * n:  # a short queue: results stream back, memory stays flat
+                job = next(pending, None)
+                if job is None:
+                    break
+                running.add(ex.submit(_pool_render, job))
+            if not running:
+                break
+            done, running = wait(running, return_when=FIRST_COMPLETED)
+            for fut in done:
+                yield fut.result()
+    finally:
+        for fut in running:
+            fut.cancel()
+        procs = list(getattr(ex, "_processes", {}).values())  # stop promptly on error or interrupt
+        ex.shutdown(wait=False, cancel_futures=True)
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+
+
+def _voice_files(path: str) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(Path(path).iterdir()) if p.is_file()}
+
+
+def _run_ray(jobs: list[dict], voices: dict, fold: int | None, overlap: int | None, n: int | None,
+             address: str) -> Iterator[dict]:
+    try:
+        import ray
+    except ImportError:
+        raise ParameterError("--ray needs the optional dependency ray: pip install 'wavern[cluster]'") from None
+    started = False
+    if not ray.is_initialized():
+        ray.init(address=None if address == "local" else address, include_dashboard=False,
+                 logging_level=logging.WARNING)
+        started = True
+    actors: list = []
+    try:
+        # Voice files travel through the object store: nodes need wavern installed, not the voice.
+        shipped = ray.put({key: _voice_files(path) for key, path in voices.items()})
+        if n is None:
+            n = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        actor_cls = ray.remote(num_cpus=1)(RenderWorker)
+        actors = [actor_cls.remote(shipped, fold_frames=fold, overlap_frames=overlap) for _ in range(n)]
+        idle = list(actors)
+        pending = iter(jobs)
+        running: dict = {}
+        while True:
+            while idle:
+                job = next(pending, None)
+                if job is None:
+                    break
+                actor = idle.pop()
+                running[actor.render.remote(job)] = actor
+            if not running:
+                break
+            ready, _ = ray.wait(list(running), num_returns=1)
+            for ref in ready:
+                idle.append(running.pop(ref))
+                yield ray.get(ref)
+    finally:
+        for a in actors:
+            ray.kill(a)
+        if started:
+            ray.shutdown()
+
+
+# --------------------------------------------------------------------------------------------
+# The driver.
+
+@dataclasses.dataclass
+class BatchSummary:
+    items: int = 0
+    done: int = 0
+    failed: int = 0
+    skipped: int = 0
+    audio_s: float = 0.0
+    wall_s: float = 0.0
+
+    @property
+    def x_real_time(self) -> float:
+        return self.audio_s / self.wall_s if self.wall_s > 0 else float("nan")
+
+
+def _write_item(res: dict, job: Job, out_dir: Path, audio_name: str, sidecars: list[str]) -> dict:
+    """Write an item's audio and sidecars (each atomically); return its ledger row."""
+    from wavern.engine.audio_io import write_audio
+    from wavern.engine.batch import srt_text, timing_json, vtt_text, write_text_atomic
+
+    r = res["rendered"]
+    audio_path = out_dir / audio_name
+    try:
+        audio_path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        if e.errno == errno.ENOSPC:
+            raise DiskFullError(f"disk full: cannot create {audio_path.parent}") from None
+        raise
+    write_audio(audio_path, r.samples, r.sample_rate)
+    files = [audio_name]
+    for kind in sidecars:
+        stem = audio_path.with_suffix("")
+        if kind == "json":
+            path = stem.with_name(stem.name + ".words.json")
+            write_text_atomic(path, json.dumps(timing_json(job.id, job.text, r), ensure_ascii=False, indent=1))
+        else:
+            path = stem.with_name(stem.name + f".{kind}")
+            fmt = srt_text if kind == "srt" else vtt_text
+            write_text_atomic(path, fmt(job.text, r.word_timings, r.sample_rate))
+        files.append(path.relative_to(out_dir).as_posix())
+    return {"id": job.id, "status": "ok", "out": audio_name, "files": files, "samples": int(r.samples.shape[0]),
+            "sample_rate": r.sample_rate, "duration_s": round(r.duration_s, 6), "compute_s": round(r.compute_s, 6),
+            "rtf": round(r.compute_s / r.duration_s, 6) if r.duration_s else None,
+            "cpu_s": round(res.get("cpu_s", 0.0), 6), "voice": res.get("voice"), "seed": job.seed,
+            "source": job.source, "worker": res.get("worker")}
+
+
+def _failed_row(job: Job, message: str, worker: str | None = None) -> dict:
+    return {"id": job.id, "status": "failed", "error": message, "source": job.source, "worker": worker}
+
+
+def run_batch(jobs: list[Job], *, out_dir: Path, fmt: str = "wav", voice: str | None = None,
+              sidecars: Iterable[str] = (), workers: int | None = 1, ray_address: str | None = None,
+              fold_frames: int | None = None, overlap_frames: int | None = None,
+              progress: bool = False) -> BatchSummary:
+    """Render ``jobs`` into ``out_dir``, skipping finished ones; see the module docstring.
+
+    Args:
+        workers: processes (1 = in this process) or, with ``ray_address``, Ray actors (None = one per CPU).
+        ray_address: ``"local"`` (start or join a local Ray), or a cluster address; None = no Ray.
+
+    Raises:
+        DiskFullError: the disk filled up; items finished so far are kept and recorded.
+    """
+    from wavern.app.voices import resolve_voice
+    from wavern.engine.batch import ResultsLedger
+
+    t0 = time.perf_counter()
+    sidecars = list(dict.fromkeys(sidecars))
+    out_dir = Path(out_dir)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        if e.errno == errno.ENOSPC:
+            raise DiskFullError(f"disk full: cannot create {out_dir}") from None
+        raise ParameterError(f"--out-dir {out_dir}: cannot create it ({e.strerror})") from None
+    ledger = ResultsLedger(out_dir / RESULTS_NAME)
+    ledger.compact()  # drop a torn last line before appending
+    summary = BatchSummary(items=len(jobs))
+    default_voice = str(resolve_voice(voice))
+    voices: dict[str, str] = {}
+    todo: list[tuple[Job, str, dict]] = []
+    names: dict[str, str] = {}
+    for job in jobs:
+        problem = job.problem
+        audio_name = ""
+        if problem is None:
+            try:
+                audio_name = _output_name(job, fmt)
+                if not job.text.strip():
+                    raise ParameterError("nothing to say: the text is empty")
+                if not 0.25 <= job.speed <= 4.0:
+                    raise ParameterError(f"speed {job.speed} is outside [0.25, 4.0]")
+                vpath = default_voice if job.voice is None else str(resolve_voice(job.voice))
+            except WavernError as e:
+                problem = str(e)
+        if problem is None and audio_name in names:
+            problem = f"output {audio_name} is also the output of item '{names[audio_name]}'"
+        if problem is not None:
+            ledger.append(_failed_row(job, problem))
+            summary.failed += 1
+            continue
+        names[audio_name] = job.id
+        row = ledger.rows.get(job.id)
+        if ledger.finished(job.id, out_dir) and row.get("out") == audio_name:
+            summary.skipped += 1
+            continue
+        _remove_stale_parts(out_dir / audio_name)
+        key = voices.setdefault(vpath, vpath)
+        todo.append((job, audio_name, dict(dataclasses.asdict(job), voice_key=key)))
+    if summary.skipped:
+        log.info("%d item(s) already done in %s; skipped", summary.skipped, out_dir)
+    by_id = {job.id: (job, name) for job, name, _ in todo}
+    payload = [p for _, _, p in todo]
+    if ray_address is not None:
+        results = _run_ray(payload, voices, fold_frames, overlap_frames, workers, ray_address)
+    elif (workers or 1) > 1 and len(payload) > 1:
+        results = _run_pool(payload, voices, fold_frames, overlap_frames, min(workers, len(payload)))
+    else:
+        results = _run_inline(payload, voices, fold_frames, overlap_frames)
+    bar = _progress(len(payload), progress)
+    try:
+        for res in results:
+            job, audio_name = by_id[res["id"]]
+            if res["ok"]:
+                row = _write_item(res, job, out_dir, audio_name, sidecars)
+                summary.done += 1
+                summary.audio_s += row["duration_s"]
+            else:
+                row = _failed_row(job, res["error"], res.get("worker"))
+                summary.failed += 1
+            ledger.append(row)
+            if bar is not None:
+                el = time.perf_counter() - t0
+                bar.set_postfix_str(f"{summary.audio_s:.1f} s audio, {summary.audio_s / el:.1f}x real time",
+                                    refresh=False)
+                bar.update(1)
+    finally:
+        results.close()
+        if bar is not None:
+            bar.close()
+    ledger.compact()
+    summary.wall_s = time.perf_counter() - t0
+    return summary
+
+
+def _remove_stale_parts(audio_path: Path) -> None:
+    """Temp files a killed run may have left for this item's outputs (the names the writers use)."""
+    stem = audio_path.with_suffix("").name
+    for name in (audio_path.name, f"{stem}.srt", f"{stem}.vtt", f"{stem}.words.json"):
+        (audio_path.parent / f".{name}.part").unlink(missing_ok=True)
+
+
+def _progress(total: int, enabled: bool):
+    if not enabled or total == 0:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="item", file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
+
+
+def render_main(args) -> int:
+    """`wavern render` (argparse namespace from ``wavern.app.cli``); returns the exit status."""
+    jobs = read_inputs(args.inputs, paragraphs=getattr(args, "paragraphs", False))
+    if not jobs:
+        raise ParameterError(f"no items found in {', '.join(args.inputs)}")
+    ray_address = getattr(args, "ray", None)
+    workers = args.jobs if args.jobs is not None else (None if ray_address else os.cpu_count() or 1)
+    if workers is not None and workers < 1:
+        raise ParameterError(f"--jobs must be >= 1, found {workers}")
+    quiet = getattr(args, "quiet", False)
+    summary = run_batch(jobs, out_dir=Path(args.out_dir), fmt=args.format, voice=args.voice,
+                        sidecars=getattr(args, "sidecar", None) or (), workers=workers, ray_address=ray_address,
+                        fold_frames=getattr(args, "fold_frames", None), progress=not quiet and sys.stderr.isatty())
+    if not quiet:
+        print(f"{summary.done} rendered, {summary.skipped} already done, {summary.failed} failed of "
+              f"{summary.items}; {summary.audio_s:.1f} s of audio in {summary.wall_s:.1f} s "
+              f"({summary.x_real_time:.1f}x real time); results in {Path(args.out_dir) / RESULTS_NAME}",
+              file=sys.stderr)
+    return 1 if summary.failed else 0
