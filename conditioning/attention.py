@@ -101,8 +101,13 @@ def _band(n: int, lo: int, hi: int, n_seq: int) -> _Band:
 def _to_flat(x: Tensor, band: _Band, *, left: int, right: int) -> Tensor:
     """(B, h, N, d) -> (left + n_seq * seq_stride + right, d), zeros around each sequence."""
     b, h, n, d = x.shape
-    flat = x.new_zeros(left + band.n_seq * band.seq_stride + right, d)
-    flat[left : left + band.n_seq * band.seq_stride].view(b, h, band.seq_stride, d)[:, :, :n] = x
+    rows = band.n_seq * band.seq_stride
+    flat = x.new_empty(left + rows + right, d)
+    flat[:left].zero_()
+    flat[left + rows :].zero_()
+    seqs = flat[left : left + rows].view(b, h, band.seq_stride, d)
+    seqs[:, :, :n] = x
+    seqs[:, :, n:].zero_()
     return flat
 
 
@@ -128,6 +133,25 @@ def _band_pattern(band: _Band, dtype: torch.dtype) -> Tensor:
     s = torch.arange(band.width)[None, :]
     inside = (s >= r) & (s <= r + band.lo + band.hi)
     return torch.zeros(band.block, band.width, dtype=dtype).masked_fill_(~inside, -math.inf)
+
+
+def _dirty_blocks(bias_w: Tensor) -> Tensor:
+    """Sorted indices of the blocks whose key window holds a masked key. (T, W) -> (n_dirty,)"""
+    return (bias_w == -math.inf).any(1).nonzero()[:, 0]
+
+
+def _scores(qb, kw, pattern, bias_w, dirty, t0: int, t1: int) -> Tensor:
+    """Masked base-2 band scores of blocks [t0, t1): (g, c, W).
+
+    The band pattern enters as the bmm's initial value; the key bias is added only to the
+    blocks whose window holds a masked key (padding, gap or global keys are rare).
+    """
+    s = torch.baddbmm(pattern, qb[t0:t1], kw[t0:t1])
+    lo, hi = torch.searchsorted(dirty, torch.tensor([t0, t1])).tolist()
+    if hi > lo:
+        idx = dirty[lo:hi]
+        s[idx - t0] += bias_w[idx, None, :]
+    return s
 
 
 def _per_block(x: Tensor, band: _Band) -> Tensor:
@@ -170,14 +194,13 @@ class _BandAttention(torch.autograd.Function):
         kw = kf.unfold(0, width, c)  # (T, d, W) view
         vw = vf.unfold(0, width, c).transpose(1, 2)  # (T, W, d) view
         bias_w = key_bias.unfold(0, width, c)  # (T, W) view
+        dirty = _dirty_blocks(bias_w)
         out = torch.empty_like(qb)
         lse = torch.empty(t_all, c, 1, dtype=q.dtype)
         keeps = []
         for t0 in range(0, t_all, band.group):
             t1 = min(t0 + band.group, t_all)
-            s = torch.bmm(qb[t0:t1], kw[t0:t1])  # (g, c, W)
-            s += bias_w[t0:t1, None, :]
-            s += pattern
+            s = _scores(qb, kw, pattern, bias_w, dirty, t0, t1)  # (g, c, W)
             m = s.amax(-1, keepdim=True)
             if n_glob:
                 sg = torch.baddbmm(glob_bias[t0:t1], qb[t0:t1], kg[t0:t1].transpose(1, 2))
@@ -230,6 +253,7 @@ class _BandAttention(torch.autograd.Function):
         kw = kf.unfold(0, width, c)  # (T, d, W)
         vw_t = vf.unfold(0, width, c)  # (T, d, W): V window, transposed
         bias_w = key_bias.unfold(0, width, c)
+        dirty = _dirty_blocks(bias_w)
         dq = torch.empty_like(qb)
         dk_blocks = torch.zeros_like(kf).view(-1, c, d)  # T + n_sub - 1 blocks
         dv_blocks = torch.zeros_like(vf).view(-1, c, d)
@@ -237,9 +261,7 @@ class _BandAttention(torch.autograd.Function):
         for i, t0 in enumerate(range(0, t_all, band.group)):
             t1 = min(t0 + band.group, t_all)
             g = t1 - t0
-            p = torch.bmm(qb[t0:t1], kw[t0:t1])
-            p += bias_w[t0:t1, None, :]
-            p += pattern
+            p = _scores(qb, kw, pattern, bias_w, dirty, t0, t1)
             p.sub_(lse[t0:t1]).exp2_()  # probabilities before dropout
             do = dob[t0:t1]
             if dropout_p > 0.0:
@@ -381,21 +403,27 @@ def _check_window(window: int) -> None:
         )
 
 
+def _global_probs(
+    scores: Tensor, index: _GlobalIndex, padding_mask: Tensor, dropout_p: float
+) -> Tensor:
+    """Softmax of the global rows' scores (B, h, G, N) over the non-padding keys, dropout."""
+    s = scores.masked_fill(padding_mask[:, None, None, :], -math.inf)
+    s = s.masked_fill(~index.slot_ok[:, None, :, None], 0.0)  # unused slots stay finite
+    return F.dropout(torch.softmax(s, dim=-1), p=dropout_p, training=dropout_p > 0.0)
+
+
 def _longformer(
     q: Tensor,
     k: Tensor,
     v: Tensor,
-    q_glob: Tensor,
-    k_g: Tensor | None,
-    v_g: Tensor | None,
+    global_rows: Tensor | None,
     *,
     index: _GlobalIndex,
     padding_mask: Tensor,
     window: int,
     dropout_p: float,
 ) -> Tensor:
-    """Longformer attention with the global queries already gathered: q_glob (B, h, G, d)."""
-    d = q.shape[-1]
+    """Longformer attention given the outputs of the global rows, (B, h, G, d) per slot."""
     is_global = torch.zeros_like(padding_mask)
     is_global[index.batch, index.pos] = True
     # Local rows: the band without global keys (they are counted once, among the extra keys).
@@ -412,13 +440,8 @@ def _longformer(
         dropout_p=dropout_p,
     )
     if index.n_slots:
-        # Global rows: Q_g against K_g of every non-padding token, values V_g.
-        s = torch.matmul(q_glob * d**-0.5, k_g.transpose(-1, -2))  # (B, h, G, N)
-        s = s.masked_fill(padding_mask[:, None, None, :], -math.inf)
-        s = s.masked_fill(~index.slot_ok[:, None, :, None], 0.0)  # unused slots stay finite
-        p = F.dropout(torch.softmax(s, dim=-1), p=dropout_p, training=dropout_p > 0.0)
-        o = torch.matmul(p, v_g)  # (B, h, G, d)
-        rows = o.transpose(1, 2)[index.batch, index.slot]  # (K, h, d)
+        # Global rows replace the local result.
+        rows = global_rows.transpose(1, 2)[index.batch, index.slot]  # (K, h, d)
         out = out.transpose(1, 2).index_put((index.batch, index.pos), rows).transpose(1, 2)
     return out.masked_fill(padding_mask[:, None, :, None], 0.0)
 
@@ -471,16 +494,19 @@ def longformer_attention(
     """
     _check_qkv(q, k, v, q_g, k_g, v_g)
     _check_window(window)
-    b, _, n, _ = q.shape
+    b, _, n, d = q.shape
     global_mask, padding_mask = _check_masks(b, n, global_mask, padding_mask)
     index = _global_index(global_mask, padding_mask)
+    global_rows = None
+    if index.n_slots:
+        q_glob = _gather_slots(q_g, index) * d**-0.5  # (B, h, G, d)
+        probs = _global_probs(q_glob @ k_g.transpose(-1, -2), index, padding_mask, dropout_p)
+        global_rows = probs @ v_g
     out = _longformer(
         q,
         k,
         v,
-        _gather_slots(q_g, index),
-        k_g,
-        v_g,
+        global_rows,
         index=index,
         padding_mask=padding_mask,
         window=window,
@@ -566,39 +592,58 @@ class LongformerSelfAttention(nn.Module):
         Tensor
             (B, N, D); padding rows are the output projection's bias.
         """
-        b, n, _ = x.shape
+        b, n, dim = x.shape
         global_mask, padding_mask = _check_masks(b, n, global_mask, padding_mask)
         index = _global_index(global_mask, padding_mask)
         h = self.n_heads
         q, k, v = (_heads(proj(x), h) for proj in (self.query, self.key, self.value))
-        if index.n_slots:
-            # Only the global rows need Q_g; K_g and V_g cover every token.
-            x_glob = x.gather(1, index.slot_pos[:, :, None].expand(-1, -1, x.shape[2]))
-            q_glob = _heads(self.query_global(x_glob), h)
-            k_g, v_g = _heads(self.key_global(x), h), _heads(self.value_global(x), h)
-        else:
-            q_glob = q.new_zeros(b, h, 0, q.shape[-1])
-            k_g = v_g = None
         dropout_p = self.dropout if self.training else 0.0
+        global_rows, unused = None, [self.query_global, self.key_global, self.value_global]
+        if index.n_slots:
+            global_rows, unused = self._global_rows(x, index, padding_mask, dropout_p)
         out = _longformer(
             q,
             k,
             v,
-            q_glob,
-            k_g,
-            v_g,
+            global_rows,
             index=index,
             padding_mask=padding_mask,
             window=self.window,
             dropout_p=dropout_p,
         )
         y = self.out(_merge_heads(out))
-        if not index.n_slots:
-            # Zero gradient for the global projections, so every parameter gets a gradient
-            # whatever the batch (distributed training requires it).
-            unused = (self.query_global, self.key_global, self.value_global)
-            y = y + sum(m.weight[:0].sum() + m.bias[:0].sum() for m in unused)
-        return y
+        # Zero gradients for what this batch did not use, so that every parameter gets a
+        # gradient whatever the batch (distributed training requires it).
+        return y + sum(p[:0].sum() for m in unused for p in m.parameters(recurse=False))
+
+    def _global_rows(
+        self, x: Tensor, index: _GlobalIndex, padding_mask: Tensor, dropout_p: float
+    ) -> tuple[Tensor, list[nn.Module]]:
+        """Outputs of the global rows (B, h, G, d), and the projections left unused.
+
+        Only the G global rows need Q_g. With few global tokens (2 G h <= D), K_g and V_g are
+        never formed for all N tokens: ``q . (W_k x_n + b_k) = (W_k^T q) . x_n + q . b_k``,
+        where the last term shifts a whole row of scores and so drops out of the softmax, and
+        ``sum_n p_n (W_v x_n + b_v) = W_v (sum_n p_n x_n) + (sum_n p_n) b_v``. That is
+        O(N D G h) instead of two O(N D^2) projections.
+        """
+        b, n, dim = x.shape
+        h, d, g = self.n_heads, dim // self.n_heads, index.n_slots
+        x_glob = x.gather(1, index.slot_pos[:, :, None].expand(b, g, dim))
+        q_glob = _heads(self.query_global(x_glob), h) * d**-0.5  # (B, h, G, d)
+        if 2 * g * h > dim:
+            k_g, v_g = _heads(self.key_global(x), h), _heads(self.value_global(x), h)
+            probs = _global_probs(q_glob @ k_g.transpose(-1, -2), index, padding_mask, dropout_p)
+            return probs @ v_g, []
+        w_k = self.key_global.weight.view(h, d, dim)
+        w_v = self.value_global.weight.view(h, d, dim)
+        q_x = (q_glob @ w_k).reshape(b, h * g, dim)  # (B, h G, D): W_k^T q per head
+        scores = (q_x @ x.transpose(1, 2)).view(b, h, g, n)
+        probs = _global_probs(scores, index, padding_mask, dropout_p)
+        p_x = (probs.reshape(b, h * g, n) @ x).view(b, h, g, dim)  # sum_n p_n x_n
+        bias_v = self.value_global.bias.view(h, 1, d)
+        rows = p_x @ w_v.transpose(1, 2) + probs.sum(-1, keepdim=True) * bias_v
+        return rows, [self.key_global]  # for its bias, which the softmax drops
 
 
 # ---------------------------------------------------------------------------------------

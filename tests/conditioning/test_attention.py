@@ -186,11 +186,12 @@ def test_longformer_without_global_tokens_gives_zero_global_gradients():
     torch.testing.assert_close(out, want, rtol=1e-10, atol=1e-12)
 
 
-def test_longformer_module_matches_function():
+@pytest.mark.parametrize("n_global", [1, 5])  # 2 G h <= D: factored global rows; else direct
+def test_longformer_module_matches_function(n_global):
     torch.manual_seed(0)
     layer = LongformerSelfAttention(16, 4, window=6).double()
-    x = torch.randn(2, 25, 16, dtype=torch.float64)
-    glob, padding = _masks(2, 25, [25, 18], 2)
+    x = torch.randn(2, 25, 16, dtype=torch.float64, requires_grad=True)
+    glob, padding = _masks(2, 25, [25, 18], n_global)
 
     def heads(t):
         return t.view(2, 25, 4, 4).transpose(1, 2)
@@ -201,15 +202,24 @@ def test_longformer_module_matches_function():
     want = layer.out(want.transpose(1, 2).reshape(2, 25, 16))
     got = layer(x, global_mask=glob, padding_mask=padding)
     torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+    up = torch.randn_like(got)
+    inputs = [x, *layer.parameters()]
+    got_grads = torch.autograd.grad((got * up).sum(), inputs)
+    want_grads = torch.autograd.grad((want * up).sum(), inputs)
+    for g, w in zip(got_grads, want_grads):
+        torch.testing.assert_close(g, w, rtol=1e-9, atol=1e-11)
 
 
-def test_longformer_module_gives_every_parameter_a_gradient():
+@pytest.mark.parametrize("n_global", [0, 1])
+def test_longformer_module_gives_every_parameter_a_gradient(n_global):
     layer = LongformerSelfAttention(8, 2, window=4)
-    layer(torch.randn(1, 10, 8)).sum().backward()
+    glob = torch.zeros(1, 10, dtype=torch.bool)
+    glob[0, :n_global] = True
+    layer(torch.randn(1, 10, 8), global_mask=glob).sum().backward()
+    zero = {"key_global.bias"} if n_global else {n for n, _ in layer.named_parameters() if "_g" in n}
     for name, p in layer.named_parameters():
         assert p.grad is not None, name
-        if "global" in name:
-            assert p.grad.abs().max() == 0, name
+        assert (p.grad.abs().max() == 0) == (name in zero), name
 
 
 def test_longformer_module_matches_hugging_face():
