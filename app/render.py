@@ -226,8 +226,13 @@ class RenderWorker:
 
     def __init__(self, voices: dict[str, str | dict[str, bytes]], *, fold_frames: int | None = None,
                  overlap_frames: int | None = None):
+        import torch
+
         from wavern.engine import batch
 
+        # One thread per worker: workers are the parallelism, and the acoustic model's float sums
+        # then run in one order everywhere, so a pool, Ray and this process give the same audio.
+        torch.set_num_threads(1)
         self._sources = dict(voices)
         self._loaded: dict[str, object] = {}
         self._fold = batch.DEFAULT_FOLD_FRAMES if fold_frames is None else fold_frames
@@ -279,9 +284,6 @@ _WORKER: RenderWorker | None = None
 
 def _pool_init(voices: dict, fold_frames: int | None, overlap_frames: int | None, log_level: int) -> None:
     global _WORKER
-    import torch
-
-    torch.set_num_threads(1)  # one process per core; the acoustic model must not oversubscribe
     logging.basicConfig(level=log_level, format="%(levelname)s %(name)s: %(message)s")
     _WORKER = RenderWorker(voices, fold_frames=fold_frames, overlap_frames=overlap_frames)
 
@@ -403,7 +405,20 @@ def _write_item(res: dict, job: Job, out_dir: Path, audio_name: str, sidecars: l
         if e.errno == errno.ENOSPC:
             raise DiskFullError(f"disk full: cannot create {audio_path.parent}") from None
         raise
-    write_audio(audio_path, r.samples, r.sample_rate)
+    need = 2 * r.samples.shape[0] + 4096  # 16-bit PCM plus headers: an upper bound for WAV, FLAC and OGG
+    if _free_bytes(audio_path.parent) < need:
+        raise DiskFullError(f"disk full: {audio_path} needs about {need // 1024} KiB, "
+                            f"{_free_bytes(audio_path.parent) // 1024} KiB are free; free space and run again")
+    try:
+        write_audio(audio_path, r.samples, r.sample_rate)
+    except DiskFullError:
+        raise
+    except Exception:
+        # libsndfile reports a full disk as "System error." without errno; write_audio has removed
+        # its temp file, so judge by the space left.
+        if _free_bytes(audio_path.parent) < need:
+            raise DiskFullError(f"disk full while writing {audio_path}; free space and run again") from None
+        raise
     files = [audio_name]
     for kind in sidecars:
         stem = audio_path.with_suffix("")
@@ -420,6 +435,11 @@ def _write_item(res: dict, job: Job, out_dir: Path, audio_name: str, sidecars: l
             "rtf": round(r.compute_s / r.duration_s, 6) if r.duration_s else None,
             "cpu_s": round(res.get("cpu_s", 0.0), 6), "voice": res.get("voice"), "seed": job.seed,
             "source": job.source, "worker": res.get("worker")}
+
+
+def _free_bytes(folder: Path) -> int:
+    st = os.statvfs(folder)
+    return st.f_bavail * st.f_frsize
 
 
 def _failed_row(job: Job, message: str, worker: str | None = None) -> dict:

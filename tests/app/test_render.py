@@ -1,0 +1,328 @@
+"""`wavern render`: inputs, the offline renderer against the stream, sidecars, the ledger, and a batch
+that survives bad items, a full disk, SIGKILL and Ray."""
+
+from __future__ import annotations
+
+import errno
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+import torch
+
+from wavern.app import cli
+from wavern.app.render import RESULTS_NAME, Job, read_inputs, run_batch
+from wavern.dsp import float_to_int16
+from wavern.engine.batch import (MAX_TEXT_CHARS, ResultsLedger, render_frames, render_utterance, srt_text,
+                                 timing_json, vtt_text)
+from wavern.errors import ParameterError
+
+torch.set_num_threads(1)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def voice(tiny_voice):
+    from wavern.engine import Voice
+
+    v = Voice.load(tiny_voice)
+    yield v
+    v.close()
+
+
+def rows_of(out_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (out_dir / RESULTS_NAME).read_text().splitlines()]
+
+
+# ---------------------------------------------------------------------------------- inputs
+
+def test_read_inputs_text_lines_paragraphs_manifests_and_stdin(tmp_path):
+    (tmp_path / "book.txt").write_text("First line.\n\n  Second line.  \n")
+    (tmp_path / "paras.txt").write_text("One a\none b.\n\n\nTwo.\n")
+    (tmp_path / "m.jsonl").write_text('{"id": "x", "text": "Hi.", "speed": 1.5, "out": "sub/x.flac", "seed": 7}\n\n'
+                                      '{"text": "No id."}\n')
+    (tmp_path / "m.csv").write_text("id,text,speed\nc1,\"Hello, you.\",\nc2,Bye.,abc\n")
+    jobs = read_inputs([str(tmp_path / "book.txt"), str(tmp_path / "m.jsonl"), str(tmp_path / "m.csv"), "-"],
+                       stdin=io.StringIO("From stdin.\n"))
+    by_id = {j.id: j for j in jobs}
+    assert [j.id for j in jobs] == ["book-00001", "book-00003", "x", "m-00003", "c1", "c2", "stdin-00001"]
+    assert by_id["book-00003"].text == "Second line." and by_id["book-00003"].source.endswith("book.txt:3")
+    assert (by_id["x"].speed, by_id["x"].out, by_id["x"].seed) == (1.5, "sub/x.flac", 7)
+    assert by_id["c1"].text == "Hello, you." and by_id["c1"].problem is None
+    assert "speed" in by_id["c2"].problem  # a bad value fails that item only
+    assert by_id["stdin-00001"].text == "From stdin."
+    assert by_id["book-00001"].seed == read_inputs([str(tmp_path / "book.txt")])[0].seed  # stable across reads
+    paras = read_inputs([str(tmp_path / "paras.txt")], paragraphs=True)
+    assert [(j.id, j.text) for j in paras] == [("paras-00001", "One a one b."), ("paras-00002", "Two.")]
+    piped = read_inputs(["-"], stdin=io.StringIO('{"id": "s", "text": "Manifest on stdin."}\n'))
+    assert [(j.id, j.text) for j in piped] == [("s", "Manifest on stdin.")]
+
+
+def test_read_inputs_refuses_broken_batches(tmp_path):
+    (tmp_path / "dup.jsonl").write_text('{"id": "a", "text": "x"}\n{"id": "a", "text": "y"}\n')
+    (tmp_path / "bad.jsonl").write_text('{"id": "a", "text": "x"}\nnot json\n')
+    (tmp_path / "bad.csv").write_text("id,words\n1,hello\n")
+    with pytest.raises(ParameterError, match="appears twice"):
+        read_inputs([str(tmp_path / "dup.jsonl")])
+    with pytest.raises(ParameterError, match=r"bad.jsonl:2"):
+        read_inputs([str(tmp_path / "bad.jsonl")])
+    with pytest.raises(ParameterError, match="'text' column"):
+        read_inputs([str(tmp_path / "bad.csv")])
+    with pytest.raises(ParameterError, match="no such file"):
+        read_inputs([str(tmp_path / "missing.txt")])
+
+
+# ---------------------------------------------------------------------------------- the renderer
+
+def test_unfolded_render_equals_the_stream_with_pauses_and_word_timings(voice):
+    from wavern.engine import SpeakConfig
+
+    text = "Hello there, friend. How are you today? Fine."
+    cfg = SpeakConfig(pause_s=0.05, speed=1.2)
+    chunks = list(voice.stream(text, cfg, seed=3))
+    ref = float_to_int16(np.concatenate([c.samples for c in chunks]))
+    r = render_utterance(voice, text, cfg, seed=3, fold_frames=None)
+    np.testing.assert_array_equal(r.samples, ref)
+    assert r.word_timings == tuple(w for c in chunks for w in c.word_timings)
+    assert len(r.sentences) == 3
+    for s in r.sentences:  # each sentence starts where the stream's chunks of that sentence start
+        assert min(c.start_sample for c in chunks if c.sentence_index == s.index) == s.start_sample
+    gap = int(0.05 * voice.sample_rate)
+    assert r.sentences[1].start_sample == r.sentences[0].end_sample + gap
+    assert r.samples.shape[0] == r.sentences[-1].end_sample + gap
+
+
+def test_folded_render_of_one_sentence_equals_vocoder_render(voice):
+    from wavern.conditioning.acoustic import stream_mel
+
+    text = "A single sentence that is long enough to be cut into several folded segments."
+    r = render_utterance(voice, text, seed=11, fold_frames=12, overlap_frames=3)
+    utt = voice.analyze(text)
+    (part,) = list(stream_mel(voice.acoustic, utt.ids, utt.is_global, utt.sentence_of, speaker=voice.default_speaker))
+    assert part.mel.shape[0] > 3 * 12
+    ref = voice.vocoder.render(part.mel, seed=11, temperature=voice.default_temperature, fold_frames=12,
+                               overlap_frames=3)
+    np.testing.assert_array_equal(r.samples, ref)
+    gi = voice.vocoder.frame_inputs(part.mel)
+    np.testing.assert_array_equal(render_frames(voice.vocoder, gi, seed=11, fold_frames=12, overlap_frames=3,
+                                                threads=2), ref)  # threads split the batch, same audio
+
+
+def test_bad_texts_raise_parameter_error(voice):
+    for text in ("", "   ", "🙂 ...", "x" * (MAX_TEXT_CHARS + 1)):
+        with pytest.raises(ParameterError):
+            render_utterance(voice, text)
+
+
+def _parse_cues(text: str, sep: str) -> list[tuple[float, float, str]]:
+    def secs(c: str) -> float:
+        h, m, s = c.replace(sep, ".").split(":")
+        return int(h) * 3600 + int(m) * 60 + float(s)
+
+    cues = []
+    for block in text.strip().split("\n\n"):
+        lines = block.splitlines()
+        if "-->" not in "".join(lines):
+            continue
+        i = next(k for k, line in enumerate(lines) if "-->" in line)
+        a, b = lines[i].split(" --> ")
+        cues.append((secs(a), secs(b), lines[i + 1]))
+    return cues
+
+
+def test_sidecars_carry_the_word_timings(voice):
+    text = "Good morning. The rain has stopped."
+    r = render_utterance(voice, text, seed=1)
+    words = [(w.start_sample / r.sample_rate, w.end_sample / r.sample_rate, text[w.char_start:w.char_end])
+             for w in r.word_timings]
+    assert [w[2] for w in words] == ["Good", "morning", "The", "rain", "has", "stopped"]
+    for cues in (_parse_cues(srt_text(text, r.word_timings, r.sample_rate), ","),
+                 _parse_cues(vtt_text(text, r.word_timings, r.sample_rate), ".")):
+        assert [c[2] for c in cues] == [w[2] for w in words]
+        np.testing.assert_allclose([c[:2] for c in cues], [w[:2] for w in words], atol=5e-4)
+    assert vtt_text(text, r.word_timings, r.sample_rate).startswith("WEBVTT\n\n")
+    j = timing_json("id1", text, r)
+    assert j["samples"] == r.samples.shape[0] and [w["text"] for w in j["words"]] == [w[2] for w in words]
+    assert [s["text"] for s in j["sentences"]] == ["Good morning.", "The rain has stopped."]
+    assert all(0 <= w["start_s"] < w["end_s"] <= j["duration_s"] for w in j["words"])
+
+
+def test_ledger_drops_a_torn_line_and_compacts(tmp_path):
+    p = tmp_path / RESULTS_NAME
+    p.write_text('{"id": "a", "status": "failed"}\n{"id": "a", "status": "ok", "files": []}\n{"id": "b", "sta')
+    led = ResultsLedger(p)
+    assert led.dropped_lines == 1 and set(led.rows) == {"a"} and led.finished("a", tmp_path)
+    led.compact()
+    led.append({"id": "b", "status": "ok", "files": ["b.wav"]})
+    assert not led.finished("b", tmp_path)  # its file is missing
+    assert [json.loads(line)["id"] for line in p.read_text().splitlines()] == ["a", "b"]
+
+
+# ---------------------------------------------------------------------------------- the batch
+
+def test_batch_renders_records_failures_and_skips_finished_items(tiny_voice, tmp_path, monkeypatch):
+    jobs = read_inputs(["-"], stdin=io.StringIO("\n".join(json.dumps(d) for d in [
+        {"id": "ok1", "text": "One small step."},
+        {"id": "empty", "text": "  "},
+        {"id": "emoji", "text": "🙂🙂"},
+        {"id": "long", "text": "word " * (MAX_TEXT_CHARS // 5 + 1)},
+        {"id": "fast", "text": "Quickly now.", "speed": 3.0, "out": "sub/fast.ogg"},
+        {"id": "slow", "text": "Too slow.", "speed": 0.1},
+        {"id": "../evil", "text": "Escape."},
+        {"id": "esc", "text": "Escape.", "out": "../x.wav"},
+        {"id": "novoice", "text": "Hello.", "voice": "no-such-voice"},
+    ])))
+    out = tmp_path / "out"
+    s = run_batch(jobs, out_dir=out, voice=str(tiny_voice), sidecars=["srt", "json"], workers=1)
+    assert (s.items, s.done, s.failed, s.skipped) == (9, 2, 7, 0)
+    rows = {r["id"]: r for r in rows_of(out)}
+    assert len(rows) == 9
+    assert {k for k, r in rows.items() if r["status"] == "ok"} == {"ok1", "fast"}
+    assert "long" in rows and str(MAX_TEXT_CHARS) in rows["long"]["error"]
+    assert "speakable" in rows["emoji"]["error"] and "0.1" in rows["slow"]["error"]
+    assert "no-such-voice" in rows["novoice"]["error"] and "relative path" in rows["esc"]["error"]
+    assert rows["fast"]["files"] == ["sub/fast.ogg", "sub/fast.srt", "sub/fast.words.json"]
+    for r in (rows["ok1"], rows["fast"]):
+        info = sf.info(str(out / r["out"]))
+        assert info.samplerate == r["sample_rate"] == 22050 and info.channels == 1
+        assert info.frames == r["samples"]
+        assert r["duration_s"] == pytest.approx(r["samples"] / 22050, abs=1e-5)
+        assert r["rtf"] == pytest.approx(r["compute_s"] / r["duration_s"], rel=1e-4)
+        assert all((out / f).is_file() for f in r["files"])
+    data, _ = sf.read(str(out / "ok1.wav"), dtype="int16")
+    assert data.shape[0] == rows["ok1"]["samples"] and np.abs(data).max() > 0
+    assert not list(out.rglob("*.part"))
+
+    # A rerun renders nothing that is done; a deleted output is rendered again; failed items are tried again.
+    calls = []
+    from wavern.app import render as render_mod
+
+    real = render_mod.RenderWorker.render
+    monkeypatch.setattr(render_mod.RenderWorker, "render", lambda self, job: calls.append(job["id"]) or real(self, job))
+    (out / "sub" / "fast.ogg").unlink()
+    s2 = run_batch(jobs, out_dir=out, voice=str(tiny_voice), sidecars=["srt", "json"], workers=1)
+    assert calls == ["emoji", "long", "fast"] and (s2.done, s2.skipped, s2.failed) == (1, 1, 7)
+    assert len(rows_of(out)) == 9  # one row per id after the rerun
+
+
+def test_cli_exit_codes_and_full_disk_stops_cleanly(tiny_voice, tmp_path, monkeypatch, capsys):
+    inp = tmp_path / "lines.txt"
+    inp.write_text("First item here.\nSecond item here.\nThird item here.\n")
+    out = tmp_path / "out"
+    real_write = sf.SoundFile.write
+    state = {"n": 0}
+
+    def full_after_one(self, data):
+        state["n"] += 1
+        if state["n"] >= 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(self, data)
+
+    monkeypatch.setattr(sf.SoundFile, "write", full_after_one)
+    rc = cli.main(["render", str(inp), "--out-dir", str(out), "--voice", str(tiny_voice), "--jobs", "1", "-q"])
+    assert rc == 2 and "disk full" in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == ["lines-00001.wav", RESULTS_NAME]  # no half file, no temp
+    assert [r["id"] for r in rows_of(out)] == ["lines-00001"]
+    monkeypatch.setattr(sf.SoundFile, "write", real_write)
+    rc = cli.main(["render", str(inp), "--out-dir", str(out), "--voice", str(tiny_voice), "--jobs", "1", "-q"])
+    assert rc == 0 and sorted(r["id"] for r in rows_of(out)) == ["lines-00001", "lines-00002", "lines-00003"]
+    inp.write_text("Fine.\n...\n")
+    rc = cli.main(["render", str(inp), "--out-dir", str(tmp_path / "o2"), "--voice", str(tiny_voice), "--jobs",
+                   "1", "-q"])
+    assert rc == 1  # an item failed, the rest rendered
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tiny filesystem needs root")
+def test_full_disk_on_a_tiny_filesystem(voice, tiny_voice, tmp_path):
+    short, long_ = "Hi.", "This item is far too long to fit. " * 6
+    first = render_utterance(voice, short, seed=0).samples.shape[0] * 2 + 44
+    second = render_utterance(voice, long_, seed=0).samples.shape[0] * 2 + 44
+    size_kb = (first + 16384) // 1024 + 8
+    assert second > size_kb * 1024
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kb}k", "tmpfs", str(mnt)], capture_output=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
+    try:
+        jobs = [Job("a", short, seed=0), Job("b", long_, seed=0), Job("c", short, seed=0)]
+        from wavern.errors import DiskFullError
+
+        with pytest.raises(DiskFullError, match="disk full"):
+            run_batch(jobs, out_dir=mnt, voice=str(tiny_voice), workers=1)
+        assert sorted(p.name for p in mnt.iterdir()) == ["a.wav", RESULTS_NAME]
+        assert [r["id"] for r in rows_of(mnt)] == ["a"]
+        assert sf.info(str(mnt / "a.wav")).frames == rows_of(mnt)[0]["samples"]
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_killed_batch_resumes_without_redoing_or_corrupting(tiny_voice, tmp_path):
+    text = ("The morning was grey and still. Birds sat on the wires. A bus went past, almost empty. "
+            "Nobody spoke. The day had not decided what it wanted to be.")
+    inp = tmp_path / "items.txt"
+    inp.write_text("\n".join(f"Item {i}. {text}" for i in range(6)) + "\n")
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "wavern.app.cli", "render", str(inp), "--out-dir", str(out), "--voice",
+           str(tiny_voice), "-q", "--sidecar", "vtt"]
+    proc = subprocess.Popen(cmd + ["--jobs", "1"], cwd=ROOT, start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    results = out / RESULTS_NAME
+    try:
+        deadline = time.monotonic() + 300
+        while not (results.is_file() and results.read_text().count("\n") >= 1):
+            assert proc.poll() is None, proc.stderr.read().decode()
+            assert time.monotonic() < deadline, "the first item never finished"
+            time.sleep(0.02)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        proc.stderr.close()
+    before = {r["id"]: r for r in rows_of(out)}
+    assert 1 <= len(before) < 6
+    # Resume with two worker processes.
+    r = subprocess.run(cmd + ["--jobs", "2"], cwd=ROOT, capture_output=True, timeout=600)
+    assert r.returncode == 0, r.stderr.decode()
+    rows = rows_of(out)
+    ids = [f"items-{i:05d}" for i in range(1, 7)]
+    assert sorted(x["id"] for x in rows) == ids  # each item exactly once
+    for x in rows:
+        assert x["status"] == "ok"
+        if x["id"] in before:
+            assert x == before[x["id"]]  # not redone
+        info = sf.info(str(out / x["out"]))
+        assert info.frames == x["samples"] and info.frames > 0
+        assert (out / f"{x['id']}.vtt").read_text().startswith("WEBVTT")
+    assert len({x["worker"] for x in rows if x["id"] not in before}) >= 1
+    assert sorted(p.name for p in out.iterdir()) == sorted([RESULTS_NAME] + [f"{i}.wav" for i in ids]
+                                                           + [f"{i}.vtt" for i in ids])
+
+
+@pytest.fixture()
+def local_ray():
+    ray = pytest.importorskip("ray", reason="ray is not installed (optional extra 'cluster')")
+    ray.init(num_cpus=1, include_dashboard=False, object_store_memory=80 * 2 ** 20, log_to_driver=False,
+             configure_logging=False)
+    yield ray
+    ray.shutdown()
+
+
+def test_ray_renders_the_same_batch_on_actors(local_ray, voice, tiny_voice, tmp_path):
+    jobs = [Job("r1", "Rendered on a Ray actor.", seed=5), Job("r2", "And another one.", seed=6)]
+    s = run_batch(jobs, out_dir=tmp_path, voice=str(tiny_voice), workers=1, ray_address="local")
+    assert (s.done, s.failed) == (2, 0)
+    rows = {r["id"]: r for r in rows_of(tmp_path)}
+    assert all(not r["worker"].endswith(f":{os.getpid()}") for r in rows.values())
+    for j in jobs:
+        ref = render_utterance(voice, j.text, seed=j.seed)
+        assert rows[j.id]["samples"] == ref.samples.shape[0] == sf.info(str(tmp_path / f"{j.id}.wav")).frames
