@@ -286,8 +286,10 @@ def main() -> int:
         f"Offline rendering of {20 if not args.quick else 5} s of random mel, H = 512, 10 % density "
         "(`Vocoder.render`; fold = 40 frames + 4 overlap frames, all segments one batch, four streams "
         "per weight load, threads split the batch). Per CPU-second: audio seconds made per second of "
-        "CPU summed over the threads (what one free core gives; two free cores give about twice, as "
-        "the threads share nothing). Wall clock: as measured on the shared machine.",
+        "CPU summed over the threads, i.e. what one free core gives. Two threads share no data but the "
+        "weights (read-only) and L3, so two free cores should give close to twice that; this could not "
+        "be measured here, as both cores were busy with other jobs. Wall clock: as measured on the "
+        "shared machine.",
         "",
         "| mode | x real time per CPU-second | x real time, wall clock |",
         "|---|---:|---:|",

@@ -82,8 +82,8 @@ class CondNet:
     def __call__(self, mel: np.ndarray) -> np.ndarray:
         """mel (T, n_mels) -> cond (T, C) float32."""
         mel = np.asarray(mel, dtype=np.float32)
-        if mel.ndim != 2 or mel.shape[1] != self.n_mels:
-            raise ParameterError(f"mel must have shape (frames, {self.n_mels}), found {mel.shape}")
+        if mel.ndim != 2 or mel.shape[1] != self.n_mels or mel.shape[0] < 1:
+            raise ParameterError(f"mel must have shape (frames >= 1, {self.n_mels}), found {mel.shape}")
         if not np.all(np.isfinite(mel)):
             raise ParameterError("mel contains NaN or infinite values")
         x = conv1d(mel, *self.conv_in)  # (T, C)

@@ -63,7 +63,7 @@ __all__ = [
 # jit options, chosen once: cached, GIL released, numpy's error model (no branch per division).
 _JIT = dict(nogil=True, cache=True, error_model="numpy")
 # Block products: FMA contraction only (no reassoc: it kept LLVM from vectorising, REFERENCES 7).
-_FM_BLOCK = {"contract", "nsz", "arcp"}
+_FM_BLOCK = {"contract"}
 # Guard-free arithmetic (gates, exp, softmax): contraction, no signed zeros, reciprocal.
 _FM_ARITH = {"contract", "nsz", "arcp"}
 # Pure reductions (sum, max of finite values) may be reordered.
@@ -74,8 +74,9 @@ U = np.uint64  # unsigned index arithmetic: numba then skips the negative-index 
 #: Block shapes the kernels support, by ``kind``: (rows, cols) of one block.
 BLOCK_SHAPES: tuple[tuple[int, int], ...] = ((8, 4), (4, 4), (8, 1))
 #: Effective GFLOP/s of one block-sparse matvec (3H x H, H = 512, 10 % density, one core),
-#: measured by ``bench/engine.py --blocks``; used to choose the engine block shape at load.
-MEASURED_GFLOPS: dict[tuple[int, int], float] = {(8, 4): 80.0, (4, 4): 45.0, (8, 1): 38.0}
+#: measured by ``bench/engine.py --blocks`` (docs/bench/engine.md); only their ratios matter:
+#: they choose the engine block shape of each matrix at load (vocoder.choose_block_kind).
+MEASURED_GFLOPS: dict[tuple[int, int], float] = {(8, 4): 60.0, (4, 4): 37.0, (8, 1): 29.0}
 
 HOP = 256  # samples per mel frame (wavern.dsp)
 N_CLASSES = 256  # classes of each softmax (one byte)
@@ -551,7 +552,7 @@ def _generate(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, logits, 
     b2, O3, b3, O4, b4) with R, O* block-sparse tuples. State: h (H) float32, prev (2) int64
     (c_{t-1}, f_{t-1}), rng (1) uint64; all updated in place. out (n) int16. logits: (n, 2, 256)
     float32 to record the logits of every draw, or (0, 2, 256) not to. work float32 of at least
-    3H + H/2 + 3*256; ib int32 of at least max(3H/2, 256).
+    3H + H/2 + 2*256; ib int32 of at least max(3H/2, 256).
     """
     w_in, b_hh, R, O1, b1, O2, b2, O3, b3, O4, b4 = net
     z0 = np.int64(0)  # not a literal: literals would compile every callee a second time
@@ -604,7 +605,7 @@ def _generate_batch(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, lo
 
     Like :func:`_generate` with a stream axis first: gi (B, F, 3H), h (B, H), prev (B, 2),
     rng (B), out (B, n), logits (B, n, 2, 256) or (B, 0, 2, 256). work float32 of at least
-    B (3H + H/2 + 256) + 256; ib int32 of at least max(3H/2, 256). Stream s reproduces
+    B (3H + H/2 + 256 + 2) + 256; ib int32 of at least max(3H/2, 256). Stream s reproduces
     :func:`_generate` on gi[s], h[s], prev[s], rng[s:s+1] exactly.
     """
     w_in, b_hh, R, O1, b1, O2, b2, O3, b3, O4, b4 = net
@@ -619,10 +620,11 @@ def _generate_batch(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, lo
     o += B * hh
     LG = work[o:o + B * nc].reshape((B, nc))
     o += B * nc
+    xc = work[o:o + B]  # scaled c_{t-1}, f_{t-1} of each stream
+    xf = work[o + B:o + 2 * B]
+    o += 2 * B
     probs = work[o:o + nc]
     record = logits.shape[1] > 0
-    xc = np.empty(B, np.float32)
-    xf = np.empty(B, np.float32)
     for t in range(out.shape[1]):
         fi = (start + t) // hop - frame0
         for q in range(B):
@@ -803,7 +805,7 @@ def warmup() -> None:
                 _tiny_mat(nc, hh, br, bc, kind, rs), np.zeros(nc, np.float32))
 
     inv = np.float32(1.0)
-    work = np.zeros(2 * (3 * H + hh + nc) + 2 * nc, np.float32)
+    work = np.zeros(2 * (3 * H + hh + nc + 2) + 2 * nc, np.float32)
     ib = np.zeros(max(3 * hh, nc), np.int32)
     gi = np.zeros((1, 3 * H), np.float32)
     _generate(gi, 0, 0, HOP, net(0), inv, np.zeros(H, np.float32), np.array([128, 0], np.int64),

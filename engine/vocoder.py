@@ -32,7 +32,8 @@ from wavern.vocoder.format import BlockSparse, load_vocoder_tensors
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Vocoder", "VocoderState", "BatchState", "to_engine", "choose_block_kind", "crossfade_segments"]
+__all__ = ["Vocoder", "VocoderState", "BatchState", "to_engine", "engine_dense", "choose_block_kind",
+           "fold_frame_inputs", "crossfade_segments"]
 
 _SPARSE = ("gru.weight_hh", "O1", "O2", "O3", "O4")
 
@@ -241,7 +242,7 @@ class Vocoder:
         prev = np.zeros((B, 2), np.int64)
         prev[:, 0] = 128
         return BatchState(h=np.zeros((B, H), np.float32), prev=prev, rng=rng, position=0,
-                          work=np.zeros(B * (3 * H + H // 2 + K.N_CLASSES) + K.N_CLASSES, np.float32),
+                          work=np.zeros(B * (3 * H + H // 2 + K.N_CLASSES + 2) + K.N_CLASSES, np.float32),
                           ib=np.zeros(max(3 * (H // 2), K.N_CLASSES), np.int32))
 
     def _check_frames(self, gi: np.ndarray, ndim: int, frame0: int, position: int, n: int) -> None:
