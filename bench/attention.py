@@ -77,7 +77,8 @@ class _Case:
     # --- the attention cores on (1, h, N, d) tensors ---------------------------------------
 
     def core_wavern(self, q, k, v, q_g, k_g, v_g) -> Tensor:
-        return longformer_attention(q, k, v, q_g, k_g, v_g, window=self.window, global_mask=self.glob)
+        window, glob = self.window, self.glob
+        return longformer_attention(q, k, v, q_g, k_g, v_g, window=window, global_mask=glob)
 
     def core_flex(self, q, k, v, q_g, k_g, v_g) -> Tensor:
         if self._flex is None:

@@ -52,9 +52,11 @@ log = logging.getLogger(__name__)
 # by log2(e) / sqrt(d), so exp2 of its scores is exp of the natural ones.
 _LOG2E = 1.0 / math.log(2.0)
 
-# Scores per group of query blocks (float32: 1 MiB, one L2), small enough that the softmax passes
-# run from cache, large enough that one bmm amortises its call.
-_GROUP_SCORES = 1 << 18
+# Scores per group of query blocks on the CPU (float32: 1 MiB, one L2), small enough that the
+# softmax passes run from cache, large enough that one bmm amortises its call. Elsewhere
+# (untuned) a group is larger, to keep the number of kernel launches down.
+_GROUP_SCORES = {"cpu": 1 << 18}
+_GROUP_SCORES_OTHER = 1 << 24
 
 
 # ---------------------------------------------------------------------------------------
@@ -73,21 +75,14 @@ class _Band:
     block: int  # query block c
     width: int  # key window W, a multiple of c, >= c + lo + hi
     seq_stride: int  # rows per sequence in the flat layout, a multiple of c, >= N + max(lo, hi)
+    group: int  # query blocks per bmm
 
     @property
     def n_blocks(self) -> int:
         return self.n_seq * self.seq_stride // self.block
 
-    @property
-    def key_rows(self) -> int:
-        return self.n_blocks * self.block + self.width - self.block
 
-    @property
-    def group(self) -> int:
-        return max(1, _GROUP_SCORES // (self.block * self.width))
-
-
-def _band(n: int, lo: int, hi: int, n_seq: int) -> _Band:
+def _band(n: int, lo: int, hi: int, n_seq: int, device: torch.device) -> _Band:
     # Blocks of 64 rows keep bmm efficient; a narrow band takes smaller blocks so that the
     # window does not waste most of its columns.
     block = 64
@@ -95,14 +90,15 @@ def _band(n: int, lo: int, hi: int, n_seq: int) -> _Band:
         block //= 2
     width = block * (-(-(block + lo + hi) // block))
     seq_stride = block * (-(-(n + max(lo, hi)) // block))
-    return _Band(n, lo, hi, n_seq, block, width, seq_stride)
+    group = max(1, _GROUP_SCORES.get(device.type, _GROUP_SCORES_OTHER) // (block * width))
+    return _Band(n, lo, hi, n_seq, block, width, seq_stride, group)
 
 
-def _to_flat(x: Tensor, band: _Band, *, left: int, right: int) -> Tensor:
+def _to_flat(x: Tensor, band: _Band, dtype: torch.dtype, *, left: int, right: int) -> Tensor:
     """(B, h, N, d) -> (left + n_seq * seq_stride + right, d), zeros around each sequence."""
     b, h, n, d = x.shape
     rows = band.n_seq * band.seq_stride
-    flat = x.new_empty(left + rows + right, d)
+    flat = x.new_empty(left + rows + right, d, dtype=dtype)
     flat[:left].zero_()
     flat[left + rows :].zero_()
     seqs = flat[left : left + rows].view(b, h, band.seq_stride, d)
@@ -121,18 +117,19 @@ def _from_flat(flat: Tensor, band: _Band, shape: torch.Size, *, left: int) -> Te
 def _key_bias(key_ok: Tensor, band: _Band, heads: int, dtype: torch.dtype) -> Tensor:
     """Additive key bias of the flat key buffer: 0 for usable keys, -inf elsewhere. (key_rows,)"""
     b, n = key_ok.shape
-    per_seq = torch.full((b, band.seq_stride), -math.inf, dtype=dtype)
+    per_seq = torch.full((b, band.seq_stride), -math.inf, dtype=dtype, device=key_ok.device)
     per_seq[:, :n].masked_fill_(key_ok, 0.0)
     flat = per_seq[:, None, :].expand(b, heads, band.seq_stride).reshape(-1)
     return F.pad(flat, (band.lo, band.width - band.block - band.lo), value=-math.inf)
 
 
-def _band_pattern(band: _Band, dtype: torch.dtype) -> Tensor:
+def _band_pattern(band: _Band, dtype: torch.dtype, device: torch.device) -> Tensor:
     """(c, W) additive mask of one window: row r, column s is key j - i = s - lo - r."""
-    r = torch.arange(band.block)[:, None]
-    s = torch.arange(band.width)[None, :]
+    r = torch.arange(band.block, device=device)[:, None]
+    s = torch.arange(band.width, device=device)[None, :]
     inside = (s >= r) & (s <= r + band.lo + band.hi)
-    return torch.zeros(band.block, band.width, dtype=dtype).masked_fill_(~inside, -math.inf)
+    pattern = torch.zeros(band.block, band.width, dtype=dtype, device=device)
+    return pattern.masked_fill_(~inside, -math.inf)
 
 
 def _dirty_blocks(bias_w: Tensor) -> Tensor:
@@ -147,7 +144,7 @@ def _scores(qb, kw, pattern, bias_w, dirty, t0: int, t1: int) -> Tensor:
     blocks whose window holds a masked key (padding, gap or global keys are rare).
     """
     s = torch.baddbmm(pattern, qb[t0:t1], kw[t0:t1])
-    lo, hi = torch.searchsorted(dirty, torch.tensor([t0, t1])).tolist()
+    lo, hi = torch.searchsorted(dirty, torch.tensor([t0, t1], device=dirty.device)).tolist()
     if hi > lo:
         idx = dirty[lo:hi]
         s[idx - t0] += bias_w[idx, None, :]
@@ -159,6 +156,19 @@ def _per_block(x: Tensor, band: _Band) -> Tensor:
     b, h, g, d = x.shape
     blocks_per_seq = band.seq_stride // band.block
     return x.reshape(b * h, 1, g, d).expand(b * h, blocks_per_seq, g, d).reshape(-1, g, d)
+
+
+def _global_keys(k_glob, v_glob, glob_ok, band: _Band, dtype: torch.dtype):
+    """The extra keys per block: k (T, G, d), v (T, G, d) and their bias (T, 1, G)."""
+    b, h, g, _ = k_glob.shape
+    bias = torch.zeros(b, g, dtype=dtype, device=glob_ok.device).masked_fill_(~glob_ok, -math.inf)
+    bias = _per_block(bias[:, None, :, None].expand(b, h, g, 1), band).transpose(1, 2)
+    return _per_block(k_glob.to(dtype), band), _per_block(v_glob.to(dtype), band), bias
+
+
+def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """Half-precision inputs (autocast) are attended in float32: exp2 and the sums need it."""
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
 
 class _BandAttention(torch.autograd.Function):
@@ -176,27 +186,22 @@ class _BandAttention(torch.autograd.Function):
         b, h, n, d = shape
         c, width, t_all = band.block, band.width, band.n_blocks
         right = width - c - band.lo
-        qf = _to_flat(q, band, left=0, right=0).mul_(_LOG2E * d**-0.5)  # scale after the bias
-        kf = _to_flat(k, band, left=band.lo, right=right)
-        vf = _to_flat(v, band, left=band.lo, right=right)
-        key_bias = _key_bias(key_ok, band, h, q.dtype)
+        dt = _compute_dtype(q.dtype)
+        qf = _to_flat(q, band, dt, left=0, right=0).mul_(_LOG2E * d**-0.5)  # after the bias
+        kf = _to_flat(k, band, dt, left=band.lo, right=right)
+        vf = _to_flat(v, band, dt, left=band.lo, right=right)
+        key_bias = _key_bias(key_ok, band, h, dt)
         n_glob = k_glob.shape[2]
         if n_glob:
-            kg = _per_block(k_glob, band)  # (T, G, d)
-            vg = _per_block(v_glob, band)
-            glob_bias = torch.zeros(b, n_glob, dtype=q.dtype).masked_fill_(~glob_ok, -math.inf)
-            glob_bias = _per_block(glob_bias[:, None, :, None].expand(b, h, n_glob, 1), band)
-            glob_bias = glob_bias.transpose(1, 2)  # (T, 1, G)
-        else:
-            kg = vg = glob_bias = None
-        pattern = _band_pattern(band, q.dtype)
+            kg, vg, glob_bias = _global_keys(k_glob, v_glob, glob_ok, band, dt)
+        pattern = _band_pattern(band, dt, q.device)
         qb = qf.view(t_all, c, d)
         kw = kf.unfold(0, width, c)  # (T, d, W) view
         vw = vf.unfold(0, width, c).transpose(1, 2)  # (T, W, d) view
         bias_w = key_bias.unfold(0, width, c)  # (T, W) view
         dirty = _dirty_blocks(bias_w)
         out = torch.empty_like(qb)
-        lse = torch.empty(t_all, c, 1, dtype=q.dtype)
+        lse = torch.empty(t_all, c, 1, dtype=dt, device=q.device)
         keeps = []
         for t0 in range(0, t_all, band.group):
             t1 = min(t0 + band.group, t_all)
@@ -226,7 +231,8 @@ class _BandAttention(torch.autograd.Function):
             o.div_(denom)
         ctx.save_for_backward(qf, kf, vf, k_glob, v_glob, key_ok, glob_ok, out, lse)
         ctx.band, ctx.dropout_p, ctx.keeps, ctx.shape = band, dropout_p, keeps, shape
-        return _from_flat(out.view(-1, d), band, shape, left=0)
+        ctx.dtypes = (q.dtype, k.dtype, v.dtype)
+        return _from_flat(out.view(-1, d), band, shape, left=0).to(q.dtype)
 
     @staticmethod
     @once_differentiable
@@ -236,19 +242,16 @@ class _BandAttention(torch.autograd.Function):
         b, h, n, d = shape
         c, width, t_all = band.block, band.width, band.n_blocks
         n_sub = width // c
-        dob = _to_flat(grad_out, band, left=0, right=0).view(t_all, c, d)
+        dt = qf.dtype
+        dob = _to_flat(grad_out, band, dt, left=0, right=0).view(t_all, c, d)
         delta = (dob * out).sum(-1, keepdim=True)  # (T, c, 1): rowsum(dO * O)
-        key_bias = _key_bias(key_ok, band, h, qf.dtype)
+        key_bias = _key_bias(key_ok, band, h, dt)
         n_glob = k_glob.shape[2]
         if n_glob:
-            kg = _per_block(k_glob, band)
-            vg = _per_block(v_glob, band)
-            glob_bias = torch.zeros(b, n_glob, dtype=qf.dtype).masked_fill_(~glob_ok, -math.inf)
-            glob_bias = _per_block(glob_bias[:, None, :, None].expand(b, h, n_glob, 1), band)
-            glob_bias = glob_bias.transpose(1, 2)
+            kg, vg, glob_bias = _global_keys(k_glob, v_glob, glob_ok, band, dt)
             dkg = torch.empty_like(kg)
             dvg = torch.empty_like(vg)
-        pattern = _band_pattern(band, qf.dtype)
+        pattern = _band_pattern(band, dt, qf.device)
         qb = qf.view(t_all, c, d)
         kw = kf.unfold(0, width, c)  # (T, d, W)
         vw_t = vf.unfold(0, width, c)  # (T, d, W): V window, transposed
@@ -298,13 +301,15 @@ class _BandAttention(torch.autograd.Function):
         # natural scores S = (q / sqrt(d)) k = qb k / log2(e)
         dq.mul_(d**-0.5)
         dk_blocks.mul_(1.0 / _LOG2E)
-        grad_q = _from_flat(dq.view(-1, d), band, shape, left=0)
-        grad_k = _from_flat(dk_blocks.view(-1, d), band, shape, left=band.lo)
-        grad_v = _from_flat(dv_blocks.view(-1, d), band, shape, left=band.lo)
+        q_dtype, k_dtype, v_dtype = ctx.dtypes
+        grad_q = _from_flat(dq.view(-1, d), band, shape, left=0).to(q_dtype)
+        grad_k = _from_flat(dk_blocks.view(-1, d), band, shape, left=band.lo).to(k_dtype)
+        grad_v = _from_flat(dv_blocks.view(-1, d), band, shape, left=band.lo).to(v_dtype)
         if n_glob:
             per_seq = band.seq_stride // c
             grad_kg = dkg.view(b, h, per_seq, n_glob, d).sum(2).mul_(1.0 / _LOG2E)
             grad_vg = dvg.view(b, h, per_seq, n_glob, d).sum(2)
+            grad_kg, grad_vg = grad_kg.to(k_glob.dtype), grad_vg.to(v_glob.dtype)
         else:
             grad_kg = torch.zeros_like(k_glob)
             grad_vg = torch.zeros_like(v_glob)
@@ -328,8 +333,8 @@ def _band_attention(
     b, h, n, d = q.shape
     if k_glob is None:
         k_glob = v_glob = q.new_zeros(b, h, 0, d)
-        glob_ok = torch.zeros(b, 0, dtype=torch.bool)
-    band = _band(n, lo, hi, b * h)
+        glob_ok = torch.zeros(b, 0, dtype=torch.bool, device=q.device)
+    band = _band(n, lo, hi, b * h, q.device)
     return _BandAttention.apply(q, k, v, k_glob, v_glob, key_ok, glob_ok, band, dropout_p)
 
 
@@ -358,10 +363,11 @@ def _global_index(global_mask: Tensor, padding_mask: Tensor) -> _GlobalIndex:
     counts = is_global.sum(1)
     n_slots = int(counts.max()) if counts.numel() else 0
     batch, pos = is_global.nonzero(as_tuple=True)  # row-major: sorted by batch, then position
-    slot = torch.arange(batch.numel()) - (counts.cumsum(0) - counts)[batch]
-    slot_pos = torch.zeros(global_mask.shape[0], n_slots, dtype=torch.long)
+    device = global_mask.device
+    slot = torch.arange(batch.numel(), device=device) - (counts.cumsum(0) - counts)[batch]
+    slot_pos = torch.zeros(global_mask.shape[0], n_slots, dtype=torch.long, device=device)
     slot_pos[batch, slot] = pos
-    slot_ok = torch.zeros(global_mask.shape[0], n_slots, dtype=torch.bool)
+    slot_ok = torch.zeros(global_mask.shape[0], n_slots, dtype=torch.bool, device=device)
     slot_ok[batch, slot] = True
     return _GlobalIndex(batch, pos, slot, slot_pos, slot_ok)
 
@@ -373,18 +379,21 @@ def _gather_slots(x: Tensor, index: _GlobalIndex) -> Tensor:
     return x.gather(2, idx)
 
 
-def _check_masks(b: int, n: int, global_mask: Tensor | None, padding_mask: Tensor | None):
+def _check_masks(
+    b: int, n: int, device: torch.device, global_mask: Tensor | None, padding_mask: Tensor | None
+) -> tuple[Tensor, Tensor]:
+    """The two (B, N) bool masks; None stands for all False."""
     masks = []
     for name, mask in (("global_mask", global_mask), ("padding_mask", padding_mask)):
         if mask is None:
-            mask = torch.zeros(b, n, dtype=torch.bool)
+            mask = torch.zeros(b, n, dtype=torch.bool, device=device)
         elif mask.shape != (b, n) or mask.dtype != torch.bool:
             raise ParameterError(
                 f"{name} must be a bool tensor of shape (batch, N) = ({b}, {n}), "
                 f"got {mask.dtype} {tuple(mask.shape)}"
             )
         masks.append(mask)
-    return masks
+    return masks[0], masks[1]
 
 
 def _check_qkv(*tensors: Tensor) -> None:
@@ -495,7 +504,7 @@ def longformer_attention(
     _check_qkv(q, k, v, q_g, k_g, v_g)
     _check_window(window)
     b, _, n, d = q.shape
-    global_mask, padding_mask = _check_masks(b, n, global_mask, padding_mask)
+    global_mask, padding_mask = _check_masks(b, n, q.device, global_mask, padding_mask)
     index = _global_index(global_mask, padding_mask)
     global_rows = None
     if index.n_slots:
@@ -593,7 +602,7 @@ class LongformerSelfAttention(nn.Module):
             (B, N, D); padding rows are the output projection's bias.
         """
         b, n, dim = x.shape
-        global_mask, padding_mask = _check_masks(b, n, global_mask, padding_mask)
+        global_mask, padding_mask = _check_masks(b, n, x.device, global_mask, padding_mask)
         index = _global_index(global_mask, padding_mask)
         h = self.n_heads
         q, k, v = (_heads(proj(x), h) for proj in (self.query, self.key, self.value))
@@ -676,9 +685,9 @@ def _residue_attention(
         key_ok = F.pad(~padding_mask, (0, pad), value=False).view(b, m, stride).transpose(1, 2)
         allow = key_ok.reshape(b * stride, 1, 1, m)
         if causal:
-            allow = allow & torch.ones(m, m, dtype=torch.bool).tril()
+            allow = allow & torch.ones(m, m, dtype=torch.bool, device=q.device).tril()
         # A row always sees itself, so no row is empty (padding rows are zeroed later).
-        allow = allow | torch.eye(m, dtype=torch.bool)
+        allow = allow | torch.eye(m, dtype=torch.bool, device=q.device)
         out = F.scaled_dot_product_attention(qr, kr, vr, attn_mask=allow)
     out = out.view(b, stride, h, m, d).permute(0, 2, 3, 1, 4).reshape(b, h, m * stride, d)
     return out[:, :, :n]
@@ -727,7 +736,7 @@ def strided_attention(
     if stride < 1:
         raise ParameterError(f"stride must be >= 1, got {stride}")
     b, h, n, _ = q.shape
-    (padding_mask,) = _check_masks(b, n, None, padding_mask)[1:]
+    _, padding_mask = _check_masks(b, n, q.device, None, padding_mask)
     n_local = (h + 1) // 2
     parts = [
         _band_attention(
