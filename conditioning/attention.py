@@ -19,11 +19,14 @@ that no window reaches into a neighbouring sequence's valid keys. Query block ``
 ``[t c, (t + 1) c)``) meets the key window ``[t c - lo, t c - lo + W)`` with
 ``W = c * ceil((c + lo + hi) / c)``; the windows of all blocks are one strided view of the
 flat keys (``unfold``, no copy), so the scores of a group of blocks are one ``bmm``
-``(g, c, d) @ (g, d, W)``. A fixed ``(c, W)`` pattern cuts the band out of each window, a
-per-key bias removes padding, gap and (Longformer) global keys. The softmax is taken jointly
-with the scores against the global keys, and only the row's log-sum-exp is kept, as in
-FlashAttention: backward recomputes the scores group by group, so memory is O(N * d) plus
-one group's scores, and time O(N * W * d).
+``(g, c, d) @ (g, d, W)``. A fixed ``(c, W)`` pattern cuts the band out of each window (it
+is the bmm's initial value), a per-key bias removes padding, gap and (Longformer) global
+keys in the few windows that hold any. The softmax is taken jointly with the scores against
+the global keys, in base 2 (``exp2`` is several times faster than ``exp`` on the CPU), and
+only the row's log-sum-exp is kept, as in FlashAttention: backward recomputes the scores
+group by group, so memory is O(N * d) plus one group's scores (plus one byte per score for
+the dropout mask when training with dropout), and time O(N * W * d). Half-precision inputs
+are attended in float32.
 """
 
 from __future__ import annotations
@@ -539,6 +542,11 @@ def _merge_heads(x: Tensor) -> Tensor:
     return x.transpose(1, 2).reshape(b, n, h * d)
 
 
+def _check_input(x: Tensor, d_model: int) -> None:
+    if x.dim() != 3 or x.shape[-1] != d_model:
+        raise ParameterError(f"expected x of shape (B, N, {d_model}), got {tuple(x.shape)}")
+
+
 def _check_heads(d_model: int, n_heads: int) -> None:
     if n_heads < 1 or d_model % n_heads:
         raise ParameterError(
@@ -571,7 +579,7 @@ class LongformerSelfAttention(nn.Module):
         _check_window(window)
         if not 0.0 <= dropout < 1.0:
             raise ParameterError(f"dropout must be in [0, 1), got {dropout}")
-        self.n_heads, self.window, self.dropout = n_heads, window, dropout
+        self.d_model, self.n_heads, self.window, self.dropout = d_model, n_heads, window, dropout
         self.query = nn.Linear(d_model, d_model)
         self.key = nn.Linear(d_model, d_model)
         self.value = nn.Linear(d_model, d_model)
@@ -601,7 +609,8 @@ class LongformerSelfAttention(nn.Module):
         Tensor
             (B, N, D); padding rows are the output projection's bias.
         """
-        b, n, dim = x.shape
+        _check_input(x, self.d_model)
+        b, n, _ = x.shape
         global_mask, padding_mask = _check_masks(b, n, x.device, global_mask, padding_mask)
         index = _global_index(global_mask, padding_mask)
         h = self.n_heads
@@ -785,7 +794,7 @@ class StridedSelfAttention(nn.Module):
             raise ParameterError(f"stride must be >= 1, got {stride}")
         if n_heads == 1:
             log.warning("StridedSelfAttention with one head uses the local pattern only")
-        self.n_heads, self.stride, self.causal = n_heads, stride, causal
+        self.d_model, self.n_heads, self.stride, self.causal = d_model, n_heads, stride, causal
         self.query = nn.Linear(d_model, d_model)
         self.key = nn.Linear(d_model, d_model)
         self.value = nn.Linear(d_model, d_model)
@@ -793,6 +802,7 @@ class StridedSelfAttention(nn.Module):
 
     def forward(self, x: Tensor, *, padding_mask: Tensor | None = None) -> Tensor:
         """(B, N, D) -> (B, N, D); ``padding_mask`` (B, N) bool, True at padding."""
+        _check_input(x, self.d_model)
         h = self.n_heads
         q, k, v = (_heads(proj(x), h) for proj in (self.query, self.key, self.value))
         out = strided_attention(

@@ -291,6 +291,8 @@ def test_longformer_rejects_bad_arguments():
         longformer_attention(*xs[:5], xs[5][..., :1], window=2)
     with pytest.raises(ParameterError, match="multiple"):
         LongformerSelfAttention(10, 3, window=4)
+    with pytest.raises(ParameterError, match=r"\(B, N, 8\)"):
+        LongformerSelfAttention(8, 2, window=4)(torch.randn(1, 5, 6))
 
 
 # --- strided --------------------------------------------------------------------------------
