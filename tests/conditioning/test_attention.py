@@ -1,11 +1,9 @@
 """Sparse attention against dense float64 masked references (REFERENCES.md §2, §3)."""
 
 import math
-import weakref
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from wavern.conditioning.attention import (
     LongformerSelfAttention,
@@ -115,6 +113,19 @@ def test_longformer_matches_dense_reference(n, window, lengths, n_global):
     glob, padding = _masks(3, n, lengths, n_global, seed=window)
     got = longformer_attention(*xs, window=window, global_mask=glob, padding_mask=padding)
     want = dense_longformer(*xs, window, glob, padding)
+    torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+
+
+def test_longformer_padding_anywhere_matches_dense_reference():
+    xs = _inputs(2, 3, 150, 4, seed=4)
+    gen = torch.Generator().manual_seed(4)
+    padding = torch.rand(2, 150, generator=gen) < 0.3  # left, right and inside
+    glob = torch.rand(2, 150, generator=gen) < 0.05
+    got = longformer_attention(*xs, window=20, global_mask=glob, padding_mask=padding)
+    want = dense_longformer(*xs, 20, glob, padding)
+    torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+    got = strided_attention(*xs[:3], stride=6, causal=False, padding_mask=padding)
+    want = dense_strided(*xs[:3], 6, False, padding)
     torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
 
 
