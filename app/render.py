@@ -34,6 +34,7 @@ import sys
 import time
 import zlib
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -318,7 +319,12 @@ def _run_pool(jobs: list[dict], voices: dict, fold: int | None, overlap: int | N
                 break
             done, running = wait(running, return_when=FIRST_COMPLETED)
             for fut in done:
-                yield fut.result()
+                try:
+                    res = fut.result()
+                except BrokenProcessPool as e:
+                    raise WavernError(f"a worker process died ({e}); finished items are kept, run the same "
+                                      f"command again to resume") from None
+                yield res
     finally:
         for fut in running:
             fut.cancel()
@@ -367,7 +373,12 @@ def _run_ray(jobs: list[dict], voices: dict, fold: int | None, overlap: int | No
             ready, _ = ray.wait(list(running), num_returns=1)
             for ref in ready:
                 idle.append(running.pop(ref))
-                yield ray.get(ref)
+                try:
+                    res = ray.get(ref)
+                except ray.exceptions.RayError as e:
+                    raise WavernError(f"a Ray worker failed ({type(e).__name__}: {str(e)[:300]}); finished items "
+                                      f"are kept, run the same command again to resume") from None
+                yield res
     finally:
         for a in actors:
             ray.kill(a)
