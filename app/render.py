@@ -403,7 +403,22 @@ class BatchSummary:
         return self.audio_s / self.wall_s if self.wall_s > 0 else float("nan")
 
 
-def _write_item(res: dict, job: Job, out_dir: Path, audio_name: str, sidecars: list[str]) -> dict:
+def _request_key(job: Job, voice_path: str, audio_name: str) -> str:
+    """What decides an item's audio; a finished item whose key changed (edited text, other voice,
+    speed or seed) is rendered again."""
+    import hashlib
+
+    what = json.dumps([job.text, str(Path(voice_path).resolve()), job.speed, job.seed, audio_name])
+    return hashlib.sha1(what.encode("utf-8")).hexdigest()[:16]
+
+
+def _sidecar_names(audio_name: str, sidecars: Iterable[str]) -> list[str]:
+    stem = audio_name[: -len(Path(audio_name).suffix)]
+    return [f"{stem}.words.json" if kind == "json" else f"{stem}.{kind}" for kind in sidecars]
+
+
+def _write_item(res: dict, job: Job, out_dir: Path, audio_name: str, sidecars: list[str],
+                request: str) -> dict:
     """Write an item's audio and sidecars (each atomically); return its ledger row."""
     from wavern.engine.audio_io import write_audio
     from wavern.engine.batch import srt_text, timing_json, vtt_text, write_text_atomic
@@ -431,21 +446,18 @@ def _write_item(res: dict, job: Job, out_dir: Path, audio_name: str, sidecars: l
             raise DiskFullError(f"disk full while writing {audio_path}; free space and run again") from None
         raise
     files = [audio_name]
-    for kind in sidecars:
-        stem = audio_path.with_suffix("")
+    for kind, name in zip(sidecars, _sidecar_names(audio_name, sidecars)):
         if kind == "json":
-            path = stem.with_name(stem.name + ".words.json")
-            write_text_atomic(path, json.dumps(timing_json(job.id, job.text, r), ensure_ascii=False, indent=1))
+            text = json.dumps(timing_json(job.id, job.text, r), ensure_ascii=False, indent=1)
         else:
-            path = stem.with_name(stem.name + f".{kind}")
-            fmt = srt_text if kind == "srt" else vtt_text
-            write_text_atomic(path, fmt(job.text, r.word_timings, r.sample_rate))
-        files.append(path.relative_to(out_dir).as_posix())
+            text = (srt_text if kind == "srt" else vtt_text)(job.text, r.word_timings, r.sample_rate)
+        write_text_atomic(out_dir / name, text)
+        files.append(name)
     return {"id": job.id, "status": "ok", "out": audio_name, "files": files, "samples": int(r.samples.shape[0]),
             "sample_rate": r.sample_rate, "duration_s": round(r.duration_s, 6), "compute_s": round(r.compute_s, 6),
             "rtf": round(r.compute_s / r.duration_s, 6) if r.duration_s else None,
             "cpu_s": round(res.get("cpu_s", 0.0), 6), "voice": res.get("voice"), "seed": job.seed,
-            "source": job.source, "worker": res.get("worker")}
+            "source": job.source, "worker": res.get("worker"), "request": request}
 
 
 def _free_bytes(folder: Path) -> int:
@@ -510,15 +522,18 @@ def run_batch(jobs: list[Job], *, out_dir: Path, fmt: str = "wav", voice: str | 
             continue
         names[audio_name] = job.id
         row = ledger.rows.get(job.id)
-        if ledger.finished(job.id, out_dir) and row.get("out") == audio_name:
+        request = _request_key(job, vpath, audio_name)
+        if ledger.finished(job.id, out_dir) and row.get("request") == request \
+                and set(_sidecar_names(audio_name, sidecars)) <= set(row.get("files", [])):
             summary.skipped += 1
             continue
-        _remove_stale_parts(out_dir / audio_name)
+        _remove_stale_parts(out_dir, audio_name)
         key = voices.setdefault(vpath, vpath)
-        todo.append((job, audio_name, dict(dataclasses.asdict(job), voice_key=key)))
+        todo.append((job, audio_name, dict(dataclasses.asdict(job), voice_key=key, request=request)))
     if summary.skipped:
         log.info("%d item(s) already done in %s; skipped", summary.skipped, out_dir)
     by_id = {job.id: (job, name) for job, name, _ in todo}
+    res_request = {p["id"]: p["request"] for _, _, p in todo}
     payload = [p for _, _, p in todo]
     if ray_address is not None:
         results = _run_ray(payload, voices, fold_frames, overlap_frames, workers, ray_address)
@@ -531,7 +546,7 @@ def run_batch(jobs: list[Job], *, out_dir: Path, fmt: str = "wav", voice: str | 
         for res in results:
             job, audio_name = by_id[res["id"]]
             if res["ok"]:
-                row = _write_item(res, job, out_dir, audio_name, sidecars)
+                row = _write_item(res, job, out_dir, audio_name, sidecars, res_request[res["id"]])
                 summary.done += 1
                 summary.audio_s += row["duration_s"]
             else:
@@ -552,11 +567,11 @@ def run_batch(jobs: list[Job], *, out_dir: Path, fmt: str = "wav", voice: str | 
     return summary
 
 
-def _remove_stale_parts(audio_path: Path) -> None:
+def _remove_stale_parts(out_dir: Path, audio_name: str) -> None:
     """Temp files a killed run may have left for this item's outputs (the names the writers use)."""
-    stem = audio_path.with_suffix("").name
-    for name in (audio_path.name, f"{stem}.srt", f"{stem}.vtt", f"{stem}.words.json"):
-        (audio_path.parent / f".{name}.part").unlink(missing_ok=True)
+    for name in [audio_name] + _sidecar_names(audio_name, ("srt", "vtt", "json")):
+        p = out_dir / name
+        (p.parent / f".{p.name}.part").unlink(missing_ok=True)
 
 
 def _progress(total: int, enabled: bool):

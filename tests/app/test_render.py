@@ -326,3 +326,26 @@ def test_ray_renders_the_same_batch_on_actors(local_ray, voice, tiny_voice, tmp_
     for j in jobs:
         ref = render_utterance(voice, j.text, seed=j.seed)
         assert rows[j.id]["samples"] == ref.samples.shape[0] == sf.info(str(tmp_path / f"{j.id}.wav")).frames
+
+
+def test_an_item_whose_request_changed_is_rendered_again(tiny_voice, tmp_path, monkeypatch):
+    from wavern.app import render as render_mod
+
+    calls = []
+    real = render_mod.RenderWorker.render
+    monkeypatch.setattr(render_mod.RenderWorker, "render", lambda self, job: calls.append(job["id"]) or real(self, job))
+    inp = tmp_path / "t.txt"
+    inp.write_text("One.\nTwo.\n")
+
+    def run(**kw) -> list[str]:
+        calls.clear()
+        run_batch(read_inputs([str(inp)]), out_dir=tmp_path / "o", voice=str(tiny_voice), workers=1, **kw)
+        return list(calls)
+
+    assert run() == ["t-00001", "t-00002"]
+    assert run() == []
+    inp.write_text("One.\nTwo, edited.\n")
+    assert run() == ["t-00002"]  # same id, new text
+    assert run(sidecars=["vtt"]) == ["t-00001", "t-00002"]  # a sidecar it does not have yet
+    assert run(sidecars=["vtt"]) == [] and run() == []  # fewer sidecars than made: still done
+    assert run(fmt="flac") == ["t-00001", "t-00002"]
