@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ORDER = ["engine", "train_vocoder", "attention", "yellowfin", "eval_vocoder", "render", "latency"]
+ORDER = ["engine", "train_vocoder", "attention", "yellowfin", "pretrain", "eval_vocoder", "render", "latency"]
 
 
 def gather() -> Path:
