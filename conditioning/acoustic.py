@@ -432,7 +432,14 @@ def stream_mel(model: AcousticModel, ids, is_global, sentence_of, *, speaker: st
         context_sentences: c >= 0.
 
     Yields:
-        :class:`SentenceMel` in order; concatenating their mels gives the paragraph.
+        :class:`SentenceMel` in order; concatenating their mels gives the paragraph. A sentence
+        whose tokens were all predicted 0 frames yields an empty (0, n_mels) mel.
+
+    Example::
+
+        utt = frontend.analyze(text, voice="en-us")
+        for part in stream_mel(model, utt.ids, utt.is_global, utt.sentence_of, speaker="en-us"):
+            vocode(part.mel)
     """
     ids_a, glob_a, sent = np.asarray(ids), np.asarray(is_global), np.asarray(sentence_of)
     if ids_a.ndim != 1 or glob_a.shape != ids_a.shape or sent.shape != ids_a.shape:

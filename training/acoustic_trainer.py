@@ -297,7 +297,7 @@ def export_checkpoint(checkpoint: str | Path, out_dir: str | Path, *, dtype: tor
 
 # ----------------------------------------------------------------------------- evaluation
 def evaluate_acoustic(model: AcousticModel, corpus, n: int = 16, *, phone_accuracy: bool = False,
-                      table: SymbolTable | None = None) -> dict[str, float]:
+                      classifier=None, table: SymbolTable | None = None) -> dict[str, float]:
     """Held-out metrics of ``model`` on the first ``n`` held-out utterances (by id) of its voices.
 
     - ``mel_l1``: mean |log-mel error| with the corpus durations (teacher-forced timing), the
@@ -314,6 +314,7 @@ def evaluate_acoustic(model: AcousticModel, corpus, n: int = 16, *, phone_accura
         corpus: a loaded :class:`~wavern.training.corpus.Corpus`.
         n: number of utterances.
         phone_accuracy: also run Griffin-Lim and the phone classifier (slow: seconds per utterance).
+        classifier: a ``wavern.training.evaluate.PhoneClassifier`` (default: the shipped one).
         table: symbol table (default: the corpus's).
     """
     from wavern.training.evaluate import mcd_dtw_mel
@@ -341,7 +342,7 @@ def evaluate_acoustic(model: AcousticModel, corpus, n: int = 16, *, phone_accura
                 mae.append(float(np.abs(dur - it.frames).mean()))
                 ratio.append(dur.sum() / max(it.n_frames, 1))
                 if phone_accuracy:
-                    acc.append(_phone_accuracy(mel_pred, it.record.phonemes, dur * cfg.hop_length))
+                    acc.append(_phone_accuracy(mel_pred, it.record.phonemes, dur * cfg.hop_length, classifier))
     finally:
         model.train(was)
     result = {"mel_l1": float(np.mean(l1)), "mcd_dtw": float(np.mean(mcd)), "duration_mae": float(np.mean(mae)),
@@ -351,12 +352,12 @@ def evaluate_acoustic(model: AcousticModel, corpus, n: int = 16, *, phone_accura
     return result
 
 
-def _phone_accuracy(mel: np.ndarray, phonemes, durations_samples: np.ndarray) -> float:
+def _phone_accuracy(mel: np.ndarray, phonemes, durations_samples: np.ndarray, classifier=None) -> float:
     from wavern.dsp import griffin_lim
     from wavern.training.evaluate import phone_accuracy
 
     audio = griffin_lim(mel)
-    return phone_accuracy(audio, list(phonemes), [int(d) for d in durations_samples])
+    return phone_accuracy(audio, list(phonemes), [int(d) for d in durations_samples], classifier=classifier)
 
 
 # ----------------------------------------------------------------------------- training loop
