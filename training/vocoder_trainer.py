@@ -43,7 +43,8 @@ from wavern.vocoder.export import export_vocoder
 from wavern.vocoder.model import WaveRNN
 from wavern.vocoder.pruning import BlockPruner
 
-__all__ = ["VocoderTrainConfig", "VocoderTrainer", "train_vocoder", "bf16_supported", "lr_at", "OPTIMIZERS"]
+__all__ = ["VocoderTrainConfig", "VocoderTrainer", "train_vocoder", "bf16_supported", "keep_freed_memory", "lr_at",
+           "OPTIMIZERS"]
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +109,35 @@ def bf16_supported() -> bool:
     except OSError:
         return False
     return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def keep_freed_memory(enable: bool = True) -> bool:
+    """Make glibc keep freed memory in the process instead of returning it to the OS.
+
+    A training step allocates and frees tensors of tens to hundreds of MB; glibc serves those
+    with ``mmap`` and unmaps them on free, so the next step page-faults every page afresh.
+    Measured (H 384, batch 64, 1 thread): 1.0 M page faults and 1.8 s of system time per step,
+    3.2 s -> 1.5 s per step with this on. Costs resident memory (the peak stays mapped).
+    ``enable=False`` restores glibc's defaults. Returns False where mallopt is unavailable.
+    """
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+        mallopt = libc.mallopt if libc is not None else None
+    except (OSError, AttributeError):
+        return False
+    if mallopt is None:
+        return False
+    m_trim_threshold, m_mmap_max = -1, -4
+    if enable:
+        ok = mallopt(m_mmap_max, 0) and mallopt(m_trim_threshold, 2**31 - 1)
+    else:
+        ok = mallopt(m_mmap_max, 65536) and mallopt(m_trim_threshold, 128 * 1024)
+        libc.malloc_trim(0)
+    return bool(ok)
 
 
 def lr_at(step: int, cfg: VocoderTrainConfig) -> float:
@@ -301,6 +331,7 @@ def train_vocoder(cfg: VocoderTrainConfig, *, on_step: Callable[[VocoderTrainer,
     Returns:
         The trainer, at its final step (its ``step`` tells whether it finished).
     """
+    keep_freed_memory()  # 1.5-2x faster CPU steps; see its docstring
     trainer = VocoderTrainer(cfg)
     run_dir = trainer.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)

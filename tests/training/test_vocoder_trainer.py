@@ -194,3 +194,14 @@ def test_lr_schedule():
     assert lr_at(10_000, cfg) == pytest.approx(1e-4)
     with pytest.raises(ParameterError):
         VocoderTrainConfig(optimizer="sgd")
+
+
+def test_yellowfin_optimizer_trains_and_resumes(corpus, tmp_path):
+    root, _ = corpus
+    straight = train_vocoder(_cfg(root, tmp_path / "a", steps=4, optimizer="yellowfin", eval_every_steps=0))
+    train_vocoder(_cfg(root, tmp_path / "b", steps=2, optimizer="yellowfin", eval_every_steps=0))
+    resumed = train_vocoder(_cfg(root, tmp_path / "b", steps=4, optimizer="yellowfin", eval_every_steps=0,
+                                 resume=True))
+    assert type(resumed.optimizer).__name__ == "YellowFin"
+    for k, v in straight.model.state_dict().items():
+        assert torch.equal(resumed.model.state_dict()[k], v), k
