@@ -133,10 +133,23 @@ class Voice:
         return tuple(self.acoustic.config.speakers)
 
     # ------------------------------------------------------------------ one request
-    def analyze(self, text: str):
+    def espeak_voice_for(self, speaker: str | None) -> str:
+        """The espeak-ng voice whose phonemes a speaker was trained on.
+
+        Speakers of a multi-voice corpus are named by their espeak voice (``en-gb-x-rp+f3``);
+        the accent (the part before ``+``) decides the phonemes, the variant does not.
+        """
+        if speaker and "+" in speaker:
+            return speaker.split("+", 1)[0]
+        if speaker and speaker.startswith("en"):
+            return speaker
+        return self.espeak_voice
+
+    def analyze(self, text: str, *, speaker: str | None = None):
         from wavern.conditioning.frontend import analyze
 
-        return analyze(text, voice=self.espeak_voice, table=self.table, lexicon=self.lexicon)
+        return analyze(text, voice=self.espeak_voice_for(speaker or self.default_speaker), table=self.table,
+                       lexicon=self.lexicon)
 
     def _sentence_mels(self, utt, speaker: str, speed: float) -> Iterator:
         from wavern.conditioning.acoustic import stream_mel
@@ -160,7 +173,7 @@ class Voice:
         temperature = cfg.temperature if cfg.temperature is not None else self.default_temperature
         pause_s = cfg.pause_s if cfg.pause_s is not None else self.default_pause_s
         control = control or StreamControl(speed=cfg.speed, volume=cfg.volume)
-        utt = self.analyze(text)
+        utt = self.analyze(text, speaker=speaker)
         return self._stream(utt, speaker, temperature, pause_s, control, seed)
 
     def _stream(self, utt, speaker, temperature, pause_s, control, seed) -> Iterator[AudioChunk]:
