@@ -2,7 +2,8 @@
 
 Rows: the true audio (the ceiling; its phone accuracy is the classifier's own), the true
 signal with only its coarse byte kept (what a perfect coarse softmax gives), Griffin-Lim with
-32 iterations from the true mel (the yardstick), and, when given, a WaveRNN vocoder from a
+32 iterations from the true mel (the yardstick), white noise at the speech's RMS (the floor),
+and, when given, a WaveRNN vocoder from a
 voice folder (``--voice``) or a trainer checkpoint / ``vocoder.safetensors`` (``--checkpoint``).
 
     .venv/bin/python bench/eval_vocoder.py                      # ceiling, coarse-only, Griffin-Lim
@@ -115,6 +116,10 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(("Griffin-Lim, 32 iterations",
                      ev.evaluate_utterances(lambda u: griffin_lim(u.mel, n_iter=32, seed=args.seed), utts,
                                             classifier=clf)))
+        rng = np.random.default_rng(args.seed)
+        rows.append(("white noise at the speech's RMS (floor)",
+                     ev.evaluate_utterances(lambda u: (rng.standard_normal(u.audio.size) * np.sqrt(np.mean(
+                         u.audio.astype(np.float64) ** 2))).astype(np.float32), utts, classifier=clf)))
     for flag, path, make in (("voice", args.voice, _vocoder_from_voice),
                              ("checkpoint", args.checkpoint, _vocoder_from_checkpoint)):
         if path is not None:

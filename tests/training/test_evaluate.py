@@ -147,6 +147,7 @@ def test_base_phone_collapses_marks():
     assert ev.base_phone("ˈaɪ") == "aɪ"
     assert ev.base_phone("ˌiː") == "i"
     assert ev.base_phone("n̩") == "n"
+    assert ev.base_phone("ˈa:") == "a" and ev.base_phone("r") == "ɹ" and ev.base_phone("t̪") == "t"
     for tok in ("", ",", ".", " ", "_", "<bos>", "<eos>", "|"):
         assert ev.base_phone(tok) == ev.SILENCE
 
