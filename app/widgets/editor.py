@@ -1,0 +1,96 @@
+"""The text editor (with word and sentence highlighting) and the "what will be spoken" preview."""
+
+from __future__ import annotations
+
+import html
+import re
+
+from PySide6.QtGui import QColor, QFont, QTextCharFormat, QTextCursor
+from PySide6.QtWidgets import QPlainTextEdit, QTextBrowser, QTextEdit, QWidget
+
+__all__ = ["SpeechEditor", "PreviewView", "preview_html"]
+
+SENTENCE_BG = QColor(255, 244, 200)
+WORD_BG = QColor(255, 196, 60)
+_PAUSE_RE = re.compile(r"([,;:])(?=\s|$)")
+_END_RE = re.compile(r"([.?!])\s*$")
+
+
+class SpeechEditor(QPlainTextEdit):
+    """Plain-text editor that can mark the sentence and the word being heard."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        font = QFont()
+        font.setPointSize(12)
+        self.setFont(font)
+        self.setPlaceholderText("Type here. Ctrl+Enter speaks, Ctrl+Shift+Enter queues, Esc stops.")
+        self.current_word: tuple[int, int] | None = None
+        self.current_sentence: tuple[int, int] | None = None
+
+    def _selection(self, span: tuple[int, int], colour: QColor) -> QTextEdit.ExtraSelection:
+        n = self.document().characterCount() - 1
+        a, b = max(0, min(span[0], n)), max(0, min(span[1], n))
+        sel = QTextEdit.ExtraSelection()
+        cur = QTextCursor(self.document())
+        cur.setPosition(a)
+        cur.setPosition(b, QTextCursor.MoveMode.KeepAnchor)
+        sel.cursor = cur
+        fmt = QTextCharFormat()
+        fmt.setBackground(colour)
+        sel.format = fmt
+        return sel
+
+    def highlight(self, *, sentence: tuple[int, int] | None, word: tuple[int, int] | None) -> None:
+        """Mark document character spans (None clears); cheap to call on every timer tick."""
+        if sentence == self.current_sentence and word == self.current_word:
+            return
+        self.current_sentence, self.current_word = sentence, word
+        sels = []
+        if sentence is not None:
+            sels.append(self._selection(sentence, SENTENCE_BG))
+        if word is not None:
+            sels.append(self._selection(word, WORD_BG))
+        self.setExtraSelections(sels)
+
+    def highlighted_text(self) -> str:
+        """The text of the highlighted word, or ""."""
+        if self.current_word is None:
+            return ""
+        return self.toPlainText()[self.current_word[0]:self.current_word[1]]
+
+    def word_under_cursor(self) -> str:
+        """The selection if any, else the word at the text cursor."""
+        cur = self.textCursor()
+        if not cur.hasSelection():
+            cur.select(QTextCursor.SelectionType.WordUnderCursor)
+        return cur.selectedText().strip()
+
+
+def preview_html(sentences) -> str:
+    """Numbered spoken forms: ``/`` marks a pause inside a sentence, ``//`` a sentence end."""
+    rows = []
+    for i, s in enumerate(sentences, 1):
+        body = html.escape(s.spoken)
+        body = _PAUSE_RE.sub(r'\1 <span style="color:#d06000"><b>/</b></span>', body)
+        body = _END_RE.sub(r'\1 <span style="color:#c00000"><b>//</b></span>', body)
+        rows.append(f'<p style="margin:2px 0"><span style="color:#888">{i}.</span> {body}</p>')
+    return "".join(rows)
+
+
+class PreviewView(QTextBrowser):
+    """What will be spoken: normalised text, one sentence per line, pauses marked."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setPlaceholderText("What will be spoken appears here: normalised text, one sentence a line; "
+                                "/ marks a pause, // a sentence end.")
+        self.sentences: list = []
+
+    def show_sentences(self, sentences) -> None:
+        self.sentences = list(sentences)
+        self.setHtml(preview_html(self.sentences))
+
+    def show_message(self, message: str) -> None:
+        self.sentences = []
+        self.setHtml(f'<p style="color:#888">{html.escape(message)}</p>')

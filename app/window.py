@@ -1,0 +1,653 @@
+"""The desktop window: type, hear it at once, watch it, control it.
+
+``run_window(voice=...)`` is what ``wavern gui`` calls. The window only paints and forwards:
+a :class:`~wavern.app.worker.SpeechWorker` owns the voice and the output and runs every
+request on its own thread; its results come back as signals; a 30 Hz ``QTimer`` reads the
+playback position and buffer counters to move the scrolling views, the word highlight and
+the latency meters.
+
+Without an audio device (or with "Silent playback" chosen) speech goes to
+:class:`~wavern.app.worker.SilentPlayback`, paced in real time, so the views, highlighting and
+dashboard work the same; the status bar says so and Export writes the audio to a file.
+
+Shortcuts: Ctrl+Enter speak now (the selection, or all), Ctrl+Shift+Enter queue, Ctrl+Space
+pause/resume, Esc stop, Ctrl+T speak as you type, Ctrl+L fix a word's pronunciation, Ctrl+E
+export the last utterance, Ctrl+Shift+E export the whole text.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+from PySide6.QtCore import QSettings, QStandardPaths, Qt, QTimer
+from PySide6.QtGui import QAction, QKeySequence, QTextCursor
+from PySide6.QtWidgets import (
+    QApplication,
+    QComboBox,
+    QFileDialog,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QMainWindow,
+    QSlider,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
+
+from wavern.app.widgets import (
+    LatencyDashboard,
+    LexiconDialog,
+    PreviewView,
+    ScopeHistory,
+    SpectrogramView,
+    SpeechEditor,
+    WaveformView,
+)
+from wavern.app.worker import ChunkView, SpeechWorker, UtteranceStats, VoiceState, usable_output_devices
+from wavern.conditioning.frontend.lexicon import Lexicon
+from wavern.conditioning.frontend.normalize import is_abbreviation
+from wavern.engine.chunk import SpeakConfig
+from wavern.errors import WavernError
+
+__all__ = ["MainWindow", "run_window", "committed_end", "SILENT"]
+
+log = logging.getLogger(__name__)
+
+SILENT = -1  # device-combo value of "Silent playback"
+TICK_MS = 33  # meter / view refresh period
+BUFFER_S = 1.0  # generation runs at most this far ahead of playback: controls are heard within it
+PREVIEW_DELAY_MS = 250  # typing pause before the preview is refreshed
+
+# A clause is committed once its end mark (. ! ? , ;), with any closing quote or bracket, is
+# followed by white space: "3.5" or "1,000" are not clause ends.
+_COMMIT_RE = re.compile(r"[.!?,;][\"'\u201d\u2019)\]]*(?=\s)")
+
+
+def committed_end(text: str, start: int) -> int:
+    """End of the last committed clause of ``text[start:]`` (``start`` if none).
+
+    A full stop after an abbreviation or initial ("Dr.", "J.") does not commit.
+    """
+    end = start
+    for m in _COMMIT_RE.finditer(text, start):
+        if text[m.start()] == ".":
+            token = re.search(r"\S+$", text[start:m.start() + 1])
+            if token and is_abbreviation(token.group()):
+                continue
+        end = m.end()
+    return end
+
+
+def _config_dir() -> Path:
+    return Path(QStandardPaths.writableLocation(QStandardPaths.StandardLocation.AppConfigLocation))
+
+
+class _Slider(QWidget):
+    """A horizontal slider over [lo, hi] in ``step``s with its value shown beside it."""
+
+    def __init__(self, lo: float, hi: float, step: float, value: float, fmt: str):
+        super().__init__()
+        self.step, self.fmt = step, fmt
+        self.slider = QSlider(Qt.Orientation.Horizontal)
+        self.slider.setRange(round(lo / step), round(hi / step))
+        self.label = QLabel()
+        self.label.setMinimumWidth(48)
+        row = QHBoxLayout(self)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(self.slider)
+        row.addWidget(self.label)
+        self.slider.valueChanged.connect(lambda _: self.label.setText(self.fmt.format(self.value())))
+        self.set_value(value)
+        self.label.setText(self.fmt.format(self.value()))
+
+    def value(self) -> float:
+        return self.slider.value() * self.step
+
+    def set_value(self, x: float) -> None:
+        self.slider.setValue(round(float(x) / self.step))
+
+
+class MainWindow(QMainWindow):
+    """The wavern window.
+
+    Args:
+        voice_path: voice folder to load; None = the one in the settings, else the default.
+        settings: where settings persist (default ``QSettings("wavern", "wavern")``).
+        config_dir: folder of ``lexicon.json`` (default: the user's config folder for wavern).
+        silent: never open a sound card (SilentPlayback only).
+        clock_speed, keep_played: passed to the worker (tests).
+    """
+
+    def __init__(self, *, voice_path: str | Path | None = None, settings: QSettings | None = None,
+                 config_dir: str | Path | None = None, silent: bool = False, buffer_s: float = BUFFER_S,
+                 clock_speed: float = 1.0, keep_played: bool = False):
+        super().__init__()
+        self.setWindowTitle("wavern")
+        self.settings = settings or QSettings("wavern", "wavern")
+        self.config_dir = Path(config_dir) if config_dir is not None else _config_dir()
+        self.buffer_s = buffer_s
+        self.sample_rate = 22050
+        self.voice_state: VoiceState | None = None
+        self.lexicon = self._load_lexicon()
+        self.devices = [] if silent else usable_output_devices(self.sample_rate)
+        self.worker = SpeechWorker(silent=silent or not self.devices, buffer_s=buffer_s, clock_speed=clock_speed,
+                                   keep_played=keep_played, parent=self)
+        self.worker.set_lexicon(self.lexicon)
+        self.history = ScopeHistory(sample_rate=self.sample_rate)
+        self.stats: list[UtteranceStats] = []  # every finished utterance, in order
+        self.last_audio: np.ndarray | None = None
+        self._jobs: dict[int, tuple[QTextCursor, list[np.ndarray]]] = {}  # id -> (anchor, chunks)
+        self._words: list[tuple[int, int, int, int, int]] = []  # (start, end, job, char a, char b)
+        self._word_starts: list[int] = []
+        self._chunks: list[tuple[int, int, int, tuple[int, int]]] = []  # (start, end, job, text span)
+        self._preview_id = 0
+        self._sayt: QTextCursor | None = None  # speak-as-you-type: start of the uncommitted text
+        self._build_ui()
+        self._build_actions()
+        self._connect()
+        self._restore_settings()
+        self._pick_voice(voice_path)
+        self.timer = QTimer(self)
+        self.timer.setInterval(TICK_MS)
+        self.timer.timeout.connect(self._tick)
+        self.timer.start()
+
+    # ------------------------------------------------------------------ construction
+    def _build_ui(self) -> None:
+        self.editor = SpeechEditor()
+        self.preview = PreviewView()
+        self.waveform = WaveformView(self.history)
+        self.spectrogram = SpectrogramView(self.history)
+        self.waveform.setMinimumHeight(90)
+        self.spectrogram.setMinimumHeight(110)
+        self.dashboard = LatencyDashboard()
+
+        self.voice_combo = QComboBox()
+        self.card = QLabel("")
+        self.card.setWordWrap(True)
+        self.card.setStyleSheet("color: #666")
+        self.speaker_combo = QComboBox()
+        self.device_combo = QComboBox()
+        self.device_combo.addItem("Silent playback (no sound)", SILENT)
+        for d in self.devices:
+            self.device_combo.addItem(f"{d.name}" + (f" (resampled to {d.rate} Hz)" if d.resampled else ""), d.index)
+        self.speed = _Slider(0.5, 2.0, 0.05, 1.0, "{:.2f}×")
+        self.volume = _Slider(0.0, 2.0, 0.05, 1.0, "{:.2f}")
+        self.pause = _Slider(0.0, 1.5, 0.05, 0.0, "{:.2f} s")
+
+        voice_box = QGroupBox("Voice")
+        f = QFormLayout(voice_box)
+        f.addRow(self.voice_combo)
+        f.addRow(self.card)
+        f.addRow("speaker", self.speaker_combo)
+        f.addRow("output", self.device_combo)
+        controls = QGroupBox("Delivery (acts on the next chunk)")
+        f = QFormLayout(controls)
+        f.addRow("speed", self.speed)
+        f.addRow("volume", self.volume)
+        f.addRow("sentence pause", self.pause)
+        side = QWidget()
+        col = QVBoxLayout(side)
+        col.addWidget(voice_box)
+        col.addWidget(controls)
+        col.addWidget(self.dashboard)
+        col.addStretch(1)
+        side.setMinimumWidth(300)
+        side.setMaximumWidth(380)
+
+        text_split = QSplitter(Qt.Orientation.Vertical)
+        text_split.addWidget(self.editor)
+        box = QGroupBox("What will be spoken")
+        QVBoxLayout(box).addWidget(self.preview)
+        text_split.addWidget(box)
+        text_split.setSizes([300, 160])
+        top = QSplitter(Qt.Orientation.Horizontal)
+        top.addWidget(text_split)
+        top.addWidget(side)
+        top.setStretchFactor(0, 1)
+        scopes = QWidget()
+        sc = QVBoxLayout(scopes)
+        sc.setContentsMargins(0, 0, 0, 0)
+        sc.addWidget(self.waveform, 2)
+        sc.addWidget(self.spectrogram, 3)
+        self.main_split = QSplitter(Qt.Orientation.Vertical)
+        self.main_split.addWidget(top)
+        self.main_split.addWidget(scopes)
+        self.main_split.setSizes([520, 260])
+        self.setCentralWidget(self.main_split)
+
+        self.output_label = QLabel("")
+        self.statusBar().addPermanentWidget(self.output_label)
+        self.resize(1200, 820)
+
+    def _build_actions(self) -> None:
+        def action(text: str, keys: str, slot, *, checkable: bool = False) -> QAction:
+            a = QAction(text, self)
+            a.setShortcut(QKeySequence(keys))
+            a.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+            a.setToolTip(f"{text} ({QKeySequence(keys).toString(QKeySequence.SequenceFormat.NativeText)})")
+            a.setCheckable(checkable)
+            (a.toggled if checkable else a.triggered).connect(slot)
+            return a
+
+        self.speak_action = action("Speak", "Ctrl+Return", lambda: self.speak(now=True))
+        self.queue_action = action("Queue", "Ctrl+Shift+Return", lambda: self.speak(now=False))
+        self.pause_action = action("Pause", "Ctrl+Space", self.set_paused, checkable=True)
+        self.stop_action = action("Stop", "Escape", self.stop)
+        self.sayt_action = action("Speak as you type", "Ctrl+T", self.set_speak_as_you_type, checkable=True)
+        self.fix_action = action("Fix word…", "Ctrl+L", self.fix_word)
+        self.export_last_action = action("Export last…", "Ctrl+E", self._ask_export_last)
+        self.export_all_action = action("Export text…", "Ctrl+Shift+E", self._ask_export_text)
+        bar = self.addToolBar("Transport")
+        bar.setObjectName("transport")
+        for a in (self.speak_action, self.queue_action, self.pause_action, self.stop_action):
+            bar.addAction(a)
+        bar.addSeparator()
+        for a in (self.sayt_action, self.fix_action, self.export_last_action, self.export_all_action):
+            bar.addAction(a)
+        self._set_voice_ready(False)
+
+    def _connect(self) -> None:
+        w = self.worker
+        w.voiceLoaded.connect(self._on_voice_loaded)
+        w.voiceFailed.connect(self._on_voice_failed)
+        w.outputChanged.connect(self._on_output_changed)
+        w.started.connect(self._on_started)
+        w.chunkReady.connect(self._on_chunk)
+        w.finished.connect(self._on_finished)
+        w.exported.connect(lambda job, path: self.statusBar().showMessage(f"Wrote {path}", 8000))
+        w.failed.connect(lambda job, msg: self.statusBar().showMessage(msg, 10000))
+        w.previewReady.connect(self._on_preview)
+        w.idle.connect(lambda: self.editor.highlight(sentence=None, word=None))
+        self.preview_timer = QTimer(self)
+        self.preview_timer.setSingleShot(True)
+        self.preview_timer.setInterval(PREVIEW_DELAY_MS)
+        self.preview_timer.timeout.connect(self.refresh_preview)
+        self.editor.textChanged.connect(self.preview_timer.start)
+        self.editor.textChanged.connect(self._on_text_changed)
+        self.voice_combo.currentIndexChanged.connect(self._on_voice_chosen)
+        self.device_combo.currentIndexChanged.connect(self._on_device_chosen)
+        for s in (self.speed, self.volume, self.pause):
+            s.slider.valueChanged.connect(self._on_live_changed)
+
+    # ------------------------------------------------------------------ voices and output
+    def _pick_voice(self, voice_path: str | Path | None) -> None:
+        from wavern.app.voices import find_voices
+
+        voices = find_voices()
+        wanted = Path(voice_path) if voice_path else None
+        if wanted is None and self.settings.value("voice"):
+            saved = Path(str(self.settings.value("voice")))
+            wanted = saved if (saved / "voice.json").is_file() else None
+        if wanted is not None and all(v.path.resolve() != wanted.resolve() for v in voices):
+            from wavern.app.voices import VoiceInfo, _card
+
+            voices.insert(0, VoiceInfo(wanted.name, wanted, _card(wanted), None))
+        self.voice_combo.blockSignals(True)
+        self.voice_combo.clear()
+        self._voice_infos = voices
+        pick = -1
+        for i, v in enumerate(voices):
+            self.voice_combo.addItem(v.name if v.error is None else f"{v.name} (invalid)", str(v.path))
+            self.voice_combo.setItemData(i, v.error or v.card, Qt.ItemDataRole.ToolTipRole)
+            if v.error is not None:
+                self.voice_combo.model().item(i).setEnabled(False)
+            elif pick < 0 and (wanted is None or v.path.resolve() == wanted.resolve()):
+                pick = i
+        self.voice_combo.blockSignals(False)
+        if pick < 0:
+            self.card.setText("")
+            self.statusBar().showMessage("No voice installed: build one with ./setup.sh (see the README), "
+                                         "or start with `wavern gui --voice PATH`.")
+            return
+        self.voice_combo.setCurrentIndex(pick)
+        self._on_voice_chosen(pick)
+
+    def _on_voice_chosen(self, index: int) -> None:
+        if index < 0:
+            return
+        info = self._voice_infos[index]
+        self.card.setText(info.card)
+        self._set_voice_ready(False)
+        self.statusBar().showMessage(f"Loading voice {info.name}…")
+        self.worker.load_voice(info.path)
+
+    def _on_voice_loaded(self, state: VoiceState) -> None:
+        self.voice_state = state
+        self.sample_rate = state.sample_rate
+        self.speaker_combo.clear()
+        self.speaker_combo.addItems(list(state.speakers))
+        self.speaker_combo.setEnabled(len(state.speakers) > 1)
+        self._set_voice_ready(True)
+        self.statusBar().showMessage(f"Voice {state.name} ready (warm-up {state.warmup_s:.1f} s)", 8000)
+
+    def _on_voice_failed(self, message: str) -> None:
+        self._set_voice_ready(False)
+        self.statusBar().showMessage(f"Voice not loaded: {message}")
+
+    def _set_voice_ready(self, ready: bool) -> None:
+        for a in (self.speak_action, self.queue_action, self.export_all_action, self.sayt_action):
+            a.setEnabled(ready)
+
+    def _on_device_chosen(self, index: int) -> None:
+        device = self.device_combo.itemData(index)
+        silent = device == SILENT
+        self.worker.set_output(None if silent else int(device), silent=silent)
+        self._on_output_changed("Output: silent playback, paced in real time (use Export to hear it)" if silent
+                                else f"Output: {self.device_combo.itemText(index)}")
+
+    def _on_output_changed(self, text: str) -> None:
+        self.output_label.setText(text)
+        if "No audio device" in text:
+            self.device_combo.setCurrentIndex(0)
+
+    def _on_live_changed(self) -> None:
+        self.worker.set_live(speed=self.speed.value(), volume=self.volume.value(), pause_s=self.pause.value())
+
+    # ------------------------------------------------------------------ transport
+    def speak_config(self) -> SpeakConfig:
+        speaker = self.speaker_combo.currentText() or None
+        return SpeakConfig(speed=self.speed.value(), volume=self.volume.value(), pause_s=self.pause.value(),
+                           speaker=speaker)
+
+    def speak(self, *, now: bool = True, text: str | None = None, start: int | None = None) -> int | None:
+        """Speak the selection (or the whole text, or ``text`` found at ``start``); returns the job id."""
+        if text is None:
+            cur = self.editor.textCursor()
+            if cur.hasSelection():
+                text, start = cur.selectedText().replace("\u2029", "\n"), cur.selectionStart()
+            else:
+                text, start = self.editor.toPlainText(), 0
+        if not text.strip():
+            self.statusBar().showMessage("Nothing to say: type some text first.", 5000)
+            return None
+        if now:
+            self.pause_action.setChecked(False)
+            self.editor.highlight(sentence=None, word=None)
+        job = self.worker.speak(text, self.speak_config(), now=now)
+        anchor = QTextCursor(self.editor.document())
+        anchor.setPosition(start or 0)
+        self._jobs[job] = (anchor, [])
+        return job
+
+    def stop(self) -> None:
+        self.worker.stop()
+        self.pause_action.setChecked(False)
+        self.editor.highlight(sentence=None, word=None)
+
+    def set_paused(self, paused: bool) -> None:
+        self.worker.set_paused(paused)
+        self.pause_action.setText("Resume" if paused else "Pause")
+
+    def set_speak_as_you_type(self, on: bool) -> None:
+        """Committed clauses typed from now on are queued as they are finished."""
+        if on:
+            self._sayt = QTextCursor(self.editor.document())
+            self._sayt.setPosition(self.editor.document().characterCount() - 1)
+            self._sayt.setKeepPositionOnInsert(True)  # text typed at the mark is still uncommitted
+        else:
+            self._sayt = None
+        if self.sayt_action.isChecked() != on:
+            self.sayt_action.setChecked(on)
+
+    def _on_text_changed(self) -> None:
+        if self._sayt is None or not self.sayt_action.isEnabled():
+            return
+        text = self.editor.toPlainText()
+        start = min(self._sayt.position(), len(text))
+        end = committed_end(text, start)
+        if end > start:
+            self._sayt.setPosition(end)
+            if text[start:end].strip() and re.search(r"\w", text[start:end]):
+                self.speak(now=False, text=text[start:end], start=start)
+
+    # ------------------------------------------------------------------ results from the worker
+    def _on_started(self, job: int, text: str) -> None:
+        self.statusBar().showMessage(f"Speaking: {text[:60]}" + ("…" if len(text) > 60 else ""), 4000)
+
+    def _on_chunk(self, view: ChunkView) -> None:
+        self.history.add(view)
+        entry = self._jobs.get(view.job_id)
+        if entry is not None:
+            entry[1].append(view.samples)
+        end = view.position + view.samples.shape[0]
+        self._chunks.append((view.position, end, view.job_id, view.text_span))
+        for w in view.words:
+            self._words.append((w.start, w.end, view.job_id, w.char_start, w.char_end))
+            self._word_starts.append(w.start)
+        if len(self._chunks) > 4000:
+            self._chunks = self._chunks[-2000:]
+        if len(self._words) > 4000:
+            self._words, self._word_starts = self._words[-2000:], self._word_starts[-2000:]
+
+    def _on_finished(self, stats: UtteranceStats) -> None:
+        self.stats.append(stats)
+        self.dashboard.add(stats)
+        entry = self._jobs.get(stats.job_id)
+        if entry is not None and entry[1]:
+            self.last_audio = np.concatenate(entry[1])
+            entry[1].clear()
+        if len(self._jobs) > 200:  # forget anchors of long-finished requests
+            for k in sorted(self._jobs)[:-100]:
+                del self._jobs[k]
+
+    def _tick(self) -> None:
+        m = self.worker.meters()
+        self.waveform.set_position(m.position)
+        self.spectrogram.set_position(m.position)
+        self.dashboard.set_live(m, capacity_ms=self.buffer_s * 1000.0)
+        if m.busy or m.queued_ms > 0:
+            self.highlight_at(m.position)
+
+    def highlight_at(self, position: int) -> None:
+        """Mark the sentence and word heard at stream-clock ``position`` in the editor."""
+        sentence = word = None
+        for a, b, job, span in reversed(self._chunks[-64:]):
+            if a <= position < b:
+                anchor = self._jobs.get(job)
+                if anchor is not None:
+                    off = anchor[0].position()
+                    sentence = (off + span[0], off + span[1])
+                break
+        i = bisect.bisect_right(self._word_starts, position) - 1
+        if i >= 0:
+            a, b, job, ca, cb = self._words[i]
+            anchor = self._jobs.get(job)
+            if a <= position < b and anchor is not None:
+                off = anchor[0].position()
+                word = (off + ca, off + cb)
+        self.editor.highlight(sentence=sentence, word=word)
+
+    # ------------------------------------------------------------------ preview and lexicon
+    def refresh_preview(self) -> None:
+        text = self.editor.toPlainText()
+        if not text.strip():
+            self.preview.show_message("Nothing typed yet.")
+            return
+        self._preview_id += 1
+        self.worker.preview(text, self._preview_id)
+
+    def _on_preview(self, request: int, result) -> None:
+        if request != self._preview_id:
+            return  # an older text
+        if isinstance(result, str):
+            self.preview.show_message(result)
+        else:
+            self.preview.show_sentences(result)
+
+    @property
+    def lexicon_path(self) -> Path:
+        return self.config_dir / "lexicon.json"
+
+    def _load_lexicon(self) -> Lexicon:
+        if not self.lexicon_path.is_file():
+            return Lexicon()
+        try:
+            return Lexicon.load(self.lexicon_path)
+        except WavernError as e:
+            self.statusBar().showMessage(f"User lexicon ignored: {e}")
+            return Lexicon()
+
+    def set_lexicon(self, lexicon: Lexicon) -> None:
+        """Save ``lexicon`` to lexicon.json and use it for the next requests and the preview."""
+        self.config_dir.mkdir(parents=True, exist_ok=True)
+        lexicon.save(self.lexicon_path)
+        self.lexicon = lexicon
+        self.worker.set_lexicon(lexicon)
+        self.refresh_preview()
+
+    def fix_word(self) -> None:
+        dialog = LexiconDialog(self.lexicon, word=self.editor.word_under_cursor() or None, parent=self)
+        try:
+            if dialog.exec():
+                self.set_lexicon(dialog.lexicon())
+                self.statusBar().showMessage(f"Saved {len(self.lexicon)} pronunciations to {self.lexicon_path}", 6000)
+        except WavernError as e:
+            self.statusBar().showMessage(str(e), 10000)
+        finally:
+            dialog.deleteLater()
+
+    # ------------------------------------------------------------------ export
+    def export_last(self, path: str | Path) -> bool:
+        """Write the last utterance's audio (as played) to ``path`` (.wav or .flac) off the GUI thread."""
+        if self.last_audio is None:
+            self.statusBar().showMessage("Nothing spoken yet to export.", 5000)
+            return False
+        self.worker.export_audio(self.last_audio, self.sample_rate, path)
+        return True
+
+    def export_text(self, path: str | Path) -> int | None:
+        """Render the whole text to ``path`` (after anything queued); returns the job id."""
+        text = self.editor.toPlainText()
+        if not text.strip():
+            self.statusBar().showMessage("Nothing to export: the text is empty.", 5000)
+            return None
+        self.statusBar().showMessage(f"Exporting to {path}…")
+        return self.worker.export(text, path, self.speak_config())
+
+    def _ask_path(self, title: str) -> str:
+        path, _ = QFileDialog.getSaveFileName(self, title, str(Path.home() / "wavern.wav"),
+                                              "WAV audio (*.wav);;FLAC audio (*.flac)")
+        if path and not Path(path).suffix:
+            path += ".wav"
+        return path
+
+    def _ask_export_last(self) -> None:
+        path = self._ask_path("Export the last utterance")
+        if path:
+            self.export_last(path)
+
+    def _ask_export_text(self) -> None:
+        path = self._ask_path("Export the whole text")
+        if path:
+            self.export_text(path)
+
+    # ------------------------------------------------------------------ settings and closing
+    def _restore_settings(self) -> None:
+        s = self.settings
+        geometry = s.value("geometry")
+        if geometry is not None:
+            self.restoreGeometry(geometry)
+        self.speed.set_value(float(s.value("speed", 1.0)))
+        self.volume.set_value(float(s.value("volume", 1.0)))
+        self.pause.set_value(float(s.value("pause_s", 0.0)))
+        self.editor.setPlainText(str(s.value("text", "")))
+        device = int(s.value("device", SILENT))
+        i = self.device_combo.findData(device)
+        self.device_combo.setCurrentIndex(i if i >= 0 else (1 if self.devices else 0))
+        self._on_device_chosen(self.device_combo.currentIndex())
+        if not self.devices:
+            self.output_label.setText("No audio device: speech plays silently in real time; use Export to hear it")
+        self.sayt_action.setChecked(str(s.value("speak_as_you_type", "false")).lower() == "true")
+        self._on_live_changed()
+
+    def save_settings(self) -> None:
+        s = self.settings
+        s.setValue("geometry", self.saveGeometry())
+        s.setValue("speed", self.speed.value())
+        s.setValue("volume", self.volume.value())
+        s.setValue("pause_s", self.pause.value())
+        s.setValue("text", self.editor.toPlainText())
+        s.setValue("device", int(self.device_combo.currentData()))
+        s.setValue("speak_as_you_type", self.sayt_action.isChecked())
+        if self.voice_combo.currentIndex() >= 0:
+            s.setValue("voice", self.voice_combo.currentData())
+        s.sync()
+
+    def closeEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        self.save_settings()
+        self.timer.stop()
+        self.preview_timer.stop()
+        self.worker.shutdown()
+        super().closeEvent(event)
+
+
+def run_window(voice: str | None = None) -> int:
+    """Open the window (``wavern gui``); returns the application's exit code.
+
+    Args:
+        voice: a voice name, folder, or None for the last used / default voice.
+
+    Raises:
+        ParameterError, VoiceFileError: ``voice`` names no usable voice.
+    """
+    path = None
+    if voice:
+        from wavern.app.voices import resolve_voice
+
+        path = resolve_voice(voice)
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setOrganizationName("wavern")
+    app.setApplicationName("wavern")
+    window = MainWindow(voice_path=path)
+    window.show()
+    return int(app.exec())
+
+
+def _main(argv: list[str] | None = None) -> int:
+    """``python -m wavern.app.window --voice V --screenshot docs/screenshot.png [--text T]``:
+    speak a sentence into silent playback and save a grab of the window while it plays out."""
+    import argparse
+    import tempfile
+
+    p = argparse.ArgumentParser(prog="python -m wavern.app.window")
+    p.add_argument("--voice", required=True)
+    p.add_argument("--screenshot", required=True)
+    p.add_argument("--text", default="The quick brown fox jumps over the lazy dog. Then, at 3:30 p.m., "
+                                     "Dr. Smith paid $12.50 for coffee!")
+    args = p.parse_args(argv)
+    from wavern.app.voices import resolve_voice
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    tmp = Path(tempfile.mkdtemp(prefix="wavern-shot-"))
+    window = MainWindow(voice_path=resolve_voice(args.voice), config_dir=tmp, silent=True,
+                        settings=QSettings(str(tmp / "settings.ini"), QSettings.Format.IniFormat))
+    window.resize(1280, 820)
+    window.show()
+    window.editor.setPlainText(args.text)
+    state = {"done": False}
+
+    def go() -> None:
+        window.refresh_preview()
+        window.speak(now=True)
+
+    def grab() -> None:
+        window.grab().save(args.screenshot)
+        state["done"] = True
+        window.close()
+
+    window.worker.voiceLoaded.connect(lambda _: QTimer.singleShot(300, go))
+    window.worker.finished.connect(lambda _: QTimer.singleShot(int(BUFFER_S * 700), grab))
+    app.exec()
+    return 0 if state["done"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(_main())

@@ -1,0 +1,414 @@
+"""The desktop window driven for real under QT_QPA_PLATFORM=offscreen, with a tiny random voice
+playing into SilentPlayback (no sound card here).
+
+References: the audio heard equals ``Voice.synthesize`` of the same text (the engine's own
+one-call path); word highlights equal the words' character spans; the front end's ``segment``
+for the preview; ``soundfile`` reading back exports; naive framing for the spectrogram tap.
+Timing is asserted in chunks and samples, never in wall-clock time.
+"""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+import soundfile as sf
+import torch
+
+pytest.importorskip("pytestqt")
+from PySide6.QtCore import QSettings, Qt  # noqa: E402
+from PySide6.QtGui import QKeySequence  # noqa: E402
+from PySide6.QtWidgets import QApplication  # noqa: E402
+
+from wavern.app.widgets.lexicon import LexiconDialog  # noqa: E402
+from wavern.app.widgets.scope import ScopeHistory  # noqa: E402
+from wavern.app.window import MainWindow, committed_end  # noqa: E402
+from wavern.app.worker import (  # noqa: E402
+    ENVELOPE_SAMPLES,
+    SPECTRUM_HOP,
+    SPECTRUM_WINDOW,
+    ChunkView,
+    SpectrumTap,
+    envelope,
+)
+from wavern.conditioning.frontend import segment  # noqa: E402
+from wavern.engine.chunk import SpeakConfig  # noqa: E402
+
+LONG = " ".join(f"Sentence number {w} keeps the voice busy for a while." for w in
+                ("one", "two", "three", "four", "five", "six", "seven", "eight"))
+WAIT_MS = 60_000  # generous bound for a loaded 2-core machine; not a performance assertion
+
+
+def _wait(cond, timeout_s=60.0):
+    end = time.monotonic() + timeout_s
+    while not cond():
+        if time.monotonic() > end:
+            raise TimeoutError("condition not reached")
+        QApplication.processEvents()
+        time.sleep(0.005)
+
+
+def _new_window(tmp, voice, **kw):
+    torch.set_num_threads(1)
+    settings = QSettings(str(tmp / "settings.ini"), QSettings.Format.IniFormat)
+    w = MainWindow(voice_path=voice, settings=settings, config_dir=tmp / "config", silent=True, **kw)
+    w.show()
+    return w
+
+
+@pytest.fixture(scope="module")
+def window(qapp, tiny_voice, tmp_path_factory):
+    """One window for the flow tests: playback paced at 4x real time, 0.5 s buffer."""
+    w = _new_window(tmp_path_factory.mktemp("win"), tiny_voice, clock_speed=4.0, buffer_s=0.5, keep_played=True)
+    _wait(lambda: w.voice_state is not None)
+    yield w
+    w.close()
+    w.deleteLater()  # delete the C++ side now, while the application runs, not at interpreter exit
+    QApplication.processEvents()
+
+
+def _stats_of(qtbot, w, job):
+    """Wait for the finished-signal of request ``job`` and return its UtteranceStats."""
+    qtbot.waitUntil(lambda: any(s.job_id == job for s in w.stats), timeout=WAIT_MS)
+    return next(s for s in w.stats if s.job_id == job)
+
+
+def _speak_and_wait(qtbot, w, text, **kw):
+    w.editor.setPlainText(text)
+    job = w.speak(**kw)
+    stats = _stats_of(qtbot, w, job)
+    qtbot.waitUntil(lambda: not w.worker.meters().busy, timeout=WAIT_MS)
+    return job, stats
+
+
+# ----------------------------------------------------------------------------- speaking
+def test_typed_text_is_spoken_measured_drawn_and_highlighted(qtbot, window):
+    w = window
+    text = "Hello there. How are you today?"
+    qtbot.waitUntil(lambda: w.worker.sink is None, timeout=WAIT_MS)  # idle: this request gets a fresh output
+    w.editor.clear()
+    qtbot.keyClicks(w.editor, text)
+    assert w.editor.toPlainText() == text
+    before = set(w._jobs)
+    w.speak_action.trigger()
+    (job,) = set(w._jobs) - before
+    qtbot.waitUntil(lambda: w.worker.sink is not None, timeout=WAIT_MS)
+    sink = w.worker.sink
+    stats = _stats_of(qtbot, w, job)
+    # the audio generated is the engine's one-call rendering of the same text
+    ref = w.worker.voice.synthesize(text, SpeakConfig(pause_s=0.0), seed=0)
+    np.testing.assert_array_equal(w.last_audio, ref)
+    # ... and exactly that is what the (silent) output played
+    qtbot.waitUntil(lambda: w.worker.sink is None, timeout=WAIT_MS)
+    np.testing.assert_array_equal(sink.played, ref)
+    # dashboard numbers
+    assert stats.first_audio_ms is not None and stats.first_audio_ms > 0
+    assert 0 < stats.rtf < float("inf")
+    assert stats.audio_s == pytest.approx(ref.size / 22050)
+    assert stats.min_headroom_ms is not None and stats.underruns >= 0 and not stats.stopped
+    assert w.dashboard.labels["first_audio"].text().endswith("ms")
+    assert w.dashboard.plot.items[-1] is stats
+    # the views hold the audio's envelope at its stream position
+    qtbot.waitUntil(lambda: not w.worker.meters().busy, timeout=WAIT_MS)
+    end = w.worker.meters().position
+    env = w.history.envelope(end, ref.size // ENVELOPE_SAMPLES)
+    assert np.isfinite(env).all() and np.nanmax(env) > 0
+    # word highlights: every timed word maps to its characters in the editor
+    words = [x for x in w._words if x[2] == job]
+    spoken = []
+    for start, stop, _, a, b in words:
+        w.highlight_at((start + stop) // 2)
+        spoken.append(w.editor.highlighted_text())
+        assert w.editor.current_sentence is not None
+    assert spoken == ["Hello", "there", "How", "are", "you", "today"]
+
+
+def test_words_light_up_while_playing(qtbot, window):
+    w = window
+    w.editor.setPlainText("One two three four five six seven eight nine ten. " * 2)
+    seen = set()
+    w.speak()
+    qtbot.waitUntil(lambda: seen.add(w.editor.highlighted_text()) or len(seen - {""}) >= 2, timeout=WAIT_MS)
+    w.stop()
+    assert seen - {""} <= {"One", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"}
+
+
+def test_stop_silences_within_one_block_and_at_most_one_more_chunk(qtbot, window):
+    w = window
+    w.editor.setPlainText(LONG)
+    job = w.speak()
+    qtbot.waitUntil(lambda: w.worker.sink is not None and w.worker.sink.played_samples > 4096, timeout=WAIT_MS)
+    sink = w.worker.sink
+    played_at_stop = sink.played_samples
+    w.stop_action.trigger()
+    stats = _stats_of(qtbot, w, job)
+    assert stats.stopped
+    assert stats.chunks_after_stop <= 1
+    heard = [c for c in w._chunks if c[2] == job]
+    assert heard and heard[-1][3][1] < len(LONG) - 10  # it stopped before the last sentence
+    assert not sink._thread.is_alive()
+    # silence within one output block (256 samples = 11.6 ms, well inside 50 ms)
+    assert sink.played_samples - played_at_stop <= sink.blocksize
+    m = w.worker.meters()
+    assert not m.busy and m.queued_ms == 0 and w.editor.current_word is None
+    # the stream clock was rewound to what was actually played
+    assert w.worker.sink is None
+
+
+def test_live_volume_acts_on_the_next_chunk_and_pause_length_on_the_next_sentence(qtbot, window):
+    w = window
+    emitted = []
+
+    def record(view):  # runs on the worker thread, as the chunk is made
+        emitted.append(view)
+
+    w.worker.chunkReady.connect(record, Qt.ConnectionType.DirectConnection)
+    try:
+        w.editor.setPlainText(LONG)
+        job = w.speak()
+        qtbot.waitUntil(lambda: sum(v.job_id == job for v in emitted) >= 3, timeout=WAIT_MS)
+        n_before = sum(v.job_id == job for v in emitted)
+        w.volume.set_value(0.0)
+        qtbot.waitUntil(lambda: sum(v.job_id == job for v in emitted) >= n_before + 4, timeout=WAIT_MS)
+        w.stop()
+        silent = [not v.samples.any() for v in emitted if v.job_id == job]
+        assert not any(silent[:3])
+        first = silent.index(True)
+        assert first <= n_before + 1  # at most the chunk being made when it changed, then silence
+        assert all(silent[first:])
+        # pause length: the live value wins over the request's SpeakConfig
+        w.worker.set_live(pause_s=0.2)
+        emitted.clear()
+        job = w.worker.speak("One. Two.", SpeakConfig(pause_s=0.0))
+        qtbot.waitUntil(lambda: any(s.job_id == job for s in w.stats), timeout=WAIT_MS)
+    finally:
+        w.worker.chunkReady.disconnect(record)
+        w.volume.set_value(1.0)
+        w.worker.set_live(volume=w.volume.value(), pause_s=w.pause.value())
+    gaps = [v for v in emitted if v.samples.size == int(0.2 * 22050) and not v.samples.any()]
+    assert len(gaps) == 2  # after each sentence
+
+
+def test_pause_holds_playback_and_resume_continues(qtbot, window):
+    w = window
+    w.editor.setPlainText(LONG)
+    job = w.speak()
+    qtbot.waitUntil(lambda: w.worker.sink is not None and w.worker.sink.played_samples > 0, timeout=WAIT_MS)
+    w.pause_action.trigger()
+    sink = w.worker.sink
+    qtbot.waitUntil(lambda: sink.ring.queued > 0 and w.worker.meters().paused, timeout=WAIT_MS)
+    at = sink.played_samples
+    qtbot.wait(100)
+    assert sink.played_samples == at  # held
+    w.pause_action.trigger()
+    qtbot.waitUntil(lambda: sink.played_samples > at, timeout=WAIT_MS)
+    w.stop()
+    assert job is not None and not w.pause_action.isChecked()
+
+
+def test_queue_plays_requests_in_order(qtbot, window):
+    w = window
+    started = []
+
+    def record(job, text):
+        started.append(text)
+
+    w.worker.started.connect(record)
+    a = w.speak(now=False, text="First one.", start=0)
+    b = w.speak(now=False, text="Second one.", start=0)
+    sa, sb = _stats_of(qtbot, w, a), _stats_of(qtbot, w, b)
+    w.worker.started.disconnect(record)
+    assert started == ["First one.", "Second one."]
+    assert not sa.stopped and not sb.stopped
+    assert w.stats.index(sa) < w.stats.index(sb)
+
+
+def test_shortcuts(window):
+    keys = {"speak_action": "Ctrl+Return", "queue_action": "Ctrl+Shift+Return", "pause_action": "Ctrl+Space",
+            "stop_action": "Escape", "sayt_action": "Ctrl+T", "fix_action": "Ctrl+L",
+            "export_last_action": "Ctrl+E", "export_all_action": "Ctrl+Shift+E"}
+    for name, key in keys.items():
+        assert getattr(window, name).shortcut() == QKeySequence(key), name
+
+
+# ----------------------------------------------------------------------------- speak as you type
+@pytest.mark.parametrize("text,start,expected", [
+    ("Hello there, how are", 0, len("Hello there,")),
+    ("Hello there, how are you? Dr. Smith", 0, len("Hello there, how are you?")),
+    ("It costs 3.5 dollars", 0, 0),
+    ("He said \"stop.\" Then", 0, len("He said \"stop.\"")),
+    ("One, two. Three", 5, len("One, two.")),
+    ("Ends without a space.", 0, 0),
+])
+def test_committed_end(text, start, expected):
+    assert committed_end(text, start) == expected
+
+
+def test_speak_as_you_type_queues_committed_clauses(qtbot, window):
+    w = window
+    w.editor.clear()
+    started = []
+
+    def record(job, text):
+        started.append(text)
+
+    w.worker.started.connect(record)
+    try:
+        w.sayt_action.trigger()
+        assert w.sayt_action.isChecked()
+        qtbot.keyClicks(w.editor, "Hello there, how are")
+        qtbot.waitUntil(lambda: started == ["Hello there,"], timeout=WAIT_MS)
+        qtbot.keyClicks(w.editor, " you? Dr. Smith is")
+        qtbot.waitUntil(lambda: len(started) == 2, timeout=WAIT_MS)
+        qtbot.keyClicks(w.editor, " here. ")
+        qtbot.waitUntil(lambda: len(started) == 3, timeout=WAIT_MS)
+    finally:
+        w.sayt_action.trigger()
+        w.worker.started.disconnect(record)
+    assert started == ["Hello there,", " how are you?", " Dr. Smith is here."]
+    qtbot.waitUntil(lambda: not w.worker.meters().busy, timeout=WAIT_MS)
+
+
+# ----------------------------------------------------------------------------- preview, lexicon, export
+def test_preview_shows_the_front_ends_sentences(qtbot, window):
+    w = window
+    text = "Dr. Smith paid $5, then left. Bye!"
+    w.editor.setPlainText(text)
+    qtbot.waitUntil(lambda: [s.text for s in w.preview.sentences] == [s.text for s in segment(text)],
+                    timeout=WAIT_MS)
+    html = w.preview.toPlainText()
+    assert "doctor Smith paid five dollars, / then left. //" in html
+    assert "Bye! //" in html
+
+
+def test_fix_word_is_saved_and_used_by_the_preview_and_the_voice(qtbot, window):
+    w = window
+    w.editor.setPlainText("I run nginx.")
+    cur = w.editor.textCursor()
+    cur.setPosition(8)
+    w.editor.setTextCursor(cur)
+    assert w.editor.word_under_cursor() == "nginx"
+    dialog = LexiconDialog(w.lexicon, word=w.editor.word_under_cursor(), parent=w)
+    row = dialog.fix("nginx")
+    dialog.set_row(row, respelling="engine x")
+    w.set_lexicon(dialog.lexicon())
+    dialog.deleteLater()
+    import json
+
+    assert json.loads((w.config_dir / "lexicon.json").read_text()) == {"nginx": "engine x"}
+    qtbot.waitUntil(lambda: any("engine x" in s.spoken for s in w.preview.sentences), timeout=WAIT_MS)
+    _, stats = _speak_and_wait(qtbot, w, "I run nginx.")
+    voice = w.worker.voice
+    assert voice.lexicon is w.lexicon
+    voice.lexicon = None
+    try:
+        ref = voice.synthesize("I run engine x.", SpeakConfig(pause_s=0.0))
+    finally:
+        voice.lexicon = w.lexicon
+    np.testing.assert_array_equal(w.last_audio, ref)
+    w.set_lexicon(type(w.lexicon)())
+
+
+def test_export_last_and_whole_text(qtbot, window, tmp_path):
+    w = window
+    _speak_and_wait(qtbot, w, "Export me.")
+    last = w.last_audio.copy()
+    with qtbot.waitSignal(w.worker.exported, timeout=WAIT_MS) as sig:
+        assert w.export_last(tmp_path / "last.wav")
+    assert sig.args[1] == str(tmp_path / "last.wav")
+    y, sr = sf.read(tmp_path / "last.wav", dtype="float32")
+    assert sr == 22050 and y.shape == last.shape
+    np.testing.assert_allclose(y, last, atol=1.01 / 32768)
+    w.editor.setPlainText("All of it. Twice over.")
+    with qtbot.waitSignal(w.worker.exported, timeout=WAIT_MS):
+        w.export_text(tmp_path / "all.flac")
+    y, sr = sf.read(tmp_path / "all.flac", dtype="float32")
+    ref = w.worker.voice.synthesize("All of it. Twice over.", SpeakConfig(pause_s=0.0))
+    assert sr == 22050 and y.shape == ref.shape
+    np.testing.assert_allclose(y, ref, atol=1.01 / 32768)
+    assert not list(tmp_path.glob(".*.part"))
+
+
+def test_no_device_says_so_and_offers_export(window):
+    assert window.device_combo.currentData() == -1
+    assert "silent" in window.output_label.text().lower()
+    assert window.export_last_action.isEnabled() and window.export_all_action.isEnabled()
+
+
+# ----------------------------------------------------------------------------- settings and closing
+def test_settings_persist(qtbot, tiny_voice, tmp_path):
+    w = _new_window(tmp_path, tiny_voice)
+    w.speed.set_value(1.5)
+    w.volume.set_value(0.5)
+    w.pause.set_value(0.3)
+    w.editor.setPlainText("Remember me.")
+    w.close()
+    w2 = _new_window(tmp_path, None)
+    try:
+        assert w2.speed.value() == pytest.approx(1.5)
+        assert w2.volume.value() == pytest.approx(0.5)
+        assert w2.pause.value() == pytest.approx(0.3)
+        assert w2.editor.toPlainText() == "Remember me."
+        assert w2.voice_combo.currentData() == str(tiny_voice)  # the voice came from the settings
+        assert w2.worker.speed == pytest.approx(1.5)  # and reached the worker
+    finally:
+        w2.close()
+
+
+def test_closing_while_speaking_stops_every_thread(qtbot, window, tiny_voice, tmp_path):
+    baseline = threading.active_count()
+    w = _new_window(tmp_path, tiny_voice, buffer_s=0.3)
+    qtbot.waitUntil(lambda: w.voice_state is not None, timeout=WAIT_MS)
+    w.editor.setPlainText(LONG)
+    w.speak()
+    qtbot.waitUntil(lambda: w.worker.sink is not None and w.worker.sink.played_samples > 0, timeout=WAIT_MS)
+    w.close()
+    assert not w.worker.alive and not w.timer.isActive()
+    qtbot.waitUntil(lambda: threading.active_count() <= baseline, timeout=WAIT_MS)
+
+
+# ----------------------------------------------------------------------------- view preparation
+def test_spectrum_tap_in_pieces_equals_naive_framing():
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, 5000).astype(np.float32)
+    tap = SpectrumTap()
+    tap.reset(1000)
+    cols, first = [], None
+    for piece in np.split(x, [37, 600, 601, 2900, 4100]):
+        c, pos = tap.feed(piece)
+        if c.shape[0]:
+            first = pos if first is None else first
+            cols.append(c)
+    cols = np.concatenate(cols)
+    assert first == 1000
+    hann = 0.5 - 0.5 * np.cos(2 * np.pi * np.arange(SPECTRUM_WINDOW) / SPECTRUM_WINDOW)
+    n = 1 + (x.size - SPECTRUM_WINDOW) // SPECTRUM_HOP
+    assert cols.shape == (n, SPECTRUM_WINDOW // 2 + 1)
+    for k in (0, 7, n - 1):
+        frame = x[k * SPECTRUM_HOP:k * SPECTRUM_HOP + SPECTRUM_WINDOW].astype(np.float64) * hann
+        db = 20 * np.log10(np.maximum(np.abs(np.fft.rfft(frame)) / (hann.sum() / 2), 10 ** -4.5))
+        want = np.clip(np.round((db + 90) * 255 / 90), 0, 255)
+        assert np.abs(cols[k].astype(int) - want).max() <= 1
+
+
+def test_envelope_and_history_drop_stale_slots():
+    x = np.sin(np.arange(1000) / 7).astype(np.float32)
+    env = envelope(x, 64)
+    for g in range(env.shape[0]):
+        part = x[g * 64:(g + 1) * 64]
+        assert env[g, 0] == part.min() and env[g, 1] == part.max()
+    h = ScopeHistory(seconds=0.1, sample_rate=22050)  # 34 envelope slots
+    view = ChunkView(1, 640, x, env, np.zeros((0, 257), np.uint8), 640, (0, 1), ())
+    h.add(view)
+    got = h.envelope(640 + 1024, 16)
+    np.testing.assert_array_equal(got, env[:16])
+    assert np.isnan(h.envelope(640 + 3000, 10)).all()  # later than anything stored: unknown
+    h.add(ChunkView(1, 640 + 64 * 34, x, env, np.zeros((0, 257), np.uint8), 0, (0, 1), ()))
+    assert np.isnan(h.envelope(640 + 1024, 16)).all()  # overwritten by the wrap: not shown
+
+
+def test_window_paints(window):
+    img = window.grab()
+    assert img.width() > 0 and img.height() > 0
+    assert window.waveform.isVisible() and window.spectrogram.isVisible()
+
