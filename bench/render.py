@@ -41,15 +41,16 @@ FORMATS = """### What `wavern render` writes
   words: [{char_start, char_end, text, start_sample, end_sample, start_s, end_s}]}` (character offsets into
   the item's text; sentence spans exclude the pause after them).
 - `OUT/results.jsonl`, one row per item: `{id, status: "ok", out, files, samples, sample_rate, duration_s,
-  compute_s, rtf, cpu_s, voice, seed, source, worker}` or `{id, status: "failed", error, source, worker}`.
+  compute_s, rtf, cpu_s, voice, seed, source, worker, request}` or `{id, status: "failed", error, source, worker}`.
   Rows are appended as items finish (fsync'd) and the file is rewritten with one row per id at the start
   and end of a run.
 
-Resuming: an item whose row says `ok` and whose `files` all exist is skipped; failed items are tried
-again. Files are written to `.<name>.part` and renamed, and the row is written after the files, so a
-killed run never leaves an item that looks done but is not. Item ids: text files give `<stem>-<line>`
-(or `<stem>-<paragraph>` with `--paragraphs`), so editing one line of an input re-renders only that id
-once its output is deleted. The seed of an item is a hash of its id (or the manifest's `seed`).
+Resuming: an item is skipped when its row says `ok`, its `files` all exist (with any sidecar asked
+for now) and its `request` (a hash of text, voice folder, speed, seed and output name) is unchanged;
+failed items are tried again. Files are written to `.<name>.part` and renamed, and the row is written
+after the files, so a killed run never leaves an item that looks done but is not. Item ids: text files
+give `<stem>-<line>` (or `<stem>-<paragraph>` with `--paragraphs`); editing one line re-renders only that
+item. The seed of an item is a hash of its id (or the manifest's `seed`).
 """
 
 
