@@ -161,3 +161,49 @@ def build_voice(cfg: VoiceBuildConfig) -> dict[str, Any]:
     assemble_voice(out, acoustic=acoustic, vocoder=vocoder, symbols=symbols, name=name,
                    espeak_voice=p["espeak"], provenance=prov, card=card)
     return {"voice": str(out), **prov}
+
+
+def load_vocoder_checkpoint(path: str | Path):
+    """A :class:`WaveRNN` (masks applied) and its checkpoint dict from a full or compact vocoder checkpoint."""
+    import torch
+
+    from wavern.vocoder.config import VocoderConfig
+    from wavern.vocoder.model import WaveRNN
+
+    ck = torch.load(path, map_location="cpu", weights_only=False)
+    if ck.get("format") not in ("wavern-vocoder-checkpoint", "wavern-vocoder-compact"):
+        raise ParameterError(f"{path} is not a vocoder checkpoint (format {ck.get('format')!r})")
+    cfg = VocoderConfig.from_dict(ck["vocoder_config"])
+    model = WaveRNN(cfg)
+    model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in ck["model"].items()})
+    return model.eval(), ck
+
+
+def assemble_from_runs(out_dir: str | Path, *, acoustic_checkpoint: str | Path, vocoder_checkpoint: str | Path,
+                       corpus_dir: str | Path, name: str = "default", metrics: dict[str, Any] | None = None,
+                       card: str = "") -> Path:
+    """Write a voice folder from the current checkpoints of an acoustic and a vocoder run.
+
+    This is how the shipped voice is refreshed while the long runs continue: whatever step
+    each run has reached is exported, with the steps and wall time in the provenance.
+    """
+    from wavern.training.acoustic_trainer import load_checkpoint
+
+    acoustic, ack = load_checkpoint(acoustic_checkpoint)
+    vocoder, vck = load_vocoder_checkpoint(vocoder_checkpoint)
+    corpus_meta = json.loads((Path(corpus_dir) / "corpus.json").read_text())
+    symbols = corpus_meta["symbols"]
+    speakers = acoustic.config.speakers
+    speaker = "en-us+m1" if "en-us+m1" in speakers else speakers[0]
+    prov = {
+        "corpus": {k: corpus_meta.get(k) for k in ("seed", "utterances", "espeak_version") if k in corpus_meta},
+        "acoustic": {"step": int(ack.get("step", 0)), "wall_s": float(ack.get("wall_s", 0.0) or 0.0)},
+        "vocoder": {"step": int(vck.get("step", 0)), "wall_s": float(vck.get("wall_s", 0.0) or 0.0),
+                    "density": vck.get("pruner", {}).get("sparsity") is not None
+                    and 1.0 - float(vck["pruner"]["sparsity"])},
+        "assembled": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "metrics": metrics or {},
+    }
+    return assemble_voice(out_dir, acoustic=acoustic, vocoder=vocoder, symbols=symbols, name=name,
+                          espeak_voice=speaker.split("+")[0], provenance=prov,
+                          inference={"speaker": speaker}, card=card)
