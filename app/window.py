@@ -607,6 +607,7 @@ def run_window(voice: str | None = None) -> int:
     app.setOrganizationName("wavern")
     app.setApplicationName("wavern")
     window = MainWindow(voice_path=path)
+    window.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)  # tear Qt objects down inside the event loop
     window.show()
     return int(app.exec())
 

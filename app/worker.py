@@ -242,6 +242,7 @@ class SilentPlayback(Sink):
         self._keep = keep
         self._played: list[np.ndarray] = []
         self.played_samples = 0
+        self.played_at_abort: int | None = None  # played_samples when abort() was called
         self._quit = threading.Event()
         self._thread = threading.Thread(target=self._clock, name="wavern-silent-clock", daemon=True)
         self._thread.start()
@@ -289,7 +290,8 @@ class SilentPlayback(Sink):
         self._halt()
 
     def abort(self) -> None:
-        """Drop the queue and stop the clock at once."""
+        """Drop the queue and stop the clock at once (a block being read still completes)."""
+        self.played_at_abort = self.played_samples
         self.ring.clear()
         self.ring.close()
         self._halt()
@@ -358,14 +360,11 @@ class SpeechWorker(QObject):
         self._thread.start()
 
     # ------------------------------------------------------------------ requests (GUI thread)
-    def _submit(self, job_kind: str, *, front: bool = False, **kw) -> int:
+    def _submit(self, job_kind: str, **kw) -> int:
         with self._lock:
             job = _Job(self._next_id, job_kind, **kw)
             self._next_id += 1
-            if front:
-                self._queue.appendleft(job)
-            else:
-                self._queue.append(job)
+            self._queue.append(job)
             self._wake.notify()
         return job.id
 
@@ -444,9 +443,11 @@ class SpeechWorker(QObject):
         return self._paused
 
     def stop(self) -> None:
-        """Silence now: drop the queue, stop the stream at its next chunk, abort the output."""
+        """Silence now: drop queued speech and exports, stop the stream at its next chunk, abort the output."""
         with self._lock:
+            loads = [j for j in self._queue if j.kind == "load"]  # a voice change still happens
             self._queue.clear()
+            self._queue.extend(loads)
             if self._current is not None:
                 self._current.cancelled = True
             if self._control is not None:
@@ -470,14 +471,15 @@ class SpeechWorker(QObject):
         with self._lock:
             sink, written, job, busy = self._sink, self._written, self._current, bool(self._queue)
         busy = busy or job is not None
+        speaking = job.id if job is not None and job.kind == "speak" else None
         if sink is None:
-            return Meters(written, 0.0, None, 0, self._paused, busy, job.id if job else None)
+            return Meters(written, 0.0, None, 0, self._paused, busy, speaking)
         ring = sink.ring
         queued = self._queued_samples(sink)
         ms = 1000.0 / sink.device_rate
         headroom = ring.min_headroom * ms if ring.callbacks and ring.min_headroom < ring.capacity else None
         return Meters(written - queued, queued * 1000.0 / sink.sample_rate, headroom, ring.underruns,
-                      self._paused, busy, job.id if job and job.kind == "speak" else None)
+                      self._paused, busy, speaking)
 
     def shutdown(self, timeout_s: float = 10.0) -> None:
         """Stop everything and join the threads (called from ``closeEvent``)."""
@@ -518,12 +520,14 @@ class SpeechWorker(QObject):
                     stats = self._speak(job)
                 else:
                     self._export(job)
-            except WavernError as e:
-                (self.voiceFailed.emit(str(e)) if job.kind == "load" else self.failed.emit(job.id, str(e)))
-            except Exception as e:  # noqa: BLE001 - report, keep the worker alive
-                log.exception("request %d (%s) failed", job.id, job.kind)
-                (self.voiceFailed.emit(str(e)) if job.kind == "load"
-                 else self.failed.emit(job.id, f"internal error: {e}"))
+            except Exception as e:  # noqa: BLE001 - report it and keep the worker alive
+                if not isinstance(e, WavernError):
+                    log.exception("request %d (%s) failed", job.id, job.kind)
+                message = str(e) if isinstance(e, WavernError) else f"internal error: {e!r}"
+                if job.kind == "load":
+                    self.voiceFailed.emit(message)
+                else:
+                    self.failed.emit(job.id, message)
             finally:
                 with self._lock:
                     self._current, self._control = None, None

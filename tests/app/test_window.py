@@ -25,6 +25,7 @@ from wavern.app.widgets.scope import ScopeHistory  # noqa: E402
 from wavern.app.window import MainWindow, committed_end  # noqa: E402
 from wavern.app.worker import (  # noqa: E402
     ENVELOPE_SAMPLES,
+    PIECE_SAMPLES,
     SPECTRUM_HOP,
     SPECTRUM_WINDOW,
     ChunkView,
@@ -139,7 +140,6 @@ def test_stop_silences_within_one_block_and_at_most_one_more_chunk(qtbot, window
     job = w.speak()
     qtbot.waitUntil(lambda: w.worker.sink is not None and w.worker.sink.played_samples > 4096, timeout=WAIT_MS)
     sink = w.worker.sink
-    played_at_stop = sink.played_samples
     w.stop_action.trigger()
     stats = _stats_of(qtbot, w, job)
     assert stats.stopped
@@ -147,8 +147,9 @@ def test_stop_silences_within_one_block_and_at_most_one_more_chunk(qtbot, window
     heard = [c for c in w._chunks if c[2] == job]
     assert heard and heard[-1][3][1] < len(LONG) - 10  # it stopped before the last sentence
     assert not sink._thread.is_alive()
-    # silence within one output block (256 samples = 11.6 ms, well inside 50 ms)
-    assert sink.played_samples - played_at_stop <= sink.blocksize
+    # silent within one output block of stop (256 samples = 11.6 ms, well inside 50 ms)
+    assert sink.played_at_abort is not None
+    assert sink.played_samples - sink.played_at_abort <= sink.blocksize
     m = w.worker.meters()
     assert not m.busy and m.queued_ms == 0 and w.editor.current_word is None
     # the stream clock was rewound to what was actually played
@@ -167,15 +168,18 @@ def test_live_volume_acts_on_the_next_chunk_and_pause_length_on_the_next_sentenc
         w.editor.setPlainText(LONG)
         job = w.speak()
         qtbot.waitUntil(lambda: sum(v.job_id == job for v in emitted) >= 3, timeout=WAIT_MS)
+        # pause, so the ring fills and the worker waits inside writing its latest chunk
+        w.pause_action.trigger()
+        ring = w.worker.sink.ring
+        qtbot.waitUntil(lambda: ring.capacity - ring.queued < PIECE_SAMPLES, timeout=WAIT_MS)
         n_before = sum(v.job_id == job for v in emitted)
         w.volume.set_value(0.0)
-        qtbot.waitUntil(lambda: sum(v.job_id == job for v in emitted) >= n_before + 4, timeout=WAIT_MS)
+        w.pause_action.trigger()
+        qtbot.waitUntil(lambda: sum(v.job_id == job for v in emitted) >= n_before + 3, timeout=WAIT_MS)
         w.stop()
         silent = [not v.samples.any() for v in emitted if v.job_id == job]
-        assert not any(silent[:3])
-        first = silent.index(True)
-        assert first <= n_before + 1  # at most the chunk being made when it changed, then silence
-        assert all(silent[first:])
+        assert not any(silent[:n_before])
+        assert all(silent[n_before:])  # the very next chunk is silent
         # pause length: the live value wins over the request's SpeakConfig
         w.worker.set_live(pause_s=0.2)
         emitted.clear()
