@@ -637,15 +637,27 @@ def _main(argv: list[str] | None = None) -> int:
 
     def go() -> None:
         window.refresh_preview()
-        window.speak(now=True)
+        window.speak(now=False, text="Hello.", start=0)  # a second bar in the latency history
+        window.speak(now=False)
+        poll.start(40)
 
     def grab() -> None:
+        if state["done"]:
+            return
+        poll.stop()
         window.grab().save(args.screenshot)
         state["done"] = True
         window.close()
 
+    def maybe_grab() -> None:  # in the second half of the text, while a word is lit
+        word = window.editor.current_word
+        if word is not None and word[0] >= len(args.text) // 2:
+            grab()
+
+    poll = QTimer(window)
+    poll.timeout.connect(maybe_grab)
     window.worker.voiceLoaded.connect(lambda _: QTimer.singleShot(300, go))
-    window.worker.finished.connect(lambda _: QTimer.singleShot(int(BUFFER_S * 700), grab))
+    window.worker.idle.connect(lambda: QTimer.singleShot(0, grab) if len(window.stats) >= 2 else None)
     app.exec()
     return 0 if state["done"] else 1
 
