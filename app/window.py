@@ -344,9 +344,12 @@ class MainWindow(QMainWindow):
                                 else f"Output: {self.device_combo.itemText(index)}")
 
     def _on_output_changed(self, text: str) -> None:
-        self.output_label.setText(text)
+        """The worker fell back to silent playback (the device failed to open), or the user chose."""
         if "No audio device" in text:
+            self.device_combo.blockSignals(True)
             self.device_combo.setCurrentIndex(0)
+            self.device_combo.blockSignals(False)
+        self.output_label.setText(text)
 
     def _on_live_changed(self) -> None:
         self.worker.set_live(speed=self.speed.value(), volume=self.volume.value(), pause_s=self.pause.value())

@@ -340,6 +340,48 @@ def test_no_device_says_so_and_offers_export(window):
 
 
 # ----------------------------------------------------------------------------- settings and closing
+def test_a_device_that_fails_to_open_falls_back_to_silent_playback(qtbot, window, monkeypatch):
+    import wavern.engine.sinks as sinks
+    from wavern.app.worker import SilentPlayback
+    from wavern.errors import AudioDeviceError
+
+    def refuse(**kw):
+        raise AudioDeviceError("cannot open audio device 3: device unavailable")
+
+    monkeypatch.setattr(sinks, "DeviceSink", refuse)
+    qtbot.waitUntil(lambda: not window.worker.meters().busy, timeout=WAIT_MS)
+    window.worker.set_output(3, silent=False)
+    _, stats = _speak_and_wait(qtbot, window, "Fall back.")
+    assert not stats.stopped and stats.audio_s > 0
+    assert window.worker.silent and "No audio device" in window.output_label.text()
+    assert "device unavailable" in window.output_label.text()
+    assert window.device_combo.currentData() == -1
+    window.worker.speak("Again.")
+    qtbot.waitUntil(lambda: isinstance(window.worker.sink, SilentPlayback), timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: window.worker.sink is None, timeout=WAIT_MS)  # played out and closed
+
+
+def test_device_picker_keeps_only_devices_with_a_usable_rate(monkeypatch):
+    import sounddevice as sd
+
+    import wavern.engine.sinks as sinks
+    from wavern.app.worker import OutputDevice, usable_output_devices
+
+    fake = [dict(index=0, name="takes 22050", default_samplerate=48000.0, max_output_channels=2),
+            dict(index=3, name="48k only", default_samplerate=48000.0, max_output_channels=2),
+            dict(index=5, name="refuses all", default_samplerate=44100.0, max_output_channels=2)]
+    accepts = {(0, 22050), (0, 48000), (3, 48000)}
+
+    def check(*, device, samplerate, channels, dtype):
+        if (device, int(samplerate)) not in accepts:
+            raise ValueError("invalid sample rate")
+
+    monkeypatch.setattr(sinks, "list_output_devices", lambda: fake)
+    monkeypatch.setattr(sd, "check_output_settings", check)
+    assert usable_output_devices(22050) == [OutputDevice(0, "takes 22050", 22050, False),
+                                            OutputDevice(3, "48k only", 48000, True)]
+
+
 def test_settings_persist(qtbot, tiny_voice, tmp_path):
     w = _new_window(tmp_path, tiny_voice)
     w.speed.set_value(1.5)
@@ -360,6 +402,7 @@ def test_settings_persist(qtbot, tiny_voice, tmp_path):
 
 
 def test_closing_while_speaking_stops_every_thread(qtbot, window, tiny_voice, tmp_path):
+    qtbot.waitUntil(lambda: window.worker.sink is None and not window.worker.meters().busy, timeout=WAIT_MS)
     baseline = threading.active_count()
     w = _new_window(tmp_path, tiny_voice, buffer_s=0.3)
     qtbot.waitUntil(lambda: w.voice_state is not None, timeout=WAIT_MS)
