@@ -227,6 +227,31 @@ def test_queue_plays_requests_in_order(qtbot, window):
     assert w.stats.index(sa) < w.stats.index(sb)
 
 
+def test_keyboard_drives_the_transport(qtbot, window):
+    w = window
+    w.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is w, timeout=WAIT_MS)
+    w.editor.setPlainText(LONG)
+    w.editor.setFocus()
+    started = []
+
+    def record(job, text):
+        started.append(job)
+
+    w.worker.started.connect(record)
+    try:
+        qtbot.keyClick(w.editor, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+        qtbot.waitUntil(lambda: len(started) == 1, timeout=WAIT_MS)
+        assert w.editor.toPlainText() == LONG  # the editor did not take the key as a line break
+        qtbot.keyClick(w.editor, Qt.Key.Key_Space, Qt.KeyboardModifier.ControlModifier)
+        assert w.pause_action.isChecked() and w.worker.paused
+        qtbot.keyClick(w.editor, Qt.Key.Key_Escape)
+        stats = _stats_of(qtbot, w, started[0])
+        assert stats.stopped and not w.worker.paused
+    finally:
+        w.worker.started.disconnect(record)
+
+
 def test_shortcuts(window):
     keys = {"speak_action": "Ctrl+Return", "queue_action": "Ctrl+Shift+Return", "pause_action": "Ctrl+Space",
             "stop_action": "Escape", "sayt_action": "Ctrl+T", "fix_action": "Ctrl+L",
