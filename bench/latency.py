@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import shlex
 import subprocess
@@ -72,8 +73,8 @@ def results_section(runs: dict[str, dict], voice_desc: str, cmds: dict[str, str]
         f"Voice: {voice_desc}. Sentences: the {first['summary']['sentences']} lines of "
         f"`assets/bench/sentences.txt` (1 to 60 words), each its own request through `Voice.stream` into a null "
         f"sink. Machine: {sy['cpu_count']} CPUs ({feats}), Python {sy['python']}, torch threads "
-        f"{sy['threads']['torch']}, numba threads {sy['threads']['numba']}; shared with other jobs, so wall "
-        f"times are noisy.\n",
+        f"{sy['threads']['torch']}, numba threads {sy['threads']['numba']}; shared with other jobs (load average "
+        f"{os.getloadavg()[0]:.1f} at the end), so these wall times measure contention as much as wavern.\n",
         "| run | load s | warm-up s | first audio ms p50 / p90 | RTF p50 / p90 | chunk load p50 / p99 | "
         "headroom s min / p10 | underruns | peak RSS MiB |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -99,8 +100,9 @@ def main() -> int:
     head = ("## Live latency (`wavern bench`)\n\n"
             "Through the real streaming path: time to first audio, RTF (compute / audio), chunk load (a chunk's "
             "compute time / its audio duration), buffer headroom of a simulated real-time player (audio still "
-            "queued when each chunk arrives; below 0 is an underrun) and peak memory. Regenerate with "
-            "`.venv/bin/python bench/latency.py`.\n\n")
+            "queued when each chunk arrives; below 0 is an underrun) and peak memory. Measured by "
+            f"`.venv/bin/python bench/latency.py{'' if args.hidden is None else f' --hidden {args.hidden}'}` "
+            "(which runs the three `wavern bench` commands below).\n\n")
     if args.schema_only:
         old = DOC.read_text() if DOC.is_file() else head
         body = old.split("### JSON schema")[0].rstrip() + "\n\n"
