@@ -14,6 +14,17 @@ Conventions (``wavern.training.common``): per-step seeding (step ``t`` draws fro
 (``checkpoint.pt``: model, optimiser, step) every ``checkpoint_every_s`` seconds, on SIGTERM /
 SIGINT and at the end; metrics as JSON lines in ``metrics.jsonl``; a tqdm progress bar.
 
+Data-parallel under ``torchrun`` (:mod:`wavern.training.distributed`; gloo on CPU, nccl on GPUs)::
+
+    torchrun --standalone --nproc-per-node 2 -m wavern.training.acoustic_trainer data/corpus runs/acoustic \\
+        --batch-size 16 --threads 1
+
+``batch_size`` is the global batch: every process draws the step's whole batch from the step
+seed and keeps rows ``rank::world``; the mel L1 and duration MSE are weighted by each process's
+share of the batch's frames and tokens, so the averaged gradient is the one-process gradient
+of that batch. Only rank 0 writes the checkpoint, metrics and export; resume reads the same
+checkpoint on every rank.
+
 At the end (``steps`` reached, or ``time_limit_s`` spent; not after a signal) the run writes ``acoustic.safetensors`` (see :mod:`wavern.conditioning.export`),
 ``acoustic_config.json`` (``AcousticConfig.to_dict()``, what ``voice.json["acoustic"]`` holds)
 and ``fusion.json`` (the learned peer-fusion connection weights) into ``out_dir``.
@@ -37,8 +48,9 @@ from wavern.conditioning.config import AcousticConfig, EncoderConfig
 from wavern.conditioning.export import save_acoustic
 from wavern.conditioning.frontend.phonemes import BOS, EOS, PAUSE_SYMBOLS, SymbolTable
 from wavern.errors import CorpusError, ParameterError
-from wavern.training.common import (CheckpointTimer, MetricsLog, StopFlag, atomic_save, resolve_device,
-                                    seed_step)
+from wavern.training.common import CheckpointTimer, MetricsLog, StopFlag, atomic_save, seed_step
+from wavern.training.distributed import (DistInfo, all_sum, average_gradients, barrier, broadcast_parameters,
+                                         loss_weights, setup_distributed, shutdown)
 
 __all__ = ["AcousticTrainConfig", "TrainResult", "train_acoustic", "evaluate_acoustic", "load_checkpoint",
            "export_checkpoint", "corpus_global_mask", "OPTIMIZERS"]
@@ -172,48 +184,55 @@ def _items(records, table: SymbolTable, speakers: tuple[str, ...], hop: int, max
     return items
 
 
-def _crop(mel: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
-    if mel.shape[0] <= n:
-        return mel
-    s = int(rng.integers(0, mel.shape[0] - n + 1))
-    return mel[s:s + n]
-
-
 def _draw_batch(items: list[_Item], by_speaker: dict[int, list[int]], cfg: AcousticTrainConfig,
-                rng: np.random.Generator, n_mels: int, device: torch.device) -> dict[str, torch.Tensor]:
+                rng: np.random.Generator, n_mels: int, device: torch.device, *,
+                rows: np.ndarray | None = None) -> dict[str, torch.Tensor]:
     """A padded batch. 4 x batch_size candidates are drawn, sorted by length and a random run of
-    batch_size consecutive ones kept, so utterances of similar length share a batch."""
+    batch_size consecutive ones kept, so utterances of similar length share a batch.
+
+    Every random draw of the whole batch is made (so ``rng`` advances the same way whatever
+    ``rows`` is); only the rows ``rows`` of it (a data-parallel rank's share; default all) are
+    read from disk and padded, to their own longest.
+    """
     n_cand = min(len(items), 4 * cfg.batch_size)
     cand = rng.choice(len(items), size=n_cand, replace=False)
     cand = cand[np.argsort([items[i].n_frames for i in cand], kind="stable")]
     b = min(cfg.batch_size, n_cand)
     s = int(rng.integers(0, n_cand - b + 1))
-    chosen = [items[i] for i in cand[s:s + b]]
-    n_tok = max(len(it.ids) for it in chosen)
-    n_frm = max(it.n_frames for it in chosen)
+    plan = []  # per row: (item, its reference item, reference present, crop start)
+    for i in cand[s:s + b]:
+        it = items[i]
+        pool = by_speaker[it.speaker]
+        ref = items[pool[int(rng.integers(0, len(pool)))]]
+        present = bool(rng.random() >= cfg.reference_drop)
+        n_ref = ref.record.n_frames  # == len(ref.record.mel()), checked when the mel is read
+        start = int(rng.integers(0, n_ref - cfg.reference_frames + 1)) if n_ref > cfg.reference_frames else 0
+        plan.append((it, ref, present, start))
+    if rows is not None:
+        plan = [plan[k] for k in rows]
+    b = len(plan)
+    n_tok = max(len(p[0].ids) for p in plan)
+    n_frm = max(p[0].n_frames for p in plan)
     ids = np.zeros((b, n_tok), np.int64)
     glob = np.zeros((b, n_tok), bool)
     pad = np.ones((b, n_tok), bool)
     frames = np.zeros((b, n_tok), np.int64)
     mel = np.zeros((b, n_frm, n_mels), np.float32)
-    refs, present = [], np.zeros(b, bool)
-    for k, it in enumerate(chosen):
+    refs = []
+    for k, (it, ref, _, start) in enumerate(plan):
         n = len(it.ids)
         ids[k, :n], glob[k, :n], pad[k, :n], frames[k, :n] = it.ids, it.is_global, False, it.frames
         m = it.record.mel()
         mel[k, :m.shape[0]] = m
-        pool = by_speaker[it.speaker]
-        other = pool[int(rng.integers(0, len(pool)))]
-        present[k] = rng.random() >= cfg.reference_drop
-        refs.append(_crop(items[other].record.mel(), cfg.reference_frames, rng))
+        refs.append(ref.record.mel()[start:start + cfg.reference_frames])
     n_ref = max(r.shape[0] for r in refs)
-    ref = np.zeros((b, n_ref, n_mels), np.float32)
+    ref_mel = np.zeros((b, n_ref, n_mels), np.float32)
     ref_pad = np.ones((b, n_ref), bool)
     for k, r in enumerate(refs):
-        ref[k, :r.shape[0]], ref_pad[k, :r.shape[0]] = r, False
+        ref_mel[k, :r.shape[0]], ref_pad[k, :r.shape[0]] = r, False
     t = {"ids": ids, "is_global": glob, "padding_mask": pad, "durations": frames, "mel": mel,
-         "speaker": np.array([it.speaker for it in chosen], np.int64), "reference": ref,
-         "reference_padding_mask": ref_pad, "reference_present": present}
+         "speaker": np.array([p[0].speaker for p in plan], np.int64), "reference": ref_mel,
+         "reference_padding_mask": ref_pad, "reference_present": np.array([p[2] for p in plan], bool)}
     return {k: torch.from_numpy(v).to(device) for k, v in t.items()}
 
 
@@ -375,12 +394,26 @@ def _same_run(ckpt: dict, cfg: AcousticTrainConfig, model_cfg: AcousticConfig) -
 
 
 def train_acoustic(cfg: AcousticTrainConfig) -> TrainResult:
-    """Train (or resume) an acoustic model; see the module docstring. Returns a :class:`TrainResult`."""
+    """Train (or resume) an acoustic model; see the module docstring. Returns a :class:`TrainResult`.
+
+    Under ``torchrun`` every process calls this; only rank 0's result carries the evaluation.
+    """
+    device, dist_info = setup_distributed(cfg.device)
+    try:
+        result = _train(cfg, device, dist_info)
+    except BaseException:
+        shutdown(dist_info, wait=False)  # no barrier: the other ranks may never reach it
+        raise
+    shutdown(dist_info)
+    return result
+
+
+def _train(cfg: AcousticTrainConfig, device: torch.device, dist_info: DistInfo) -> TrainResult:
     from tqdm import tqdm
 
     from wavern.training.corpus import load_corpus
 
-    device = resolve_device(cfg.device)
+    main = dist_info.is_main
     if device.type == "cpu":
         torch.set_num_threads(cfg.threads)
     out = Path(cfg.out_dir)
@@ -409,36 +442,45 @@ def train_acoustic(cfg: AcousticTrainConfig) -> TrainResult:
     metrics = MetricsLog(out / "metrics.jsonl")
     step, elapsed_before = 0, 0.0
     ckpt_path = out / CHECKPOINT
-    if cfg.resume and ckpt_path.is_file():
+    if cfg.resume and ckpt_path.is_file():  # every rank reads the same checkpoint
         ckpt = torch.load(ckpt_path, map_location=device, weights_only=True)
         _same_run(ckpt, cfg, model_cfg)
         model.load_state_dict(ckpt["model"])
         opt.load_state_dict(ckpt["optimizer"])
         step, elapsed_before = int(ckpt["step"]), float(ckpt["elapsed_s"])
-        metrics.truncate_after(step)
+        if main:
+            metrics.truncate_after(step)
         log.info("resumed from %s at step %d", ckpt_path, step)
-    else:
+    elif main:
         metrics.truncate_after(-1)  # a fresh run starts a fresh metrics file
         (out / "train_config.json").write_text(json.dumps(cfg.to_dict(), indent=1) + "\n", encoding="utf-8")
-        log.info("training %d parameters on %d utterances (%d voices), device %s",
-                 sum(p.numel() for p in model.parameters()), len(items), len(model_cfg.speakers), device)
+        log.info("training %d parameters on %d utterances (%d voices), device %s, %d process(es)",
+                 sum(p.numel() for p in model.parameters()), len(items), len(model_cfg.speakers), device,
+                 dist_info.world_size)
+    broadcast_parameters(model, dist_info)
+    global_batch = min(cfg.batch_size, len(items))  # what _draw_batch draws
+    if global_batch < dist_info.world_size:
+        raise ParameterError(f"a batch of {global_batch} utterances cannot be split over {dist_info.world_size} "
+                             f"data-parallel processes; use batch_size >= the number of processes")
+    rows = dist_info.rows(global_batch) if dist_info.enabled else None
 
     def save() -> None:
-        atomic_save({"format": CHECKPOINT_FORMAT, "step": step, "model_config": model_cfg.to_dict(),
-                     "train_config": cfg.to_dict(), "model": model.state_dict(), "optimizer": opt.state_dict(),
-                     "elapsed_s": elapsed_before + time.monotonic() - t_start}, ckpt_path)
+        if main:
+            atomic_save({"format": CHECKPOINT_FORMAT, "step": step, "model_config": model_cfg.to_dict(),
+                         "train_config": cfg.to_dict(), "model": model.state_dict(), "optimizer": opt.state_dict(),
+                         "elapsed_s": elapsed_before + time.monotonic() - t_start}, ckpt_path)
 
     t_start = time.monotonic()
     timer = CheckpointTimer(cfg.checkpoint_every_s)
     last: dict[str, float] = {}
     evaluation = None
-    bar = tqdm(total=cfg.steps, initial=step, disable=not cfg.progress, desc="acoustic", unit="step")
+    bar = tqdm(total=cfg.steps, initial=step, disable=not (cfg.progress and main), desc="acoustic", unit="step")
     stopped = False
     try:
         with StopFlag() as stop:
             while step < cfg.steps:
-                rng = seed_step(cfg.seed, step)
-                batch = _draw_batch(items, by_speaker, cfg, rng, model_cfg.n_mels, device)
+                rng = seed_step(cfg.seed, step, dist_info.rank)
+                batch = _draw_batch(items, by_speaker, cfg, rng, model_cfg.n_mels, device, rows=rows)
                 model.train()
                 out_t = model(batch["ids"], batch["is_global"], batch["durations"], speaker=batch["speaker"],
                               padding_mask=batch["padding_mask"], reference=batch["reference"],
@@ -446,42 +488,58 @@ def train_acoustic(cfg: AcousticTrainConfig) -> TrainResult:
                               reference_present=batch["reference_present"])
                 loss = model.loss(out_t, batch["mel"][:, :out_t.mel.shape[1]], batch["durations"],
                                   padding_mask=batch["padding_mask"], duration_weight=cfg.duration_weight)
-                if not torch.isfinite(loss.total):
+                objective = loss.total
+                if dist_info.enabled:  # the global batch's mean: weight by this rank's share of frames, tokens
+                    counts = [float(batch["durations"].sum()), float((~batch["padding_mask"]).sum())]
+                    w_mel, w_dur, bad = loss_weights(counts + [float(not torch.isfinite(loss.total))], dist_info)
+                    objective = w_mel * loss.mel_l1 + cfg.duration_weight * w_dur * loss.duration_mse
+                    finite = bad == 0
+                else:
+                    w_mel = w_dur = 1.0
+                    finite = bool(torch.isfinite(loss.total))
+                if not finite:
                     raise FloatingPointError(f"loss became {float(loss.total)} at step {step}; lower lr")
                 opt.zero_grad(set_to_none=True)
-                loss.total.backward()
+                objective.backward()
+                average_gradients(model, dist_info)
                 if cfg.optimizer == "adam":
                     torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
                     for g in opt.param_groups:
                         g["lr"] = _lr_at(cfg, step)
                 opt.step()
                 step += 1
-                last = {"loss": float(loss.total.detach()), "mel_l1": float(loss.mel_l1.detach()),
-                        "duration_mse": float(loss.duration_mse.detach())}
+                over_time = cfg.time_limit_s is not None and time.monotonic() - t_start >= cfg.time_limit_s
+                mel_l1, dur_mse, signalled, over_time = all_sum(
+                    [w_mel * float(loss.mel_l1.detach()), w_dur * float(loss.duration_mse.detach()),
+                     float(stop.requested is not None), float(over_time)], dist_info)
+                mel_l1, dur_mse = mel_l1 / dist_info.world_size, dur_mse / dist_info.world_size
+                last = {"loss": mel_l1 + cfg.duration_weight * dur_mse, "mel_l1": mel_l1, "duration_mse": dur_mse}
+                if not dist_info.enabled:
+                    last["loss"] = float(loss.total.detach())
                 bar.update(1)
-                if step % cfg.log_every == 0 or step == cfg.steps:
+                if main and (step % cfg.log_every == 0 or step == cfg.steps):
                     bar.set_postfix(mel_l1=f"{last['mel_l1']:.3f}", dur=f"{last['duration_mse']:.3f}")
                     metrics.write({"kind": "train", "step": step, **last, "lr": float(opt.param_groups[0]["lr"]),
                                    "elapsed_s": round(elapsed_before + time.monotonic() - t_start, 1)})
-                if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
+                if main and cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
                     row = evaluate_acoustic(model, corpus, cfg.eval_utterances, table=table)
                     metrics.write({"kind": "eval", "step": step, **row})
                 if timer.due():
                     save()
                     timer.reset()
-                over_time = cfg.time_limit_s is not None and time.monotonic() - t_start >= cfg.time_limit_s
-                if stop.requested is not None or over_time:
-                    stopped = stop.requested is not None
+                if signalled or over_time:
+                    stopped = bool(signalled)
                     log.info("stopping at step %d (%s)", step, "signal" if stopped else "time limit")
                     break
             save()
     finally:
         bar.close()
     finished = not stopped and step >= cfg.steps
-    if not stopped and cfg.export:  # reached `steps` or the planned time limit (not a signal)
+    if main and not stopped and cfg.export:  # reached `steps` or the planned time limit (not a signal)
         evaluation = evaluate_acoustic(model, corpus, cfg.eval_utterances, table=table)
         metrics.write({"kind": "eval", "step": step, **evaluation})
         export_checkpoint(ckpt_path, out)
+    barrier(dist_info)  # every rank returns once rank 0's files are written (a resume right after reads them)
     return TrainResult(step, finished, last, evaluation, out)
 
 

@@ -37,7 +37,11 @@ log = logging.getLogger(__name__)
 
 
 def resolve_device(name: str) -> torch.device:
-    """``"auto"`` -> cuda if available, else cpu; otherwise ``torch.device(name)`` (checked)."""
+    """``"auto"`` -> cuda if available, else cpu; otherwise ``torch.device(name)`` (checked).
+
+    Asking for ``cuda`` on a machine without a GPU is an error, not a silent fall-back to the CPU.
+    (``wavern.training.distributed.pick_device`` is this function.)
+    """
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
@@ -45,18 +49,24 @@ def resolve_device(name: str) -> torch.device:
     except RuntimeError:
         raise ParameterError(f"device {name!r} is not a torch device; use 'auto', 'cpu' or 'cuda'") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ParameterError(f"device {name!r} was requested but CUDA is not available; use 'auto' or 'cpu'")
+        raise ParameterError(f"device {name!r} was requested, but this machine has no CUDA GPU; use 'auto' or 'cpu'")
     return dev
 
 
-def step_seed(seed: int, step: int) -> int:
-    """A 63-bit torch seed for step ``step`` of a run seeded ``seed`` (SeedSequence mixing)."""
-    return int(np.random.SeedSequence([seed, step]).generate_state(1, np.uint64)[0]) >> 1
+def step_seed(seed: int, step: int, rank: int = 0) -> int:
+    """A 63-bit torch seed for step ``step`` of a run seeded ``seed`` (SeedSequence mixing).
+
+    Data-parallel rank ``rank`` > 0 gets its own seed (its dropout differs from rank 0's);
+    rank 0's is the one-process seed.
+    """
+    entropy = [seed, step] if rank == 0 else [seed, step, rank]
+    return int(np.random.SeedSequence(entropy).generate_state(1, np.uint64)[0]) >> 1
 
 
-def seed_step(seed: int, step: int) -> np.random.Generator:
-    """Seed torch for ``step`` and return the numpy generator of that step's data draws."""
-    torch.manual_seed(step_seed(seed, step))
+def seed_step(seed: int, step: int, rank: int = 0) -> np.random.Generator:
+    """Seed torch for ``step`` (of data-parallel ``rank``) and return the numpy generator of that
+    step's data draws: the global batch, the same on every rank."""
+    torch.manual_seed(step_seed(seed, step, rank))
     return np.random.default_rng([seed, step])
 
 

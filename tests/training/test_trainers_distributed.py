@@ -1,0 +1,133 @@
+"""The real acoustic trainer, data-parallel over 2 processes on localhost (gloo), against one process.
+
+One spawn runs, in each of 2 processes: a straight 4-step run, and a 2-step run resumed to 4
+steps. Checked: both ranks end with identical weights; the 2-process run equals (to float
+tolerance) a 1-process run of the same global batch (5 utterances: 3 + 2 rows, so the loss
+weighting across unequal shares is exercised); the logged losses are the global batch's;
+resume under torchrun is bit-exact; only rank 0 wrote files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from test_acoustic_trainer import _cfg, _fake_corpus, _model_cfg
+from wavern.training import acoustic_trainer as at
+from wavern.training.common import MetricsLog
+from wavern.training.distributed import DistInfo, init_distributed, loss_weights, shutdown
+
+WORLD = 2
+BATCH = 5  # uneven: rank 0 gets rows 0, 2, 4 and rank 1 rows 1, 3
+STEPS = 4
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _config(corpus, out, **kw) -> at.AcousticTrainConfig:
+    # No dropout: with it, each rank draws its own masks and the runs differ by design.
+    model = _model_cfg()
+    model = dataclasses.replace(model, dropout=0.0, encoder=dataclasses.replace(model.encoder, dropout=0.0))
+    return _cfg(corpus, out, **{"model": model, "batch_size": BATCH, "steps": STEPS, **kw})
+
+
+def _worker(rank: int, world: int, port: int, corpus: str, root: str) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
+                      LOCAL_RANK=str(rank))
+    torch.set_num_threads(1)
+    info = init_distributed(torch.device("cpu"), timeout_s=120)  # the trainer joins this group, leaves it open
+    seen = []
+    real = at.broadcast_parameters
+
+    def spy(model, dist_info):  # the trainer hands its model to this once per run, before step 1
+        seen.append(model)
+        real(model, dist_info)
+        if len(seen) == 1:
+            torch.save({k: v.clone() for k, v in model.state_dict().items()},
+                       os.path.join(root, "weights", f"init-rank{rank}.pt"))
+
+    at.broadcast_parameters = spy
+    for name, steps in (("straight", STEPS), ("resumed", 2), ("resumed", STEPS)):
+        at.train_acoustic(_config(corpus, os.path.join(root, name), steps=steps))
+        torch.save({k: v.clone() for k, v in seen[-1].state_dict().items()},
+                   os.path.join(root, "weights", f"{name}{steps}-rank{rank}.pt"))
+    shutdown(info)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("dp")
+    corpus = _fake_corpus(root / "corpus")
+    (root / "weights").mkdir()
+    mp.spawn(_worker, args=(WORLD, _free_port(), str(corpus), str(root)), nprocs=WORLD, join=True)
+    return root, corpus
+
+
+def _weights(root, name):
+    return [torch.load(root / "weights" / f"{name}-rank{r}.pt", weights_only=True) for r in range(WORLD)]
+
+
+def test_ranks_hold_identical_weights(runs):
+    root, _ = runs
+    for name in (f"straight{STEPS}", "resumed2", f"resumed{STEPS}"):
+        w0, w1 = _weights(root, name)
+        for k in w0:
+            assert torch.equal(w0[k], w1[k]), (name, k)
+
+
+def test_two_processes_equal_one_process_on_the_same_global_batch(runs, tmp_path, monkeypatch):
+    root, corpus = runs
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    single = at.train_acoustic(_config(corpus, tmp_path / "single"))
+    assert single.step == STEPS
+    ref = torch.load(tmp_path / "single" / "checkpoint.pt", weights_only=True)["model"]
+    dp = torch.load(root / "straight" / "checkpoint.pt", weights_only=True)["model"]
+    init = _weights(root, "init")[0]
+    assert torch.equal(dp["mel_mean"], ref["mel_mean"]) and torch.equal(init["mel_mean"], ref["mel_mean"])
+    for k, v in ref.items():
+        if k.endswith("key.bias"):
+            # A key bias shifts every score of a query equally: softmax ignores it, its true
+            # gradient is 0 and both runs hold rounding noise there, which Adam scales up to ~lr.
+            continue
+        torch.testing.assert_close(dp[k], v, rtol=1e-4, atol=1e-5, msg=k)
+    # ... while the steps moved the weights far more than that tolerance
+    assert float((ref["mel_out.weight"] - init["mel_out.weight"]).abs().max()) > 5e-3
+    assert float((ref["encoder.embed.weight"] - init["encoder.embed.weight"]).abs().max()) > 5e-3
+    rows_dp = [r for r in MetricsLog(root / "straight" / "metrics.jsonl").read() if r["kind"] == "train"]
+    rows_1 = [r for r in MetricsLog(tmp_path / "single" / "metrics.jsonl").read() if r["kind"] == "train"]
+    assert [r["step"] for r in rows_dp] == list(range(1, STEPS + 1))  # written once, by rank 0
+    for a, b in zip(rows_dp, rows_1):
+        for key in ("loss", "mel_l1", "duration_mse"):
+            assert a[key] == pytest.approx(b[key], rel=1e-5), (a["step"], key)
+
+
+def test_resume_under_torchrun_is_bit_exact(runs):
+    root, _ = runs
+    straight, resumed = _weights(root, f"straight{STEPS}")[0], _weights(root, f"resumed{STEPS}")[0]
+    for k in straight:
+        assert torch.equal(straight[k], resumed[k]), k
+    ckpt = torch.load(root / "resumed" / "checkpoint.pt", weights_only=True)
+    assert ckpt["step"] == STEPS
+    rows = [r["step"] for r in MetricsLog(root / "resumed" / "metrics.jsonl").read() if r["kind"] == "train"]
+    assert rows == list(range(1, STEPS + 1))
+
+
+def test_only_rank_zero_writes(runs):
+    root, _ = runs
+    for name in ("straight", "resumed"):
+        assert sorted(p.name for p in (root / name).iterdir()) == ["checkpoint.pt", "metrics.jsonl",
+                                                                   "train_config.json"]
+
+
+def test_loss_weights_alone_are_one():
+    assert loss_weights([3.0, 7.0], DistInfo()) == [1.0, 1.0]
+    assert DistInfo(rank=1, world_size=2).rows(5).tolist() == [1, 3]
