@@ -83,7 +83,9 @@ def write_audio(path: Path, samples: np.ndarray, sample_rate: int) -> Path:
         raise
     except sf.LibsndfileError as e:
         tmp.unlink(missing_ok=True)
-        if "space" in str(e).lower():
+        from wavern.engine.sinks import _disk_full
+
+        if _disk_full(e, path):
             raise DiskFullError(f"disk full while writing {path}; free space and run again") from None
         raise
     return path

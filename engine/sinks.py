@@ -81,8 +81,21 @@ class NullSink(Sink):
         return np.concatenate(self._parts) if self._parts else np.zeros(0, np.float32)
 
 
-def _disk_full(e: BaseException) -> bool:
-    return (isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)) or "space" in str(e).lower()
+def _disk_full(e: BaseException, path: Path | None = None) -> bool:
+    """Whether ``e`` means "no space left". libsndfile reports a full disk as a bare "System
+    error." without errno, so then the free space of the target folder decides."""
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    if "space" in str(e).lower():
+        return True
+    if path is not None:
+        import shutil
+
+        try:
+            return shutil.disk_usage(path.parent if not path.is_dir() else path).free < (1 << 20)
+        except OSError:
+            return False
+    return False
 
 
 class FileSink(Sink):
@@ -100,7 +113,7 @@ class FileSink(Sink):
                                    subtype=subtype)
         except (OSError, sf.LibsndfileError) as e:
             self._tmp.unlink(missing_ok=True)
-            if _disk_full(e):
+            if _disk_full(e, self.path):
                 raise DiskFullError(f"disk full: cannot create {self.path}") from None
             raise AudioDeviceError(f"cannot write {self.path}: {e}") from None
 
@@ -109,7 +122,7 @@ class FileSink(Sink):
             self._f.write(np.asarray(samples, np.float32))
         except Exception as e:
             self.abort()
-            if _disk_full(e):
+            if _disk_full(e, self.path):
                 raise DiskFullError(f"disk full while writing {self.path}; nothing was left behind") from None
             raise
 
@@ -121,7 +134,7 @@ class FileSink(Sink):
             os.replace(self._tmp, self.path)
         except Exception as e:
             self._tmp.unlink(missing_ok=True)
-            if _disk_full(e):
+            if _disk_full(e, self.path):
                 raise DiskFullError(f"disk full while finishing {self.path}") from None
             raise
         finally:

@@ -158,3 +158,26 @@ def test_speak_config_limits():
         SpeakConfig(speed=0)
     with pytest.raises(ParameterError, match="volume"):
         SpeakConfig(volume=-1)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "geteuid") or __import__("os").geteuid() != 0,
+                    reason="mounting a tiny filesystem needs root")
+def test_real_full_disk_is_disk_full_error(tmp_path):
+    """A real ENOSPC from libsndfile (a bare 'System error.') is reported as DiskFullError."""
+    import subprocess
+
+    mnt = tmp_path / "tiny"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], capture_output=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
+    try:
+        big = np.zeros(22050 * 10, np.float32)  # 10 s of 16-bit audio: 441 kB > 64 kB
+        with pytest.raises(DiskFullError):
+            write_audio(mnt / "a.wav", big, 22050)
+        assert list(mnt.iterdir()) == []
+        with pytest.raises(DiskFullError):
+            play(iter([AudioChunk(big, 22050, 0, (0, 1))]), FileSink(mnt / "b.wav", sample_rate=22050))
+        assert list(mnt.iterdir()) == []
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
