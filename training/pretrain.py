@@ -48,6 +48,16 @@ proposals of step ``t`` come from ``default_rng([seed, t])``), so a resumed run 
 tqdm progress; adam (warm-up, half-life decay, grad clipping) or yellowfin; device ``auto``.
 At the end the encoder's weights go to ``encoder.safetensors`` (:func:`export_encoder`), which
 :func:`load_encoder_into` (and ``AcousticTrainConfig.init_encoder``) reads.
+
+**Data-parallel** under ``torchrun`` (:mod:`wavern.training.distributed`)::
+
+    torchrun --standalone --nproc-per-node 2 -m wavern.app.cli train pretrain --corpus data/corpus \\
+        --run-dir runs/pretrain --batch-size 32 --threads 1
+
+Rank 0 phonemises the sentences (the text cache) while the others wait; every rank draws and
+corrupts the step's whole batch, keeps rows ``rank::world``, and weights the three means by its
+share of their token counts, so the averaged gradient is that of the global batch. Only rank 0
+writes checkpoints, metrics and the encoder.
 """
 
 from __future__ import annotations
@@ -75,7 +85,9 @@ from wavern.conditioning.frontend.phonemes import SymbolTable
 from wavern.dsp import DEFAULT_MEL
 from wavern.errors import CorpusError, DiskFullError, ParameterError, WavernError
 from wavern.training.acoustic_trainer import corpus_global_mask
-from wavern.training.common import CheckpointTimer, MetricsLog, StopFlag, atomic_save, resolve_device, seed_step
+from wavern.training.common import CheckpointTimer, MetricsLog, StopFlag, atomic_save, seed_step
+from wavern.training.distributed import (DistInfo, all_sum, average_gradients, barrier, broadcast_parameters,
+                                         loss_weights, setup_distributed, shutdown)
 from wavern.training.ngram import BidirectionalTrigram
 
 __all__ = ["PretrainConfig", "PretrainResult", "pretrain_encoder", "ReplacedTokenDetector", "RTDOutput", "RTDLoss",
@@ -752,15 +764,37 @@ def _same_run(ckpt: dict, cfg: PretrainConfig, enc_cfg: EncoderConfig, where: Pa
 
 
 def pretrain_encoder(cfg: PretrainConfig) -> PretrainResult:
-    """Pre-train (or resume) the phoneme encoder; see the module docstring."""
+    """Pre-train (or resume) the phoneme encoder; see the module docstring.
+
+    Under ``torchrun`` every process calls this; only rank 0's result carries the evaluation and
+    the encoder path.
+    """
+    device, dist_info = setup_distributed(cfg.device)
+    try:
+        result = _pretrain(cfg, device, dist_info)
+    except BaseException:
+        shutdown(dist_info, wait=False)  # no barrier: the other ranks may never reach it
+        raise
+    shutdown(dist_info)
+    return result
+
+
+def _pretrain(cfg: PretrainConfig, device: torch.device, dist_info: DistInfo) -> PretrainResult:
     from tqdm import tqdm
 
-    device = resolve_device(cfg.device)
+    main = dist_info.is_main
+    if cfg.batch_size < dist_info.world_size:
+        raise ParameterError(f"batch_size {cfg.batch_size} cannot be split over {dist_info.world_size} "
+                             f"data-parallel processes; use batch_size >= the number of processes")
     if device.type == "cpu":
         torch.set_num_threads(cfg.threads)
     run_dir = Path(cfg.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    if not main:
+        barrier(dist_info)  # rank 0 phonemises the sentences and writes the text cache first
     data = _load_data(cfg, run_dir)
+    if main:
+        barrier(dist_info)
     enc_cfg = _encoder_config(cfg, data.table)
     held = data.bi_held[:cfg.eval_sequences] + data.text_held[:cfg.eval_sequences]
 
@@ -770,77 +804,105 @@ def pretrain_encoder(cfg: PretrainConfig) -> PretrainResult:
     metrics = MetricsLog(run_dir / "metrics.jsonl")
     ckpt_path = run_dir / CHECKPOINT
     step, elapsed_before = 0, 0.0
-    if cfg.resume and ckpt_path.is_file():
+    if cfg.resume and ckpt_path.is_file():  # every rank reads the same checkpoint
         ckpt = torch.load(ckpt_path, map_location=device, weights_only=True)
         _same_run(ckpt, cfg, enc_cfg, ckpt_path)
         model.load_state_dict(ckpt["model"])
         opt.load_state_dict(ckpt["optimizer"])
         step, elapsed_before = int(ckpt["step"]), float(ckpt["elapsed_s"])
-        metrics.truncate_after(step)
+        if main:
+            metrics.truncate_after(step)
         log.info("resumed from %s at step %d", ckpt_path, step)
-    else:
+    elif main:
         metrics.truncate_after(-1)
         (run_dir / "train_config.json").write_text(json.dumps(cfg.to_dict(), indent=1) + "\n", encoding="utf-8")
-        log.info("pre-training %d parameters (encoder %d), device %s", sum(p.numel() for p in model.parameters()),
-                 sum(p.numel() for p in model.encoder.parameters()), device)
+        log.info("pre-training %d parameters (encoder %d), device %s, %d process(es)",
+                 sum(p.numel() for p in model.parameters()), sum(p.numel() for p in model.encoder.parameters()),
+                 device, dist_info.world_size)
+    broadcast_parameters(model, dist_info)
+    rows = dist_info.rows(cfg.batch_size)  # this rank's share of every global batch
 
     def save() -> None:
-        atomic_save({"format": CHECKPOINT_FORMAT, "step": step, "encoder_config": enc_cfg.to_dict(),
-                     "train_config": cfg.to_dict(), "model": model.state_dict(), "optimizer": opt.state_dict(),
-                     "elapsed_s": elapsed_before + time.monotonic() - t_start}, ckpt_path)
+        if main:
+            atomic_save({"format": CHECKPOINT_FORMAT, "step": step, "encoder_config": enc_cfg.to_dict(),
+                         "train_config": cfg.to_dict(), "model": model.state_dict(), "optimizer": opt.state_dict(),
+                         "elapsed_s": elapsed_before + time.monotonic() - t_start}, ckpt_path)
 
     def evaluate() -> dict[str, float] | None:
         return evaluate_pretrain(model, held, data.gen, data.bank, cfg, data.special) if held else None
 
+    weights = (cfg.text_weight, cfg.audio_weight, cfg.mlm_weight)
     t_start = time.monotonic()
     timer = CheckpointTimer(cfg.checkpoint_every_s)
     last: dict[str, float] = {}
-    bar = tqdm(total=cfg.steps, initial=step, disable=not cfg.progress, desc="pretrain", unit="step")
+    bar = tqdm(total=cfg.steps, initial=step, disable=not (cfg.progress and main), desc="pretrain", unit="step")
     stopped = False
     try:
         with StopFlag() as stop:
             while step < cfg.steps:
-                rng = seed_step(cfg.seed, step)
-                seqs = _draw(data, cfg, rng)
-                rows = [corrupt(s, data.gen, data.bank, rng, special=data.special, mask_rate=cfg.mask_rate,
-                                temperature=cfg.temperature) for s in seqs]
-                batch = collate(seqs, rows, model.n_mels, device)
+                rng = seed_step(cfg.seed, step, dist_info.rank)
+                seqs = _draw(data, cfg, rng)  # the global batch; every rank corrupts all of it (same rng stream)
+                corrupted = [corrupt(s, data.gen, data.bank, rng, special=data.special, mask_rate=cfg.mask_rate,
+                                     temperature=cfg.temperature) for s in seqs]
+                if dist_info.enabled:
+                    seqs, corrupted = [seqs[k] for k in rows], [corrupted[k] for k in rows]
+                batch = collate(seqs, corrupted, model.n_mels, device)
                 model.train()
                 _, loss = _forward_loss(model, batch, cfg)
-                if not torch.isfinite(loss.total):
+                terms = (loss.text_rtd, loss.audio_rtd, loss.mlm)
+                if dist_info.enabled:  # weight each mean by this rank's share of its global count
+                    real = ~batch["padding_mask"]
+                    counts = [float(real.sum()), float((real & batch["has_audio"][:, None]).sum()),
+                              float((batch["mlm_target"] >= 0).sum())]
+                    *w, bad = loss_weights(counts + [float(not torch.isfinite(loss.total))], dist_info)
+                    objective = sum(wt * wc * term for wt, wc, term in zip(weights, w, terms))
+                    finite = bad == 0
+                else:
+                    w = [1.0, 1.0, 1.0]
+                    objective = loss.total
+                    finite = bool(torch.isfinite(loss.total))
+                if not finite:
                     raise FloatingPointError(f"loss became {float(loss.total)} at step {step}; lower lr")
                 opt.zero_grad(set_to_none=True)
-                loss.total.backward()
+                objective.backward()
+                average_gradients(model, dist_info)
                 if cfg.optimizer == "adam":
                     torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
                     for g in opt.param_groups:
                         g["lr"] = _lr_at(cfg, step)
                 opt.step()
                 step += 1
-                last = {k: float(getattr(loss, k).detach()) for k in RTDLoss._fields}
+                over_time = cfg.time_limit_s is not None and time.monotonic() - t_start >= cfg.time_limit_s
+                *sums, signalled, over_time = all_sum(
+                    [wc * float(term.detach()) for wc, term in zip(w, terms)]
+                    + [float(stop.requested is not None), float(over_time)], dist_info)
+                means = [v / dist_info.world_size for v in sums]
+                total = float(loss.total.detach()) if not dist_info.enabled else \
+                    sum(wt * m for wt, m in zip(weights, means))
+                last = {"total": total, "text_rtd": means[0], "audio_rtd": means[1], "mlm": means[2]}
                 bar.update(1)
-                if step % cfg.log_every == 0 or step == cfg.steps:
+                if main and (step % cfg.log_every == 0 or step == cfg.steps):
                     bar.set_postfix(text=f"{last['text_rtd']:.3f}", audio=f"{last['audio_rtd']:.3f}",
                                     mlm=f"{last['mlm']:.2f}")
                     metrics.write({"kind": "train", "step": step, **last, "lr": float(opt.param_groups[0]["lr"]),
                                    "elapsed_s": round(elapsed_before + time.monotonic() - t_start, 1)})
-                if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps and held:
+                if main and cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps and held:
                     metrics.write({"kind": "eval", "step": step, **evaluate()})
                 if timer.due():
                     save()
                     timer.reset()
-                over_time = cfg.time_limit_s is not None and time.monotonic() - t_start >= cfg.time_limit_s
-                if stop.requested is not None or over_time:
-                    stopped = stop.requested is not None
+                if signalled or over_time:
+                    stopped = bool(signalled)
                     log.info("stopping at step %d (%s)", step, "signal" if stopped else "time limit")
                     break
             save()
     finally:
         bar.close()
     evaluation, encoder_path = None, None
-    if not stopped and cfg.export:
+    if main and not stopped and cfg.export:
         evaluation = evaluate()
         if evaluation is not None:
             metrics.write({"kind": "eval", "step": step, **evaluation})
         encoder_path = export_encoder(model, run_dir / ENCODER_FILE, symbols=data.table.to_list())
+    barrier(dist_info)  # every rank returns once rank 0's files are written
     return PretrainResult(step, not stopped and step >= cfg.steps, last, evaluation, run_dir, encoder_path)

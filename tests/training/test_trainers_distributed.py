@@ -1,10 +1,11 @@
-"""The real acoustic trainer, data-parallel over 2 processes on localhost (gloo), against one process.
+"""The real trainers, data-parallel over 2 processes on localhost (gloo), against one process.
 
-One spawn runs, in each of 2 processes: a straight 4-step run, and a 2-step run resumed to 4
-steps. Checked: both ranks end with identical weights; the 2-process run equals (to float
-tolerance) a 1-process run of the same global batch (5 utterances: 3 + 2 rows, so the loss
-weighting across unequal shares is exercised); the logged losses are the global batch's;
-resume under torchrun is bit-exact; only rank 0 wrote files.
+One spawn runs, in each of 2 processes: the acoustic trainer (Adam) straight for 4 steps, and
+for 2 steps resumed to 4; then replaced-token pre-training (YellowFin, text and bimodal rows,
+the text cache written by rank 0) for 4 steps. Checked: both ranks end with identical weights;
+the 2-process runs equal (to float tolerance) 1-process runs of the same global batch (5
+examples: 3 + 2 rows, so the loss weighting across unequal shares is exercised); the logged
+losses are the global batch's; resume under torchrun is bit-exact; only rank 0 wrote files.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import socket
+from pathlib import Path
 
 import pytest
 import torch
@@ -19,6 +21,7 @@ import torch.multiprocessing as mp
 
 from test_acoustic_trainer import _cfg, _fake_corpus, _model_cfg
 from wavern.training import acoustic_trainer as at
+from wavern.training import pretrain as pt
 from wavern.training.common import MetricsLog
 from wavern.training.distributed import DistInfo, init_distributed, loss_weights, shutdown
 
@@ -40,13 +43,20 @@ def _config(corpus, out, **kw) -> at.AcousticTrainConfig:
     return _cfg(corpus, out, **{"model": model, "batch_size": BATCH, "steps": STEPS, **kw})
 
 
+def _pretrain_config(corpus, out) -> pt.PretrainConfig:
+    return pt.PretrainConfig(corpus_dir=str(corpus), run_dir=str(out), encoder=_config(corpus, out).model.encoder,
+                             sentences_path=str(corpus / "sentences.txt"), text_voices=("en-us",),
+                             bimodal_fraction=0.6, optimizer="yellowfin", steps=STEPS, batch_size=BATCH,
+                             log_every=1, eval_sequences=2, progress=False, checkpoint_every_s=1e9, export=False)
+
+
 def _worker(rank: int, world: int, port: int, corpus: str, root: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
                       LOCAL_RANK=str(rank))
     torch.set_num_threads(1)
     info = init_distributed(torch.device("cpu"), timeout_s=120)  # the trainer joins this group, leaves it open
     seen = []
-    real = at.broadcast_parameters
+    real = at.broadcast_parameters  # the same function in both trainers
 
     def spy(model, dist_info):  # the trainer hands its model to this once per run, before step 1
         seen.append(model)
@@ -55,11 +65,14 @@ def _worker(rank: int, world: int, port: int, corpus: str, root: str) -> None:
             torch.save({k: v.clone() for k, v in model.state_dict().items()},
                        os.path.join(root, "weights", f"init-rank{rank}.pt"))
 
-    at.broadcast_parameters = spy
+    at.broadcast_parameters = pt.broadcast_parameters = spy
     for name, steps in (("straight", STEPS), ("resumed", 2), ("resumed", STEPS)):
         at.train_acoustic(_config(corpus, os.path.join(root, name), steps=steps))
         torch.save({k: v.clone() for k, v in seen[-1].state_dict().items()},
                    os.path.join(root, "weights", f"{name}{steps}-rank{rank}.pt"))
+    pt.pretrain_encoder(_pretrain_config(Path(corpus), os.path.join(root, "pretrain")))
+    torch.save({k: v.clone() for k, v in seen[-1].state_dict().items()},
+               os.path.join(root, "weights", f"pretrain-rank{rank}.pt"))
     shutdown(info)
 
 
@@ -67,6 +80,8 @@ def _worker(rank: int, world: int, port: int, corpus: str, root: str) -> None:
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("dp")
     corpus = _fake_corpus(root / "corpus")
+    (corpus / "sentences.txt").write_text("The cat sat on the mat.\nA dog ran home.\nShips sail at night.\n"
+                                          "We met at noon today.\nNine men came in.\n", encoding="utf-8")
     (root / "weights").mkdir()
     mp.spawn(_worker, args=(WORLD, _free_port(), str(corpus), str(root)), nprocs=WORLD, join=True)
     return root, corpus
@@ -126,6 +141,28 @@ def test_only_rank_zero_writes(runs):
     for name in ("straight", "resumed"):
         assert sorted(p.name for p in (root / name).iterdir()) == ["checkpoint.pt", "metrics.jsonl",
                                                                    "train_config.json"]
+
+
+def test_pretraining_in_two_processes_equals_one_process(runs, tmp_path, monkeypatch):
+    root, corpus = runs
+    w0, w1 = _weights(root, "pretrain")
+    for k in w0:
+        assert torch.equal(w0[k], w1[k]), k
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    single = pt.pretrain_encoder(_pretrain_config(corpus, tmp_path / "single"))
+    assert single.step == STEPS
+    ref = torch.load(tmp_path / "single" / "checkpoint.pt", weights_only=True)["model"]
+    dp = torch.load(root / "pretrain" / "checkpoint.pt", weights_only=True)["model"]
+    for k, v in ref.items():
+        torch.testing.assert_close(dp[k], v, rtol=1e-4, atol=1e-6, msg=k)
+    rows_dp = [r for r in MetricsLog(root / "pretrain" / "metrics.jsonl").read() if r["kind"] == "train"]
+    rows_1 = [r for r in MetricsLog(tmp_path / "single" / "metrics.jsonl").read() if r["kind"] == "train"]
+    assert [r["step"] for r in rows_dp] == list(range(1, STEPS + 1))
+    for a, b in zip(rows_dp, rows_1):
+        for key in ("total", "text_rtd", "audio_rtd", "mlm"):
+            assert a[key] == pytest.approx(b[key], rel=1e-5), (a["step"], key)
+    assert sorted(p.name for p in (root / "pretrain").iterdir()) == ["checkpoint.pt", "metrics.jsonl",
+                                                                     "text_cache.npz", "train_config.json"]
 
 
 def test_loss_weights_alone_are_one():
