@@ -17,6 +17,16 @@ resolved precision; written atomically every ``checkpoint_interval_s`` seconds, 
 SIGINT/SIGTERM and at the end), ``compact.pt`` (float16 weights + bfloat16 optimiser moments,
 a few MB, for git; a run can start from it with ``init_from``, not bit-exactly),
 ``metrics.jsonl`` and ``vocoder.safetensors`` (the engine's format) at the end.
+
+Data-parallel under ``torchrun`` (:mod:`wavern.training.distributed`; gloo on CPU, nccl on GPUs)::
+
+    torchrun --standalone --nproc-per-node 2 -m wavern.training.vocoder_trainer --corpus data/corpus \\
+        --run runs/vocoder --batch 32 --threads 1
+
+``--batch`` is the global batch: every process draws the step's segments from the step seed and
+keeps rows ``rank::world``; gradients are averaged before clipping. Rank 0 builds the data
+cache while the others wait, and alone writes checkpoints, metrics and the export; ``--resume``
+loads the same checkpoint on every rank.
 """
 
 from __future__ import annotations
@@ -36,7 +46,9 @@ import numpy as np
 import torch
 
 from wavern.errors import ParameterError
-from wavern.training.common import CheckpointTimer, MetricsLog, StopFlag, atomic_save, resolve_device, seed_step
+from wavern.training.common import CheckpointTimer, MetricsLog, StopFlag, atomic_save, seed_step
+from wavern.training.distributed import (all_sum, any_rank, average_gradients, barrier, broadcast_parameters,
+                                         loss_weights, setup_distributed, shutdown)
 from wavern.training.vocoder_data import VocoderData, build_cache
 from wavern.vocoder.config import VocoderConfig
 from wavern.vocoder.export import export_vocoder
@@ -161,7 +173,7 @@ class VocoderTrainer:
     def __init__(self, cfg: VocoderTrainConfig) -> None:
         self.cfg = cfg
         self.run_dir = Path(cfg.run_dir)
-        self.device = resolve_device(cfg.device)
+        self.device, self.dist = setup_distributed(cfg.device)  # torchrun: join the data-parallel group
         torch.set_num_threads(cfg.threads)
         torch.manual_seed(cfg.seed)  # the initial weights
         self.model = WaveRNN(cfg.vocoder).to(self.device)
@@ -189,7 +201,11 @@ class VocoderTrainer:
     # ---------------------------------------------------------------- data
     def open_data(self) -> VocoderData:
         cache = Path(self.cfg.cache_dir) if self.cfg.cache_dir else self.run_dir / "cache"
+        if not self.dist.is_main:
+            barrier(self.dist)  # rank 0 builds (or checks) the cache first
         build_cache(self.cfg.corpus_dir, cache, self.cfg.vocoder.mel)
+        if self.dist.is_main:
+            barrier(self.dist)
         self.data = VocoderData.open(cache, hop=self.cfg.vocoder.hop_length)
         return self.data
 
@@ -206,9 +222,12 @@ class VocoderTrainer:
     def train_step(self) -> dict[str, float]:
         """One optimiser step at ``self.step``; returns its losses; advances ``self.step``."""
         cfg = self.cfg
-        rng = seed_step(cfg.seed, self.step)
+        rng = seed_step(cfg.seed, self.step, self.dist.rank)
         batch = self.data.batch(rng, batch_size=cfg.batch_size, segment_frames=cfg.segment_frames,
                                 mel_pad=self.mel_pad)
+        if self.dist.enabled:  # this rank's rows of the global batch
+            rows = self.dist.rows(cfg.batch_size)
+            batch = type(batch)(*(a[rows] for a in batch))
         mel, audio, prev = self._to_tensors(batch)
         lr = lr_at(self.step, cfg)
         if cfg.optimizer == "adam":
@@ -218,15 +237,19 @@ class VocoderTrainer:
         with self._autocast():
             loss = self.model.loss(mel, audio, prev_audio=prev, mel_pad=self.mel_pad)
         self.optimizer.zero_grad(set_to_none=True)
-        loss.total.backward()
+        (w,) = loss_weights([audio.shape[0]], self.dist)  # 1.0 alone; else this rank's share of the rows
+        (loss.total * w if self.dist.enabled else loss.total).backward()
+        average_gradients(self.model, self.dist)
         grad_norm = float("nan")
         if cfg.optimizer == "adam" and cfg.grad_clip > 0:
             grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip))
         self.optimizer.step()
         self.step += 1
         self.pruner.step(self.step)
-        return {"loss": float(loss.total.detach()), "coarse": float(loss.coarse.detach()), "fine": float(loss.fine.detach()),
-                "grad_norm": grad_norm, "lr": lr}
+        total, coarse, fine = (v / self.dist.world_size for v in all_sum(
+            [w * float(loss.total.detach()), w * float(loss.coarse.detach()), w * float(loss.fine.detach())],
+            self.dist))  # the global batch's means
+        return {"loss": total, "coarse": coarse, "fine": fine, "grad_norm": grad_norm, "lr": lr}
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
@@ -333,6 +356,18 @@ def train_vocoder(cfg: VocoderTrainConfig, *, on_step: Callable[[VocoderTrainer,
     """
     keep_freed_memory()  # 1.5-2x faster CPU steps; see its docstring
     trainer = VocoderTrainer(cfg)
+    try:
+        _run(trainer, cfg, on_step)
+    except BaseException:
+        shutdown(trainer.dist, wait=False)  # no barrier: the other ranks may never reach it
+        raise
+    shutdown(trainer.dist)
+    return trainer
+
+
+def _run(trainer: VocoderTrainer, cfg: VocoderTrainConfig,
+         on_step: Callable[[VocoderTrainer, dict], None] | None) -> None:
+    main = trainer.dist.is_main
     run_dir = trainer.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     ck_path = run_dir / CHECKPOINT
@@ -342,24 +377,27 @@ def train_vocoder(cfg: VocoderTrainConfig, *, on_step: Callable[[VocoderTrainer,
     elif cfg.init_from:
         trainer.load(cfg.init_from, exact=False)
         log.info("initialised from %s at step %d", cfg.init_from, trainer.step)
-    (run_dir / "train_config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
+    broadcast_parameters(trainer.model, trainer.dist)
     metrics = MetricsLog(run_dir / "metrics.jsonl")
-    metrics.truncate_after(trainer.step)
+    if main:
+        (run_dir / "train_config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
+        metrics.truncate_after(trainer.step)
     data = trainer.open_data()
     log.info("vocoder training: %d train / %d held-out utterances, bf16=%s, threads=%d, device=%s",
              data.split(False).size, data.split(True).size, trainer.bf16, cfg.threads, trainer.device)
     samples_per_step = cfg.batch_size * cfg.segment_frames * cfg.vocoder.hop_length
     timer = CheckpointTimer(cfg.checkpoint_interval_s)
     bar = None
-    if cfg.progress:
+    if cfg.progress and main:
         from tqdm import tqdm
 
         bar = tqdm(total=cfg.steps, initial=trainer.step, unit="step", dynamic_ncols=True,
                    mininterval=1.0 if sys.stderr.isatty() else 60.0)
     window: list[dict] = []
     t_window = time.perf_counter()
+    stop_all = False  # a stop request on any rank, agreed after every step
     with StopFlag() as stop:
-        while trainer.step < cfg.steps and stop.requested is None:
+        while trainer.step < cfg.steps and not stop_all:
             t0 = time.perf_counter()
             row = trainer.train_step()
             trainer.wall_s += time.perf_counter() - t0
@@ -375,36 +413,39 @@ def train_vocoder(cfg: VocoderTrainConfig, *, on_step: Callable[[VocoderTrainer,
                 out = {"kind": "train", "step": step, **mean, "lr": row["lr"], "density": trainer.pruner.density(),
                        "steps_per_s": len(window) / dt, "samples_per_s": len(window) * samples_per_step / dt,
                        "wall_s": round(trainer.wall_s, 2)}
-                metrics.write(out)
+                if main:
+                    metrics.write(out)
                 if bar is not None:
                     bar.set_postfix(loss=f"{mean['loss']:.3f}", c=f"{mean['coarse']:.2f}", f=f"{mean['fine']:.2f}",
                                     sps=f"{out['samples_per_s']:.0f}", refresh=False)
                 window, t_window = [], time.perf_counter()
             if bar is not None:
                 bar.update(1)
-            if cfg.eval_every_steps and step % cfg.eval_every_steps == 0:
+            if main and cfg.eval_every_steps and step % cfg.eval_every_steps == 0:
                 ev = trainer.evaluate()
                 metrics.write({"kind": "eval", "step": step, **ev})
                 log.info("step %d: held-out loss %.4f (coarse %.3f, fine %.3f)", step, ev["eval_loss"],
                          ev["eval_coarse"], ev["eval_fine"])
-            if timer.due():
+            if timer.due() and main:
                 trainer.save()
                 trainer.save_compact()
                 timer.reset()
+            stop_all = any_rank(stop.requested is not None, trainer.dist)
         if bar is not None:
             bar.close()
-        trainer.save()
-        trainer.save_compact()
-        if trainer.step >= cfg.steps:
+        if main:
+            trainer.save()
+            trainer.save_compact()
+        if trainer.step >= cfg.steps and main:
             ev = trainer.evaluate()
             metrics.write({"kind": "eval", "step": trainer.step, **ev})
             if cfg.export_at_end:
                 export_vocoder(trainer.model, run_dir / "vocoder.safetensors")
                 (run_dir / "vocoder_config.json").write_text(json.dumps(cfg.vocoder.to_dict(), indent=2))
-        else:
+        elif trainer.step < cfg.steps:
             log.info("stopped at step %d (signal %s); checkpoint saved, resume with resume=True",
                      trainer.step, stop.requested)
-    return trainer
+    barrier(trainer.dist)  # every rank returns once rank 0's files are written
 
 
 # ---------------------------------------------------------------------------- command line

@@ -1,11 +1,13 @@
 """The real trainers, data-parallel over 2 processes on localhost (gloo), against one process.
 
 One spawn runs, in each of 2 processes: the acoustic trainer (Adam) straight for 4 steps, and
-for 2 steps resumed to 4; then replaced-token pre-training (YellowFin, text and bimodal rows,
-the text cache written by rank 0) for 4 steps. Checked: both ranks end with identical weights;
-the 2-process runs equal (to float tolerance) 1-process runs of the same global batch (5
-examples: 3 + 2 rows, so the loss weighting across unequal shares is exercised); the logged
-losses are the global batch's; resume under torchrun is bit-exact; only rank 0 wrote files.
+for 2 steps resumed to 4; replaced-token pre-training (YellowFin, text and bimodal rows, the
+text cache written by rank 0) for 4 steps; the vocoder trainer (Adam, block pruning, the data
+cache built by rank 0) for 8 steps. Checked: both ranks end with identical weights; the
+2-process runs equal (to float tolerance) 1-process runs of the same global batch (5 examples:
+3 + 2 rows, 3 vocoder segments: 2 + 1, so the loss weighting across unequal shares is
+exercised); the logged losses are the global batch's; resume under torchrun is bit-exact; only
+rank 0 wrote files.
 """
 
 from __future__ import annotations
@@ -20,8 +22,11 @@ import torch
 import torch.multiprocessing as mp
 
 from test_acoustic_trainer import _cfg, _fake_corpus, _model_cfg
+from test_vocoder_trainer import _cfg as _vocoder_config
+from test_vocoder_trainer import _corpus as _tone_corpus
 from wavern.training import acoustic_trainer as at
 from wavern.training import pretrain as pt
+from wavern.training import vocoder_trainer as vt
 from wavern.training.common import MetricsLog
 from wavern.training.distributed import DistInfo, init_distributed, loss_weights, shutdown
 
@@ -50,7 +55,7 @@ def _pretrain_config(corpus, out) -> pt.PretrainConfig:
                              log_every=1, eval_sequences=2, progress=False, checkpoint_every_s=1e9, export=False)
 
 
-def _worker(rank: int, world: int, port: int, corpus: str, root: str) -> None:
+def _worker(rank: int, world: int, port: int, corpus: str, root: str, tones: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
                       LOCAL_RANK=str(rank))
     torch.set_num_threads(1)
@@ -73,6 +78,8 @@ def _worker(rank: int, world: int, port: int, corpus: str, root: str) -> None:
     pt.pretrain_encoder(_pretrain_config(Path(corpus), os.path.join(root, "pretrain")))
     torch.save({k: v.clone() for k, v in seen[-1].state_dict().items()},
                os.path.join(root, "weights", f"pretrain-rank{rank}.pt"))
+    trainer = vt.train_vocoder(_vocoder_config(tones, Path(root) / "vocoder" / "run"))
+    torch.save(trainer.model.state_dict(), os.path.join(root, "weights", f"vocoder-rank{rank}.pt"))
     shutdown(info)
 
 
@@ -83,7 +90,9 @@ def runs(tmp_path_factory):
     (corpus / "sentences.txt").write_text("The cat sat on the mat.\nA dog ran home.\nShips sail at night.\n"
                                           "We met at noon today.\nNine men came in.\n", encoding="utf-8")
     (root / "weights").mkdir()
-    mp.spawn(_worker, args=(WORLD, _free_port(), str(corpus), str(root)), nprocs=WORLD, join=True)
+    _tone_corpus(root / "tones")
+    mp.spawn(_worker, args=(WORLD, _free_port(), str(corpus), str(root), str(root / "tones")), nprocs=WORLD,
+             join=True)
     return root, corpus
 
 
@@ -163,6 +172,29 @@ def test_pretraining_in_two_processes_equals_one_process(runs, tmp_path, monkeyp
             assert a[key] == pytest.approx(b[key], rel=1e-5), (a["step"], key)
     assert sorted(p.name for p in (root / "pretrain").iterdir()) == ["checkpoint.pt", "metrics.jsonl",
                                                                      "text_cache.npz", "train_config.json"]
+
+
+def test_vocoder_in_two_processes_equals_one_process(runs, tmp_path, monkeypatch):
+    root, _ = runs
+    w0, w1 = _weights(root, "vocoder")
+    for k in w0:
+        assert torch.equal(w0[k], w1[k]), k
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    single = vt.train_vocoder(_vocoder_config(root / "tones", tmp_path / "run"))
+    ref = single.model.state_dict()
+    assert single.pruner.density() < 1.0  # pruning ran: masks from the (equal) weights on every rank
+    for k, v in ref.items():
+        torch.testing.assert_close(w0[k], v, rtol=1e-4, atol=1e-5, msg=k)
+    run = root / "vocoder" / "run"
+    rows_dp = [r for r in MetricsLog(run / "metrics.jsonl").read() if r["kind"] == "train"]
+    rows_1 = [r for r in MetricsLog(tmp_path / "run" / "metrics.jsonl").read() if r["kind"] == "train"]
+    assert [r["step"] for r in rows_dp] == [r["step"] for r in rows_1] == [2, 4, 6, 8]
+    for a, b in zip(rows_dp, rows_1):
+        for key in ("loss", "coarse", "fine"):
+            assert a[key] == pytest.approx(b[key], rel=1e-5), (a["step"], key)
+    assert sorted(p.name for p in run.iterdir()) == ["checkpoint.pt", "compact.pt", "metrics.jsonl",
+                                                     "train_config.json", "vocoder.safetensors",
+                                                     "vocoder_config.json"]
 
 
 def test_loss_weights_alone_are_one():
