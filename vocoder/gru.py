@@ -11,7 +11,8 @@ accumulates ``dW_hh`` with one skinny (H × B) @ (B × 3H) product per time step
 backward loop only propagates ``dh`` and ``dW_hh`` is one large matrix product at the end
 (over all N·B rows). Measured on one core (docs/bench/train_vocoder.md): 1.25× nn.GRU's
 samples per CPU-second at H 256, batch 16, float32, and 1.45× at H 384, batch 16, bfloat16;
-at batch 64 the two are level. The matrix products can run in bfloat16 (weights and h cast, float32 accumulation and state).
+at batch 64 the two are level. The matrix products can run in bfloat16 (weights and h cast,
+float32 accumulation and state).
 """
 
 from __future__ import annotations

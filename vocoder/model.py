@@ -31,6 +31,8 @@ __all__ = ["WaveRNN", "ConditioningNet", "VocoderLoss", "InferResult", "coarse_i
 
 N_CLASSES = 256  # one byte per softmax
 C_INIT, F_INIT = 128, 0  # c_{-1}, f_{-1}: the bytes of digital silence (x = 0)
+COARSE_INPUT_INIT = 30.0  # U(±a) initial weights of the coarse byte inputs (see WaveRNN.__init__)
+FINE_INPUT_INIT = 1.0  # U(±a) for the fine byte input
 
 
 class VocoderLoss(NamedTuple):
@@ -125,8 +127,18 @@ class WaveRNN(nn.Module):
         #: "loop" (default): :func:`gru_sequence`, per-frame conditioning; "nn": the stock nn.GRU.
         self.gru_impl = "loop"
         self.register_buffer("input_mask", coarse_input_mask(h, c), persistent=False)
-        with torch.no_grad():  # keep the stored weight honest too: masked entries are exactly 0
-            self.gru.weight_ih_l0.mul_(self.input_mask)
+        with torch.no_grad():
+            w_ih = self.gru.weight_ih_l0
+            # Byte inputs get a much larger initial scale than nn.GRU's U(±1/sqrt(H)): speech at
+            # typical levels (rms ~3000 of 32768) moves the coarse inputs by only ±0.1, so with the
+            # default init c_{t-1} barely reaches the gates and training sits for thousands of steps
+            # at the marginal coarse entropy (~3.3 nats on the espeak corpus). Measured (H 128,
+            # batch 8, lr 1e-3, identical batches), coarse CE after 400 steps: default 3.12,
+            # U(±3) 2.45, U(±10) 1.99, U(±30) 1.84; a larger f_{t-1} scale (±3) changed nothing.
+            w_ih[:, 0].uniform_(-COARSE_INPUT_INIT, COARSE_INPUT_INIT)  # c_{t-1}
+            w_ih[:, 1].uniform_(-FINE_INPUT_INIT, FINE_INPUT_INIT)  # f_{t-1}
+            w_ih[:, 2].uniform_(-COARSE_INPUT_INIT, COARSE_INPUT_INIT)  # c_t (fine rows only)
+            w_ih.mul_(self.input_mask)  # masked entries are exactly 0 in the stored weight too
 
     @property
     def hop_length(self) -> int:
