@@ -93,3 +93,13 @@ def test_nonzero_masked_input_weight_is_refused(tmp_path):
     save_vocoder_tensors(path, dense, sparse, dtype=np.float32)
     with pytest.raises(VoiceFileError, match="coarse"):
         load_vocoder(path, CFG)
+
+
+def test_format_module_does_not_import_torch():
+    """The engine imports wavern.vocoder.format; the package must not drag torch in with it."""
+    import subprocess
+    import sys
+
+    code = "import sys, wavern.vocoder.format; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
