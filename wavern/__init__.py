@@ -6,7 +6,15 @@ Subpackages: ``wavern.conditioning`` (text → mel), ``wavern.vocoder`` (WaveRNN
 torch), ``wavern.engine`` (real-time runtime), ``wavern.training``, ``wavern.app``.
 """
 
-from wavern.errors import (
+import os as _os
+
+# numba vectorises the vocoder kernels only with its SLP pass on, and reads this switch once,
+# when numba is first imported. Setting it here, in the root package every wavern import
+# passes through, covers scripts that import numba-using modules (evaluation) before the
+# kernels. A user's explicit setting wins.
+_os.environ.setdefault("NUMBA_SLP_VECTORIZE", "1")
+
+from wavern.errors import (  # noqa: E402
     AudioDeviceError,
     CorpusError,
     DiskFullError,
