@@ -36,6 +36,14 @@ from wavern.vocoder.model import WaveRNN
 ROOT = Path(__file__).resolve().parent.parent
 
 
+#: Not re-measured by this script (it needs the corpus and ~10 CPU-minutes); kept with the table.
+CONVERGENCE = (
+    "bf16 converges like fp32 (measured separately: H 128, cond 64, batch 8 x 1024, Adam 1e-3, 600 identical "
+    "batches from data/corpus): mean loss over steps 551-600 is 6.669 in fp32 and 6.647 with bf16 autocast "
+    "(coarse 1.750 / 1.737, fine 4.919 / 4.911); the curves agree to within 0.03 at every 50-step mark. "
+    "The GRU's input term and state stay float32 under autocast (see wavern.vocoder.gru).")
+
+
 @dataclasses.dataclass(frozen=True)
 class Setup:
     name: str
@@ -152,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
         "measures the load: the CPU-time columns (1-thread rows only; process CPU seconds per step) are what "
         "an idle core would give. Two threads only pay off on an idle machine: an OpenMP thread that loses its "
         "core stalls every parallel region, so under load they are slower than one.",
+        "",
+        CONVERGENCE,
         "",
     ])
     out = Path(args.out)
