@@ -1,12 +1,14 @@
 """Pieces every trainer needs: device choice, per-step seeding, atomic checkpoints, a SIGTERM
 flag, a checkpoint timer and the metrics JSONL file.
 
-Conventions (shared by ``acoustic_trainer`` and meant for any other trainer):
+Conventions (shared by ``acoustic_trainer``, ``vocoder_trainer`` and ``pretrain``):
 
 - **Determinism without saved RNG state.** Step ``t`` draws its batch from
   ``numpy.random.default_rng([seed, t])`` and seeds torch with :func:`step_seed` before its
   forward pass, so a run resumed at step ``t`` draws exactly what the straight run drew; the
-  checkpoint only needs the model, the optimiser state and ``t``.
+  checkpoint only needs the model, the optimiser state and ``t``. Under ``torchrun``
+  (``wavern.training.distributed``) every rank draws that same global batch and keeps its rows;
+  only the torch seed (dropout) differs per rank.
 - **Checkpoints** are written to a temporary file and renamed, so a kill mid-write leaves the
   previous checkpoint intact.
 - **Metrics** are JSON lines ``{"kind": "train" | "eval" | ..., "step": t, ...}``; on resume,
