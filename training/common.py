@@ -33,7 +33,7 @@ import torch
 
 from wavern.errors import DiskFullError, ParameterError
 
-__all__ = ["resolve_device", "step_seed", "seed_step", "atomic_save", "StopFlag", "CheckpointTimer", "MetricsLog"]
+__all__ = ["resolve_device", "step_seed", "seed_step", "atomic_save", "compact_checkpoint", "StopFlag", "CheckpointTimer", "MetricsLog"]
 
 log = logging.getLogger(__name__)
 
@@ -158,3 +158,25 @@ class MetricsLog:
         if not self.path.is_file():
             return []
         return [json.loads(line) for line in self.path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def compact_checkpoint(src: str | os.PathLike, dst: str | os.PathLike) -> Path:
+    """Shrink a full checkpoint for git: every floating tensor of rank >= 1 becomes bfloat16.
+
+    bfloat16 keeps float32's exponent range, so Adam's tiny second moments survive (float16
+    would flush them to zero). Loading it back works through the trainers' normal resume path
+    (``load_state_dict`` casts to each parameter's dtype); the run continues, not bit-exactly.
+    RNG states are dropped (the trainers reseed per step).
+    """
+
+    def shrink(x: Any) -> Any:
+        if torch.is_tensor(x):
+            return x.to(torch.bfloat16) if x.is_floating_point() and x.ndim >= 1 else x
+        if isinstance(x, dict):
+            return {k: shrink(v) for k, v in x.items() if k != "rng"}
+        if isinstance(x, (list, tuple)):
+            return type(x)(shrink(v) for v in x)
+        return x
+
+    ckpt = torch.load(src, map_location="cpu", weights_only=False)
+    return atomic_save(shrink(ckpt), dst)
