@@ -106,12 +106,19 @@ def main() -> int:
     return 0
 
 
+def _rel(p: Path) -> str:
+    try:
+        return str(Path(p).resolve().relative_to(ROOT))
+    except ValueError:
+        return str(p)
+
+
 def write_doc(out: Path, row: dict, rows: list[dict], cmd: str, voice) -> None:
     c, g, e = row["copy"], row["griffin_lim"], row["end_to_end"]
     lines = [
         "# The default voice: measured quality",
         "",
-        f"Voice `{voice.name}` ({voice.path}), acoustic model at step {row['acoustic_step']}, vocoder at step "
+        f"Voice `{voice.name}` ({_rel(voice.path)}), acoustic model at step {row['acoustic_step']}, vocoder at step "
         f"{row['vocoder_step']} (block density of the recurrent and output matrices {row['vocoder_density']}). "
         f"Measured {row['date']} on {row['n_utts']} held-out corpus sentences with `.venv/bin/{cmd}`.",
         "",
