@@ -103,8 +103,16 @@ PRESETS: dict[str, dict[str, Any]] = {
                  vocoder=dict(steps=300, batch_size=16,
                               vocoder=dict(hidden_size=64, cond_channels=32, cond_blocks=1, prune_start_step=100,
                                            prune_ramp_steps=150, prune_every_steps=50, target_density=0.5))),
+    # What assets/training/resume.sh runs (the shipped voice's configuration).
     "default": dict(name="default", corpus="data/corpus", runs="runs", utterances=2000, espeak="en-us",
-                    acoustic=dict(steps=20000), vocoder=dict(steps=200000)),
+                    acoustic=dict(steps=100000, batch_size=8, lr=1.5e-3, warmup_steps=200,
+                                  model=dict(encoder=dict(d_model=128, n_layers=3, ffn_channels=256),
+                                             decoder_kind="window")),
+                    vocoder=dict(steps=200000, batch_size=16, segment_frames=4, lr=1e-3, warmup_steps=100,
+                                 lr_half_life_steps=40000, bf16="on",
+                                 vocoder=dict(hidden_size=384, cond_channels=128, cond_blocks=3,
+                                              target_density=0.1, prune_start_step=2000, prune_ramp_steps=8000,
+                                              prune_every_steps=200))),
 }
 
 
@@ -135,6 +143,15 @@ def build_voice(cfg: VoiceBuildConfig) -> dict[str, Any]:
     a = dict(p["acoustic"])
     if cfg.acoustic_steps:
         a["steps"] = cfg.acoustic_steps
+    if "model" in a:  # the symbol table and speaker list come from the corpus
+        from wavern.conditioning.config import AcousticConfig
+        from wavern.training.corpus import load_corpus
+
+        c = load_corpus(corpus)
+        m = dict(a["model"])
+        m["encoder"] = {**m.get("encoder", {}), "n_symbols": len(c.symbols)}
+        m["speakers"] = tuple(sorted({r.voice for r in c.train if r.voice is not None}))
+        a["model"] = AcousticConfig.from_dict(m)
     acfg = AcousticTrainConfig(corpus_dir=str(corpus), out_dir=str(runs / "acoustic"), seed=cfg.seed,
                                device=cfg.device, threads=cfg.threads, resume=cfg.resume, **a)
     train_acoustic(acfg)
