@@ -21,6 +21,28 @@ ROOT = Path(__file__).resolve().parent.parent
 ORDER = ["engine", "train_vocoder", "attention", "yellowfin", "pretrain", "eval_vocoder", "render", "latency"]
 
 
+def _nest(md: str) -> str:
+    """Shift a section's headings so its top level becomes ``##`` and the rest sit below it;
+    a section without a heading gets one from its file name."""
+    import re
+
+    levels = [len(m.group(1)) for m in re.finditer(r"^(#+) ", md, flags=re.M)]
+    if not levels:
+        return md
+    shift = 2 - min(levels)
+    first = True
+
+    def repl(m):
+        nonlocal first
+        n = len(m.group(1)) + shift
+        if not first:
+            n = max(n, 3)
+        first = False
+        return "#" * n + " "
+
+    return re.sub(r"^(#+) ", repl, md, flags=re.M)
+
+
 def gather() -> Path:
     sections = sorted((ROOT / "docs" / "bench").glob("*.md"), key=lambda p: (
         ORDER.index(p.stem) if p.stem in ORDER else len(ORDER), p.stem))
@@ -30,7 +52,7 @@ def gather() -> Path:
              "development machine (shared, noisy: medians of several runs). Regenerate everything with "
              "`make bench`; this file is assembled from `docs/bench/*.md` by `bench/run_all.py`.\n"]
     for p in sections:
-        parts.append(p.read_text().strip() + "\n")
+        parts.append(_nest(p.read_text().strip()) + "\n")
     out.write_text("\n".join(parts))
     return out
 
