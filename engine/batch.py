@@ -22,14 +22,11 @@ import json
 import logging
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
-from wavern.engine import kernels as K
 from wavern.engine.chunk import SpeakConfig
-from wavern.engine.vocoder import crossfade_segments, fold_frame_inputs
 from wavern.errors import DiskFullError, ParameterError
 
 __all__ = ["RenderedUtterance", "SentenceSpan", "render_utterance", "render_frames", "MAX_TEXT_CHARS",
@@ -100,33 +97,10 @@ def render_frames(vocoder, gi: np.ndarray, *, seed: int = 0, temperature: float 
     (T * hop,) int16.
     """
     gi = np.ascontiguousarray(gi, dtype=np.float32)
-    T = gi.shape[0]
-    hop = vocoder.hop
-    if T == 0:
+    if gi.shape[0] == 0:
         return np.zeros(0, np.int16)
-    if fold_frames is None or T <= fold_frames:
-        return vocoder.generate(gi, vocoder.new_state(seed=seed), T * hop, temperature=temperature)
-    S, O = int(fold_frames), int(overlap_frames)
-    if S < 1 or not 0 <= O <= S:
-        raise ParameterError(f"need fold_frames >= 1 and 0 <= overlap_frames <= fold_frames, found {S}, {O}")
-    if threads < 1:
-        raise ParameterError(f"threads must be >= 1, found {threads}")
-    segs = fold_frame_inputs(gi, S, O)  # (N, O + S, 3H)
-    N = segs.shape[0]
-    rngs = K.rng_states(seed, N)
-    n = (O + S) * hop
-    parts = np.array_split(np.arange(N), min(threads, N))
-
-    def run(idx: np.ndarray) -> np.ndarray:
-        st = vocoder.new_batch_state(rngs[idx])
-        return vocoder.generate_batch(np.ascontiguousarray(segs[idx]), st, n, temperature=temperature)
-
-    if len(parts) == 1:
-        audio = run(parts[0])
-    else:
-        with ThreadPoolExecutor(len(parts)) as pool:
-            audio = np.concatenate(list(pool.map(run, parts)), axis=0)
-    return crossfade_segments(audio, S * hop, O * hop, T * hop)
+    return vocoder.render_frame_inputs(gi, seed=seed, temperature=temperature, fold_frames=fold_frames,
+                                       overlap_frames=overlap_frames, threads=threads)
 
 
 def render_utterance(voice, text: str, config: SpeakConfig | None = None, *, seed: int = 0,

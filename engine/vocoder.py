@@ -326,7 +326,17 @@ class Vocoder:
         ``threads`` threads), segment i drawing from ``rng_states(seed, N)[i]``, and
         :func:`crossfade_segments` joins them.
         """
-        gi = self.frame_inputs(mel)
+        return self.render_frame_inputs(self.frame_inputs(mel), seed=seed, temperature=temperature,
+                                        fold_frames=fold_frames, overlap_frames=overlap_frames, threads=threads)
+
+    def render_frame_inputs(self, gi: np.ndarray, *, seed: int = 0, temperature: float = 1.0,
+                            fold_frames: int | None = 40, overlap_frames: int = 4, threads: int = 1) -> np.ndarray:
+        """:meth:`render` on frame inputs the caller built, (T, 3H) float32 → (T * hop,) int16.
+
+        For callers that compute the conditioning per sentence (each sentence keeps its own
+        edges) and render the concatenation in one folded batch.
+        """
+        gi = np.ascontiguousarray(gi, dtype=np.float32)
         T = gi.shape[0]
         if fold_frames is None or T <= fold_frames:
             state = self.new_state(seed=seed)
