@@ -15,7 +15,6 @@ A config that disagrees with the file's own is refused too, naming the first dif
 
 from __future__ import annotations
 
-import errno
 import json
 import logging
 import os
@@ -25,7 +24,8 @@ import torch
 
 from wavern.conditioning.acoustic import AcousticModel
 from wavern.conditioning.config import AcousticConfig
-from wavern.errors import DiskFullError, ParameterError, VoiceFileError
+from wavern.errors import ParameterError, VoiceFileError
+from wavern.fileio import atomic_write
 
 __all__ = ["save_acoustic", "load_acoustic", "expected_tensors", "FORMAT", "FORMAT_VERSION"]
 
@@ -64,16 +64,7 @@ def save_acoustic(model: AcousticModel, path: str | os.PathLike, *, dtype: torch
         tensors[name] = (t.to(dtype) if t.dtype.is_floating_point else t).contiguous()
     meta = {"format": FORMAT, "format_version": str(FORMAT_VERSION),
             "config": json.dumps(model.config.to_dict(), sort_keys=True)}
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        save_file(tensors, str(tmp), metadata=meta)
-        os.replace(tmp, path)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        if e.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise DiskFullError(f"no space left writing {path}: free some disk space and retry") from None
-        raise
+    path = atomic_write(path, lambda tmp: save_file(tensors, str(tmp), metadata=meta))
     log.info("wrote %s (%d tensors, %s)", path, len(tensors), dtype)
     return path
 

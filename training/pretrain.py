@@ -63,7 +63,6 @@ writes checkpoints, metrics and the encoder.
 from __future__ import annotations
 
 import dataclasses
-import errno
 import hashlib
 import json
 import logging
@@ -83,7 +82,8 @@ from wavern.conditioning.config import EncoderConfig
 from wavern.conditioning.encoder import PhonemeEncoder
 from wavern.conditioning.frontend.phonemes import SymbolTable
 from wavern.dsp import DEFAULT_MEL
-from wavern.errors import CorpusError, DiskFullError, ParameterError, WavernError
+from wavern.errors import CorpusError, ParameterError, WavernError
+from wavern.fileio import atomic_write
 from wavern.training.acoustic_trainer import corpus_global_mask
 from wavern.training.common import CheckpointTimer, MetricsLog, StopFlag, atomic_save, seed_step
 from wavern.training.distributed import (DistInfo, all_sum, average_gradients, barrier, broadcast_parameters,
@@ -556,17 +556,7 @@ def export_encoder(model: ReplacedTokenDetector | PhonemeEncoder, path: str | os
     meta = {"format": ENCODER_FORMAT, "format_version": "1", "config": json.dumps(enc.config.to_dict())}
     if symbols is not None:
         meta["symbols"] = json.dumps(list(symbols), ensure_ascii=False)
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        save_file(tensors, str(tmp), metadata=meta)
-        os.replace(tmp, path)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        if e.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise DiskFullError(f"no space left writing {path}: free disk space and export again") from None
-        raise
-    return path
+    return atomic_write(path, lambda tmp: save_file(tensors, str(tmp), metadata=meta))
 
 
 def load_encoder_into(encoder: PhonemeEncoder, path: str | os.PathLike, *, symbols: list[str] | None = None) -> None:

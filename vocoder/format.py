@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from wavern.errors import VoiceFileError
+from wavern.fileio import atomic_write
 
 __all__ = ["BlockSparse", "SPARSE_NAMES", "dense_names", "save_vocoder_tensors", "load_vocoder_tensors"]
 
@@ -109,10 +110,7 @@ def save_vocoder_tensors(path: str | os.PathLike, dense: dict[str, np.ndarray],
         tensors[f"{name}.data"] = np.ascontiguousarray(bs.data.astype(dtype))
         tensors[f"{name}.index"] = np.ascontiguousarray(bs.index.astype(np.int32))
         tensors[f"{name}.shape"] = np.asarray(bs.shape, dtype=np.int64)
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    save_file(tensors, str(tmp))
-    os.replace(tmp, path)
+    atomic_write(path, lambda tmp: save_file(tensors, str(tmp)))
 
 
 def load_vocoder_tensors(path: str | os.PathLike, *, cond_blocks: int) -> tuple[dict[str, np.ndarray], dict[str, BlockSparse]]:
