@@ -119,8 +119,6 @@ def render_utterance(voice, text: str, config: SpeakConfig | None = None, *, see
     Returns:
         :class:`RenderedUtterance`. Pauses (``pause_s``) follow every sentence, as in the stream.
     """
-    from wavern.conditioning.acoustic import stream_mel
-
     t0 = time.perf_counter()
     if not isinstance(text, str):
         raise ParameterError(f"text must be a str, found {type(text).__name__}")
@@ -134,20 +132,20 @@ def render_utterance(voice, text: str, config: SpeakConfig | None = None, *, see
     temperature = cfg.temperature if cfg.temperature is not None else voice.default_temperature
     pause_s = cfg.pause_s if cfg.pause_s is not None else voice.default_pause_s
     gap = int(pause_s * voice.sample_rate)
-    utt = voice.analyze(text)  # ParameterError for empty or unspeakable text
     voc = voice.vocoder
     hop = voc.hop
     gis, spans, timings = [], [], []
     pos = 0  # output sample of the next sentence (pauses included)
-    for part in stream_mel(voice.acoustic, utt.ids, utt.is_global, utt.sentence_of, speaker=speaker,
-                           speed=cfg.speed):
+    # The stream's own sentence source (ParameterError for empty or unspeakable text).
+    for spoken in voice.sentence_parts(text, speaker=speaker, speed=cfg.speed):
+        utt, part, off = spoken.utt, spoken.part, spoken.char_offset
         T = part.mel.shape[0]
         if T == 0:
             continue
-        s_idx = int(part.sentence)
-        sentence = utt.sentences[min(s_idx, len(utt.sentences) - 1)]
-        timings.extend(voice._word_timings(utt, part, pos))  # the stream's own rule, one place
-        spans.append(SentenceSpan(s_idx, sentence.start, sentence.end, pos, pos + T * hop))
+        s_idx = spoken.sentence
+        sentence = utt.sentences[min(int(part.sentence), len(utt.sentences) - 1)]
+        timings.extend(voice._word_timings(utt, part, pos, char_offset=off))  # the stream's own rule
+        spans.append(SentenceSpan(s_idx, off + sentence.start, off + sentence.end, pos, pos + T * hop))
         gis.append(voc.frame_inputs(part.mel))
         pos += T * hop + gap
     if not gis:

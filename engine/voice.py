@@ -31,12 +31,12 @@ from typing import Iterator
 
 import numpy as np
 
-from wavern.dsp import DEFAULT_MEL, float_to_int16, int16_to_float, log_mel
+from wavern.dsp import DEFAULT_MEL, int16_to_float, log_mel
 from wavern.engine.chunk import AudioChunk, SpeakConfig
 from wavern.engine.voicefile import read_voice_json
 from wavern.errors import ParameterError, VoiceFileError
 
-__all__ = ["Voice", "StreamControl", "WordTiming"]
+__all__ = ["Voice", "StreamControl", "WordTiming", "SpokenPart", "plan_blocks"]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +53,39 @@ class WordTiming:
     char_end: int
     start_sample: int
     end_sample: int
+
+
+@dataclasses.dataclass(frozen=True)
+class SpokenPart:
+    """One sentence's mel, with what is needed to place it in the original text.
+
+    utt: the front end's output for the block of sentences this one was analysed with.
+    char_offset: where that block starts in the request's text (add it to utt's spans).
+    sentence: index of the sentence in the whole request.
+    part: the acoustic model's :class:`~wavern.conditioning.acoustic.SentenceMel`.
+    """
+
+    utt: object
+    char_offset: int
+    sentence: int
+    part: object
+
+
+#: Sentences per front-end block: the first block is one sentence, so the first audio waits
+#: for one sentence's phonemes whatever the text's length; later blocks grow to bound the
+#: per-call overhead and keep a few sentences of context for the encoder's global tokens.
+BLOCK_SENTENCES = (1, 2, 4, 8)
+
+
+def plan_blocks(n_sentences: int) -> list[tuple[int, int]]:
+    """``(first, end)`` sentence ranges covering ``n_sentences`` in :data:`BLOCK_SENTENCES` steps."""
+    blocks, i, k = [], 0, 0
+    while i < n_sentences:
+        size = BLOCK_SENTENCES[min(k, len(BLOCK_SENTENCES) - 1)]
+        blocks.append((i, min(n_sentences, i + size)))
+        i += size
+        k += 1
+    return blocks
 
 
 class StreamControl:
@@ -151,10 +184,27 @@ class Voice:
         return analyze(text, voice=self.espeak_voice_for(speaker or self.default_speaker), table=self.table,
                        lexicon=self.lexicon)
 
-    def _sentence_mels(self, utt, speaker: str, speed: float) -> Iterator:
-        from wavern.conditioning.acoustic import stream_mel
+    def sentence_parts(self, text: str, *, speaker: str, speed: float, after: int = -1) -> Iterator[SpokenPart]:
+        """The request's sentences as mel, in order, analysed block by block (:func:`plan_blocks`).
 
-        return stream_mel(self.acoustic, utt.ids, utt.is_global, utt.sentence_of, speaker=speaker, speed=speed)
+        Both the stream and the offline renderer (``engine.batch``) take their mel from here, so
+        they say the same thing. ``after``: skip the sentences up to and including this index
+        (blocks wholly before it are not even analysed).
+        """
+        from wavern.conditioning.acoustic import stream_mel
+        from wavern.conditioning.frontend import segment
+
+        sentences = segment(text, lexicon=self.lexicon)  # ParameterError for nothing to say
+        for first, end in plan_blocks(len(sentences)):
+            if end - 1 <= after:
+                continue
+            a, b = sentences[first].start, sentences[end - 1].end
+            utt = self.analyze(text[a:b], speaker=speaker)
+            for part in stream_mel(self.acoustic, utt.ids, utt.is_global, utt.sentence_of, speaker=speaker,
+                                   speed=speed):
+                index = first + int(part.sentence)
+                if index > after:
+                    yield SpokenPart(utt, a, index, part)
 
     def stream(self, text: str, config: SpeakConfig | None = None, *, control: StreamControl | None = None,
                seed: int = 0) -> Iterator[AudioChunk]:
@@ -173,31 +223,33 @@ class Voice:
         temperature = cfg.temperature if cfg.temperature is not None else self.default_temperature
         pause_s = cfg.pause_s if cfg.pause_s is not None else self.default_pause_s
         control = control or StreamControl(speed=cfg.speed, volume=cfg.volume)
-        utt = self.analyze(text, speaker=speaker)
-        return self._stream(utt, speaker, temperature, pause_s, control, seed)
+        from wavern.conditioning.frontend import segment
 
-    def _stream(self, utt, speaker, temperature, pause_s, control, seed) -> Iterator[AudioChunk]:
+        segment(text, lexicon=self.lexicon)  # refuse bad text now, not at the first next()
+        return self._stream(text, speaker, temperature, pause_s, control, seed)
+
+    def _stream(self, text, speaker, temperature, pause_s, control, seed) -> Iterator[AudioChunk]:
         voc = self.vocoder
         hop = voc.hop
         speed = control.speed
-        mels = self._sentence_mels(utt, speaker, speed)
+        mels = self.sentence_parts(text, speaker=speaker, speed=speed)
         pending = self._executor.submit(next, mels, None)
         state = voc.new_state(seed=seed)
         position_total = 0  # samples yielded so far in this request
         first = True
         try:
             while True:
-                part = pending.result()
-                if part is None:
+                spoken = pending.result()
+                if spoken is None:
                     break
                 pending = self._executor.submit(next, mels, None)  # next sentence while this one plays
-                s_idx = int(part.sentence)
-                sentence = utt.sentences[min(s_idx, len(utt.sentences) - 1)]
-                span = (sentence.start, sentence.end)
+                utt, part, off, s_idx = spoken.utt, spoken.part, spoken.char_offset, spoken.sentence
+                sentence = utt.sentences[min(int(part.sentence), len(utt.sentences) - 1)]
+                span = (off + sentence.start, off + sentence.end)
                 mel = part.mel
                 if mel.shape[0] == 0:
                     continue
-                timings = self._word_timings(utt, part, position_total)
+                timings = self._word_timings(utt, part, position_total, char_offset=off)
                 state.position = 0  # frame clock restarts per sentence; h and prev carry on
                 gi_cache = _WindowedFrameInputs(voc, mel)
                 n_total = mel.shape[0] * hop
@@ -209,7 +261,10 @@ class Voice:
                         speed = control.speed
                         mel, done, n_total, gi_cache = self._respeed(utt, part, speaker, speed, done, n_total)
                         state.position = done
-                        mels = self._sentence_mels_after(utt, s_idx, speaker, speed, pending)
+                        if not pending.cancel():
+                            concurrent.futures.wait([pending])
+                        mels.close()
+                        mels = self.sentence_parts(text, speaker=speaker, speed=speed, after=s_idx)
                         pending = self._executor.submit(next, mels, None)
                         if done >= n_total:
                             break
@@ -234,15 +289,6 @@ class Voice:
                 concurrent.futures.wait([pending])  # the worker may be inside `mels`; let it finish
             mels.close()
 
-    def _sentence_mels_after(self, utt, s_idx, speaker, speed, pending):
-        """A fresh sentence generator positioned after sentence ``s_idx`` (after a speed change)."""
-        concurrent.futures.wait([pending])
-        gen = self._sentence_mels(utt, speaker, speed)
-        for part in gen:
-            if int(part.sentence) >= s_idx:
-                break
-        return gen
-
     def _respeed(self, utt, part, speaker, speed, done, n_total):
         from wavern.conditioning.acoustic import stream_mel
 
@@ -258,7 +304,7 @@ class Voice:
         new_done = min(int(round(frac * mel.shape[0])) * hop, n_new)
         return mel, new_done, n_new, _WindowedFrameInputs(self.vocoder, mel)
 
-    def _word_timings(self, utt, part, offset: int) -> tuple[WordTiming, ...]:
+    def _word_timings(self, utt, part, offset: int, *, char_offset: int = 0) -> tuple[WordTiming, ...]:
         hop = self.vocoder.hop
         frames = np.asarray(part.durations)
         starts = np.concatenate([[0], np.cumsum(frames)])
@@ -269,8 +315,8 @@ class Voice:
                 continue
             idx = np.flatnonzero(utt.word_of[t0:t0 + frames.size] == w)
             word = utt.words[int(w)]
-            out.append(WordTiming(word.start, word.end, offset + int(starts[idx[0]]) * hop,
-                                  offset + int(starts[idx[-1] + 1]) * hop))
+            out.append(WordTiming(char_offset + word.start, char_offset + word.end,
+                                  offset + int(starts[idx[0]]) * hop, offset + int(starts[idx[-1] + 1]) * hop))
         return tuple(out)
 
     # ------------------------------------------------------------------ conveniences

@@ -80,16 +80,16 @@ def test_same_seed_same_audio_and_seed_matters(voice):
 
 def test_next_sentence_is_prepared_while_current_plays(voice, monkeypatch):
     started = {}
-    real = voice._sentence_mels
+    real = voice.sentence_parts
 
-    def spy(utt, speaker, speed):
+    def spy(text, **kw):
         def gen():
-            for part in real(utt, speaker, speed):
-                yield part
-                started.setdefault(part.sentence + 1, threading.Event()).set()
+            for spoken in real(text, **kw):
+                yield spoken
+                started.setdefault(spoken.sentence + 1, threading.Event()).set()
         return gen()
 
-    monkeypatch.setattr(voice, "_sentence_mels", spy)
+    monkeypatch.setattr(voice, "sentence_parts", spy)
     it = voice.stream("First sentence here. Second one follows.", SpeakConfig())
     first = next(it)
     assert first.sentence_index == 0
@@ -120,6 +120,28 @@ def test_controls_act_on_next_chunk(voice):
         if i == 1:
             ctl.stop()
     assert len(got) == 2  # nothing after the stop
+
+
+def test_blocks_cover_every_sentence_once():
+    from wavern.engine.voice import BLOCK_SENTENCES, plan_blocks
+
+    for n in range(0, 40):
+        blocks = plan_blocks(n)
+        covered = [i for a, b in blocks for i in range(a, b)]
+        assert covered == list(range(n))
+        if n:
+            assert blocks[0] == (0, 1)  # first audio waits for one sentence only
+            assert max(b - a for a, b in blocks) <= max(BLOCK_SENTENCES)
+
+
+def test_long_text_spans_and_timings_point_into_the_original(voice):
+    text = "  One. Two words here! Three, four? Five is here. Six; seven. Eight nine. Ten."
+    chunks = list(voice.stream(text))
+    assert sorted({c.sentence_index for c in chunks}) == list(range(7))
+    words = [text[t.char_start:t.char_end] for c in chunks for t in c.word_timings]
+    assert words[:4] == ["One", "Two", "words", "here"] and words[-1] == "Ten"
+    starts = [t.start_sample for c in chunks for t in c.word_timings]
+    assert starts == sorted(starts)
 
 
 def test_speed_change_mid_sentence_shortens_the_rest(voice):
