@@ -13,11 +13,9 @@ import torch
 from wavern.conditioning.acoustic import AcousticModel
 from wavern.conditioning.config import AcousticConfig, EncoderConfig
 from wavern.conditioning.frontend.phonemes import DEFAULT_SYMBOLS, SymbolTable
-from wavern.dsp import DEFAULT_MEL, frames_for_samples
 from wavern.errors import ParameterError
 from wavern.training import pretrain as pt
 from wavern.training.acoustic_trainer import AcousticTrainConfig, train_acoustic
-from wavern.training.corpus import is_held_out, write_wav
 from wavern.training.ngram import BidirectionalTrigram
 from wavern.training.pretrain import (DonorBank, Example, PretrainConfig, ReplacedTokenDetector, choose_positions,
                                       corrupt, export_encoder, load_encoder_into, pool_frames, pretrain_encoder,
@@ -25,8 +23,8 @@ from wavern.training.pretrain import (DonorBank, Example, PretrainConfig, Replac
 
 torch.set_num_threads(1)
 
-PHONES = ["n", "t", "s", "ə", "ˈæ", "k", "l", "m"]
-VOICES = ["en-us", "en-gb"]
+from corpus_factory import VOICES, make_fake_corpus
+
 TABLE = SymbolTable.default()
 SENTENCES = ["The cat sat on the mat.", "A dog ran home.", "Ships sail at night.", "We met at noon today.",
              "Nine men came in.", "She sells sea shells."]
@@ -34,44 +32,7 @@ SENTENCES = ["The cat sat on the mat.", "A dog ran home.", "Ships sail at night.
 
 def _fake_corpus(root, n_utts: int = 30, seed: int = 0):
     """Mel = a fixed vector per phoneme plus noise, so the audio tells which phoneme a token is."""
-    rng = np.random.default_rng(seed)
-    (root / "mels").mkdir(parents=True)
-    (root / "wavs").mkdir()
-    vec = {p: rng.normal(-5, 2, 80).astype(np.float32) for p in PHONES + ["_", ".", ",", "<bos>", "<eos>", " "]}
-    texts, held, i = [], [], 0
-    while len(texts) < n_utts - 3 or len(held) < 3:
-        text = f"utterance number {i}"
-        i += 1
-        bucket = held if is_held_out(text) else texts
-        if len(bucket) < (3 if bucket is held else n_utts - 3):
-            bucket.append(text)
-    rows = []
-    for text in texts + held:
-        words = [list(rng.choice(PHONES, rng.integers(2, 5))) for _ in range(rng.integers(2, 5))]
-        phon = ["<bos>"]
-        for w, word in enumerate(words):
-            phon += word + ([" "] if w < len(words) - 1 else [])
-        phon += [".", "<eos>"]
-        dur = [int(rng.integers(300, 900)) if p not in ("<eos>", " ") else 0 for p in phon]
-        n = sum(dur)
-        frames = frames_for_samples(n)
-        bounds = np.minimum(np.floor(np.cumsum(dur) / 256 + 0.5).astype(int), frames)
-        bounds[-1] = frames
-        mel = np.zeros((frames, 80), np.float32)
-        start = 0
-        for p, b in zip(phon, bounds):
-            mel[start:b] = vec[p] + rng.normal(0, 0.1, (b - start, 80))
-            start = b
-        rid = f"u{len(rows):03d}"
-        np.save(root / "mels" / f"{rid}.npy", mel)
-        write_wav(root / "wavs" / f"{rid}.wav", np.zeros(n, np.int16))
-        rows.append({"id": rid, "text": text, "spoken": text, "voice": VOICES[len(rows) % 2], "rate": 175,
-                     "pitch": 50, "pitch_range": 50, "phonemes": phon, "durations": dur, "word_spans": None,
-                     "n_samples": n})
-    (root / "metadata.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    info = {"format": "wavern-corpus", "format_version": 1, "mel": DEFAULT_MEL.to_dict(),
-            "symbols": list(DEFAULT_SYMBOLS), "utterances": len(rows)}
-    (root / "corpus.json").write_text(json.dumps(info), encoding="utf-8")
+    make_fake_corpus(root, n_utts=n_utts, seed=seed, words=(2, 5), durations=(300, 900))
     (root / "sentences.txt").write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
     return root
 
