@@ -50,7 +50,7 @@ from wavern.conditioning.frontend.phonemes import BOS, EOS, PAUSE_SYMBOLS, Symbo
 from wavern.errors import CorpusError, ParameterError
 from wavern.training.common import CheckpointTimer, MetricsLog, StopFlag, atomic_save, seed_step
 from wavern.training.distributed import (DistInfo, all_sum, average_gradients, barrier, broadcast_parameters,
-                                         loss_weights, setup_distributed, shutdown)
+                                         loss_weights, run_distributed)
 
 __all__ = ["AcousticTrainConfig", "TrainResult", "train_acoustic", "evaluate_acoustic", "load_checkpoint",
            "export_checkpoint", "corpus_global_mask", "OPTIMIZERS"]
@@ -398,14 +398,7 @@ def train_acoustic(cfg: AcousticTrainConfig) -> TrainResult:
 
     Under ``torchrun`` every process calls this; only rank 0's result carries the evaluation.
     """
-    device, dist_info = setup_distributed(cfg.device)
-    try:
-        result = _train(cfg, device, dist_info)
-    except BaseException:
-        shutdown(dist_info, wait=False)  # no barrier: the other ranks may never reach it
-        raise
-    shutdown(dist_info)
-    return result
+    return run_distributed(cfg.device, lambda device, dist_info: _train(cfg, device, dist_info))
 
 
 def _train(cfg: AcousticTrainConfig, device: torch.device, dist_info: DistInfo) -> TrainResult:

@@ -42,6 +42,7 @@ import dataclasses
 import datetime
 import logging
 import os
+from typing import Callable, TypeVar
 from collections.abc import Sequence
 
 import numpy as np
@@ -50,7 +51,9 @@ import torch.distributed as dist
 
 from wavern.training.common import resolve_device
 
-__all__ = ["DistInfo", "setup_distributed", "init_distributed", "is_main", "average_gradients",
+T = TypeVar("T")
+
+__all__ = ["DistInfo", "setup_distributed", "run_distributed", "init_distributed", "is_main", "average_gradients",
            "broadcast_parameters", "loss_weights", "all_sum", "any_rank", "barrier", "shutdown", "pick_device"]
 
 log = logging.getLogger(__name__)
@@ -197,6 +200,22 @@ def any_rank(flag: bool, info: DistInfo) -> bool:
 def barrier(info: DistInfo) -> None:
     if info.enabled:
         dist.barrier()
+
+
+def run_distributed(device: str, train: Callable[[torch.device, DistInfo], T]) -> T:
+    """Join the group (:func:`setup_distributed`), call ``train(device, info)``, leave the group.
+
+    Leaves after a barrier on success; on an error at once (the other ranks may never reach
+    the barrier, and torchrun ends them when this process exits).
+    """
+    dev, info = setup_distributed(device)
+    try:
+        result = train(dev, info)
+    except BaseException:
+        shutdown(info, wait=False)
+        raise
+    shutdown(info)
+    return result
 
 
 def shutdown(info: DistInfo, *, wait: bool = True) -> None:

@@ -87,7 +87,7 @@ from wavern.fileio import atomic_write
 from wavern.training.acoustic_trainer import corpus_global_mask
 from wavern.training.common import CheckpointTimer, MetricsLog, StopFlag, atomic_save, seed_step
 from wavern.training.distributed import (DistInfo, all_sum, average_gradients, barrier, broadcast_parameters,
-                                         loss_weights, setup_distributed, shutdown)
+                                         loss_weights, run_distributed)
 from wavern.training.ngram import BidirectionalTrigram
 
 __all__ = ["PretrainConfig", "PretrainResult", "pretrain_encoder", "ReplacedTokenDetector", "RTDOutput", "RTDLoss",
@@ -759,14 +759,7 @@ def pretrain_encoder(cfg: PretrainConfig) -> PretrainResult:
     Under ``torchrun`` every process calls this; only rank 0's result carries the evaluation and
     the encoder path.
     """
-    device, dist_info = setup_distributed(cfg.device)
-    try:
-        result = _pretrain(cfg, device, dist_info)
-    except BaseException:
-        shutdown(dist_info, wait=False)  # no barrier: the other ranks may never reach it
-        raise
-    shutdown(dist_info)
-    return result
+    return run_distributed(cfg.device, lambda device, dist_info: _pretrain(cfg, device, dist_info))
 
 
 def _pretrain(cfg: PretrainConfig, device: torch.device, dist_info: DistInfo) -> PretrainResult:
