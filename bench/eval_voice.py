@@ -66,6 +66,10 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(ROOT / "docs" / "VOICE.md"))
     ap.add_argument("--history", default=str(ROOT / "docs" / "voice_history.jsonl"))
+    ap.add_argument("--examples", default=str(ROOT / "docs" / "voice"),
+                    help="folder for the 3 example WAVs, the spectrogram and the curve PNGs ('' to skip)")
+    ap.add_argument("--metrics", default=str(ROOT / "runs" / "vocoder" / "metrics.jsonl"),
+                    help="the vocoder run's metrics JSONL: its held-out loss joins the curve when it exists")
     args = ap.parse_args()
 
     import torch
@@ -101,7 +105,11 @@ def main() -> int:
         f.write(json.dumps(row) + "\n")
     rows = [json.loads(line) for line in hist.read_text().splitlines() if line.strip()]
     cmd = "python bench/eval_voice.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    write_doc(Path(args.out), row, rows, cmd, voice)
+    examples = None
+    if args.examples:
+        examples = write_examples(Path(args.examples), voice, [held[i] for i in pick], rows,
+                                  Path(args.metrics), seed=args.seed)
+    write_doc(Path(args.out), row, rows, cmd, voice, examples)
     print(json.dumps(row, indent=1))
     return 0
 
@@ -113,7 +121,71 @@ def _rel(p: Path) -> str:
         return str(p)
 
 
-def write_doc(out: Path, row: dict, rows: list[dict], cmd: str, voice) -> None:
+def write_examples(folder: Path, voice, records, rows: list[dict], metrics: Path, *, seed: int = 0) -> dict:
+    """Three end-to-end example WAVs (the shortest of the evaluated held-out sentences), one
+    spectrogram PNG (espeak-ng / copy synthesis / end to end for the first example) and the curve
+    of the history rows (and the run's held-out loss) against vocoder steps."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import soundfile as sf
+
+    from wavern.dsp import int16_to_float, log_mel
+
+    folder.mkdir(parents=True, exist_ok=True)
+    picked = sorted(records, key=lambda r: len(r.text))[:3]
+    texts = []
+    for k, r in enumerate(picked, 1):
+        audio = voice.synthesize(r.text, seed=seed)
+        sf.write(folder / f"example_{k}.wav", audio, voice.sample_rate, subtype="PCM_16")
+        texts.append(r.text)
+    first = picked[0]
+    ref = int16_to_float(first.audio())
+    mel = log_mel(ref)
+    copy = int16_to_float(voice.vocoder.render(mel, seed=seed, fold_frames=None))
+    e2e = sf.read(folder / "example_1.wav", dtype="float32")[0]
+    fig, axes = plt.subplots(3, 1, figsize=(10, 7), sharex=True)
+    for ax, (title, m) in zip(axes, (("espeak-ng (the training audio)", mel),
+                                     ("vocoder copy synthesis (true mel → WaveRNN)", log_mel(copy)),
+                                     ("end to end (text → wavern)", log_mel(e2e)))):
+        ax.imshow(m.T, origin="lower", aspect="auto", cmap="magma", vmin=mel.min(), vmax=mel.max())
+        ax.set_title(title, fontsize=9)
+        ax.set_ylabel("mel bin")
+    axes[-1].set_xlabel("frame (11.6 ms)")
+    fig.suptitle(first.text, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(folder / "spectrogram.png", dpi=60)
+    plt.close(fig)
+
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.6))
+    steps = [r["vocoder_step"] for r in rows]
+    for key, label in (("phone_acc", "copy phone acc"), ("stoi", "copy STOI")):
+        a1.plot(steps, [r["copy"][key] for r in rows], "o-", label=label)
+    a1.plot(steps, [r["end_to_end"]["phone_acc_end_to_end"] for r in rows], "s-", label="end-to-end phone acc")
+    a1.axhline(0.93, ls=":", c="gray")
+    a1.set_xlabel("vocoder step")
+    a1.set_ylim(0, 1)
+    a1.legend(fontsize=8)
+    a1.set_title("held-out sentences (docs/voice_history.jsonl)", fontsize=9)
+    if metrics.exists():
+        ev = [json.loads(line) for line in metrics.read_text().splitlines() if '"eval"' in line]
+        ev = [e for e in ev if e.get("kind") == "eval"]
+        a2.plot([e["step"] for e in ev], [e["eval_coarse"] for e in ev], label="coarse CE")
+        a2.plot([e["step"] for e in ev], [e["eval_fine"] for e in ev], label="fine CE")
+        a2.set_xlabel("vocoder step")
+        a2.set_ylabel("nats")
+        a2.legend(fontsize=8)
+        a2.set_title("held-out teacher-forced loss (trainer)", fontsize=9)
+    else:
+        a2.set_axis_off()
+    fig.tight_layout()
+    fig.savefig(folder / "curve.png", dpi=80)
+    plt.close(fig)
+    return {"folder": folder, "texts": texts}
+
+
+def write_doc(out: Path, row: dict, rows: list[dict], cmd: str, voice, examples: dict | None = None) -> None:
     c, g, e = row["copy"], row["griffin_lim"], row["end_to_end"]
     lines = [
         "# The default voice: measured quality",
@@ -148,6 +220,15 @@ def write_doc(out: Path, row: dict, rows: list[dict], cmd: str, voice) -> None:
         lines.append(f"| {r['date']} | {r['acoustic_step']} | {r['vocoder_step']} | {r['copy']['stoi']:.3f} | "
                      f"{r['copy']['pesq_wb']:.2f} | {r['copy']['phone_acc']:.3f} | "
                      f"{r['end_to_end']['phone_acc_acoustic_gl']:.3f} | {r['end_to_end']['phone_acc_end_to_end']:.3f} |")
+    if examples:
+        rel = _rel(examples["folder"])
+        base = Path(rel).relative_to("docs") if rel.startswith("docs/") else Path(rel)
+        lines += ["", f"![metrics against vocoder steps]({base}/curve.png)", "",
+                  "## Listen", "",
+                  "End to end, text → this voice, held-out sentences (the same run as the table above):", ""]
+        lines += [f"- [{base}/example_{k}.wav]({base}/example_{k}.wav): “{t}”"
+                  for k, t in enumerate(examples["texts"], 1)]
+        lines += ["", f"![spectrograms: espeak-ng, copy synthesis, end to end]({base}/spectrogram.png)"]
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
