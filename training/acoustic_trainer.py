@@ -532,6 +532,7 @@ def _train(cfg: AcousticTrainConfig, device: torch.device, dist_info: DistInfo) 
         evaluation = evaluate_acoustic(model, corpus, cfg.eval_utterances, table=table)
         metrics.write({"kind": "eval", "step": step, **evaluation})
         export_checkpoint(ckpt_path, out)
+    metrics.close()
     barrier(dist_info)  # every rank returns once rank 0's files are written (a resume right after reads them)
     return TrainResult(step, finished, last, evaluation, out)
 

@@ -18,6 +18,7 @@ Conventions (shared by ``acoustic_trainer``, ``vocoder_trainer`` and ``pretrain`
 from __future__ import annotations
 
 import errno
+import importlib.util
 import json
 import logging
 import math
@@ -131,13 +132,26 @@ class CheckpointTimer:
 
 
 class MetricsLog:
-    """Append-only JSON-lines metrics file."""
+    """Append-only JSON-lines metrics file, mirrored to TensorBoard event files when the
+    ``tensorboard`` package is installed (``<folder of path>/tensorboard``, one scalar per numeric
+    field, tagged ``<kind>/<field>`` at the row's step).
 
-    def __init__(self, path: str | os.PathLike) -> None:
+    ``tensorboard=None`` mirrors when the package imports, ``False`` never, ``True`` always
+    (an ImportError then says what to install).
+    """
+
+    def __init__(self, path: str | os.PathLike, *, tensorboard: bool | None = None) -> None:
         self.path = Path(path)
+        if tensorboard is None:
+            tensorboard = importlib.util.find_spec("tensorboard") is not None
+        self.tensorboard_dir: Path | None = self.path.parent / "tensorboard" if tensorboard else None
+        self._writer = None
+        self._purge_step: int | None = None
 
     def truncate_after(self, step: int) -> None:
-        """Drop rows with ``step > step`` (written after the checkpoint a run resumes from)."""
+        """Drop rows with ``step > step`` (written after the checkpoint a run resumes from);
+        TensorBoard is told to purge its events after ``step`` too."""
+        self._purge_step = step + 1
         if not self.path.is_file():
             return
         kept = []
@@ -153,6 +167,28 @@ class MetricsLog:
     def write(self, row: dict[str, Any]) -> None:
         with self.path.open("a", encoding="utf-8") as f:
             f.write(json.dumps(row, sort_keys=True) + "\n")
+        if self.tensorboard_dir is not None and "step" in row:
+            self._tensorboard(row)
+
+    def _tensorboard(self, row: dict[str, Any]) -> None:
+        if self._writer is None:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._writer = SummaryWriter(str(self.tensorboard_dir), purge_step=self._purge_step, flush_secs=30)
+        kind, step = row.get("kind", "metrics"), int(row["step"])
+        for key, value in row.items():
+            if key in ("kind", "step") or isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            if math.isfinite(value):
+                self._writer.add_scalar(f"{kind}/{key}", value, step)
+        if kind != "train":
+            self._writer.flush()
+
+    def close(self) -> None:
+        """Flush and close the TensorBoard writer (the JSONL file needs nothing)."""
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
 
     def read(self) -> list[dict[str, Any]]:
         if not self.path.is_file():

@@ -887,5 +887,6 @@ def _pretrain(cfg: PretrainConfig, device: torch.device, dist_info: DistInfo) ->
         if evaluation is not None:
             metrics.write({"kind": "eval", "step": step, **evaluation})
         encoder_path = export_encoder(model, run_dir / ENCODER_FILE, symbols=data.table.to_list())
+    metrics.close()
     barrier(dist_info)  # every rank returns once rank 0's files are written
     return PretrainResult(step, not stopped and step >= cfg.steps, last, evaluation, run_dir, encoder_path)

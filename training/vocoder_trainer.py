@@ -445,6 +445,7 @@ def _run(trainer: VocoderTrainer, cfg: VocoderTrainConfig,
         elif trainer.step < cfg.steps:
             log.info("stopped at step %d (signal %s); checkpoint saved, resume with resume=True",
                      trainer.step, stop.requested)
+    metrics.close()
     barrier(trainer.dist)  # every rank returns once rank 0's files are written
 
 
