@@ -13,7 +13,7 @@ from pathlib import Path
 
 from wavern.errors import ParameterError, VoiceFileError
 
-__all__ = ["VoiceInfo", "voice_dirs", "find_voices", "resolve_voice", "DEFAULT_VOICE"]
+__all__ = ["VoiceInfo", "voice_dirs", "find_voices", "voice_info", "resolve_voice", "DEFAULT_VOICE"]
 
 #: Name of the voice used when none is asked for; the first valid shipped voice otherwise.
 DEFAULT_VOICE = "default"
@@ -45,10 +45,22 @@ def _card(path: Path) -> str:
     return " ".join(body[0].split()) if body else ""
 
 
-def find_voices() -> list[VoiceInfo]:
-    """Every voice folder (one holding ``voice.json``) in the search path, validated cheaply."""
+def voice_info(path: str | Path) -> VoiceInfo:
+    """One voice folder as a :class:`VoiceInfo`: its model card's first paragraph and, when its
+    ``voice.json`` does not validate, the error (the folder is still listed, marked broken)."""
     from wavern.engine.voicefile import read_voice_json
 
+    path = Path(path)
+    try:
+        read_voice_json(path)
+        err = None
+    except VoiceFileError as e:
+        err = str(e)
+    return VoiceInfo(path.name, path, _card(path), err)
+
+
+def find_voices() -> list[VoiceInfo]:
+    """Every voice folder (one holding ``voice.json``) in the search path, validated cheaply."""
     seen: set[str] = set()
     out: list[VoiceInfo] = []
     for d in voice_dirs():
@@ -58,12 +70,7 @@ def find_voices() -> list[VoiceInfo]:
             if not (sub / "voice.json").is_file() or sub.name in seen:
                 continue
             seen.add(sub.name)
-            try:
-                read_voice_json(sub)
-                err = None
-            except VoiceFileError as e:
-                err = str(e)
-            out.append(VoiceInfo(sub.name, sub, _card(sub), err))
+            out.append(voice_info(sub))
     return out
 
 

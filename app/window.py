@@ -287,9 +287,9 @@ class MainWindow(QMainWindow):
             saved = Path(str(self.settings.value("voice")))
             wanted = saved if (saved / "voice.json").is_file() else None
         if wanted is not None and all(v.path.resolve() != wanted.resolve() for v in voices):
-            from wavern.app.voices import VoiceInfo, _card
+            from wavern.app.voices import voice_info
 
-            voices.insert(0, VoiceInfo(wanted.name, wanted, _card(wanted), None))
+            voices.insert(0, voice_info(wanted))
         self.voice_combo.blockSignals(True)
         self.voice_combo.clear()
         self._voice_infos = voices
