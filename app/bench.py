@@ -5,6 +5,8 @@
     wavern bench --load 1                     # one other core kept busy while measuring
     wavern bench --device                     # play through the real audio device
     wavern bench --compare torch              # engine vs the torch reference loop, same weights and mel
+    wavern bench --realtime 600 --load 1      # 10 min of audio into a sink paced like a sound card
+    python -m wavern.app.bench --realtime 600 # the same, until the CLI grows --realtime
 
 Each sentence of the set is one request: ``Voice.stream(text)`` is drained into a sink (a
 :class:`NullSink`, or a :class:`DeviceSink` with ``--device``) and every chunk's arrival time
@@ -17,6 +19,12 @@ and compute time (the time spent inside the generator) are recorded. From those:
   headroom when chunk k arrives is how much audio it still had queued (negative = it ran dry:
   an underrun, and the player waits). See :func:`simulate_playback`.
 
+With ``--realtime SECONDS`` the sentences are joined into one long text, spoken request after
+request (no pause between them) until SECONDS of audio are made, into a
+:class:`~wavern.engine.sinks.PacedSink`: a thread drains the ring at the sample rate as the
+sound card callback would and counts underruns with the callback's own code. The producer is
+then paced by the ring (it waits when the buffer is full), as in the app.
+
 The JSON layout is :data:`SCHEMA` (version :data:`SCHEMA_VERSION`), written out in
 docs/bench/latency.md; the tests check that every emitted field is documented there.
 """
@@ -26,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
+import itertools
 import json
 import logging
 import os
@@ -42,7 +51,7 @@ import numpy as np
 from wavern.errors import ParameterError
 
 __all__ = ["ChunkTiming", "SentenceRun", "Playback", "measure_sentence", "simulate_playback", "busy_processes",
-           "run_bench", "bench_main", "bench_sentences", "SCHEMA", "SCHEMA_VERSION"]
+           "run_bench", "bench_main", "bench_sentences", "add_bench_arguments", "SCHEMA", "SCHEMA_VERSION"]
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +75,8 @@ SCHEMA: dict[str, str] = {
     "system.threads.numba": "numba.get_num_threads() during the run",
     "system.threads.process": "OS threads of the process at the end of the run",
     "system.load_processes": "busy processes started by --load",
-    "system.sink": '"null" or "device"',
+    "system.sink": '"null", "device" or "paced" (--realtime)',
+    "system.loadavg": "1, 5 and 15 minute load averages (os.getloadavg) at the end of the run",
     "timings.load_s": "Voice.load wall seconds (the first load in the process: kernels from the numba cache)",
     "timings.warmup_s": "Voice.warmup wall seconds (first synthesis: compile or cache load, first acoustic pass)",
     "summary.sentences": "requests measured (sentences x repeat)",
@@ -125,6 +135,25 @@ SCHEMA: dict[str, str] = {
     "compare.speedup": "engine_samples_per_s / torch_samples_per_s",
     "compare.matching_fraction": "fraction of identical samples (same uniforms; float rounding may flip a draw, "
                                  "after which the streams diverge)",
+    "realtime": "null without --realtime, else the object below",
+    "realtime.target_s": "audio seconds asked for (--realtime); the requests stop there",
+    "realtime.text_chars": "characters of one request (the sentences joined by spaces)",
+    "realtime.requests": "requests spoken back to back",
+    "realtime.audio_s": "audio seconds made and played",
+    "realtime.wall_s": "wall seconds from the first call until the sink had played everything",
+    "realtime.cpu_s": "process CPU seconds over the same span (all threads)",
+    "realtime.cpu_rtf": "cpu_s / audio_s",
+    "realtime.blocksize": "samples per simulated sound card callback",
+    "realtime.buffer_s": "ring capacity, seconds (how far generation may run ahead)",
+    "realtime.blocks": "callbacks while audio was expected (from the first write until the producer was done; "
+                       "the play-out of the last buffer after that cannot run dry and is not counted)",
+    "realtime.underruns": "callbacks that found the ring short while audio was expected (the device's count)",
+    "realtime.underrun_s": "seconds of zeros those callbacks played",
+    "realtime.headroom_s.min": "least audio queued at a callback while audio was expected, seconds",
+    "realtime.headroom_s.p10": "10th percentile of the same",
+    "realtime.headroom_s.p50": "median of the same",
+    "realtime.max_late_s": "latest the paced thread read a block after its due time while audio was expected "
+                           "(the count's resolution: data that came within this lateness counted as on time)",
 }
 
 
@@ -166,23 +195,30 @@ class SentenceRun:
         return self.compute_s / self.audio_s if self.samples else float("nan")
 
 
-def measure_sentence(voice, text: str, *, sink, index: int = 0, seed: int = 0) -> SentenceRun:
-    """Stream ``text`` into ``sink`` and time every chunk (the sink's own time is not compute)."""
+def measure_sentence(voice, text: str, *, sink, index: int = 0, seed: int = 0,
+                     max_samples: int | None = None) -> SentenceRun:
+    """Stream ``text`` into ``sink`` and time every chunk (the sink's own time is not compute).
+
+    ``max_samples``: stop the request once this many samples are made (the last chunk is cut).
+    """
     from wavern.engine import SpeakConfig
 
     chunks: list[ChunkTiming] = []
+    made = 0
     t0 = time.perf_counter()
     it = voice.stream(text, SpeakConfig(), seed=seed)
     try:
-        while True:
+        while max_samples is None or made < max_samples:
             t = time.perf_counter()
             try:
                 chunk = next(it)
             except StopIteration:
                 break
             now = time.perf_counter()
-            chunks.append(ChunkTiming(index, int(chunk.start_sample), int(chunk.samples.shape[0]), now - t0, now - t))
-            sink.write(chunk.samples)
+            x = chunk.samples if max_samples is None else chunk.samples[:max_samples - made]
+            chunks.append(ChunkTiming(index, int(chunk.start_sample), int(x.shape[0]), now - t0, now - t))
+            made += x.shape[0]
+            sink.write(x)
     finally:
         it.close()
     total = time.perf_counter() - t0
@@ -323,8 +359,13 @@ def compare_torch(voice, mel: np.ndarray, *, seed: int = 0) -> dict:
 
 
 def run_bench(voice_path: str | os.PathLike, sentences: Sequence[str], *, repeat: int = 1, device: bool = False,
-              load: int = 0, compare: str | None = None, compare_frames: int = 20, seed: int = 0) -> dict:
-    """Load the voice, warm it up, stream every sentence and return the result (layout: :data:`SCHEMA`)."""
+              load: int = 0, compare: str | None = None, compare_frames: int = 20, seed: int = 0,
+              realtime_s: float | None = None, buffer_s: float = 4.0) -> dict:
+    """Load the voice, warm it up, stream every sentence and return the result (layout: :data:`SCHEMA`).
+
+    ``realtime_s``: instead, speak the sentences joined into one text, request after request,
+    until this many seconds of audio are made, into a :class:`PacedSink` of ``buffer_s``.
+    """
     import wavern.engine.kernels  # noqa: F401  first: it configures numba's vectoriser before numba loads
 
     import numba
@@ -332,15 +373,27 @@ def run_bench(voice_path: str | os.PathLike, sentences: Sequence[str], *, repeat
 
     from wavern.app.doctor import cpu_features
     from wavern.engine import Voice
-    from wavern.engine.sinks import DeviceSink, NullSink
+    from wavern.engine.sinks import DeviceSink, NullSink, PacedSink
     from wavern.engine.voicefile import read_voice_json
 
     if repeat < 1:
         raise ParameterError(f"--repeat must be >= 1, found {repeat}")
     if compare_frames < 1:
         raise ParameterError(f"--compare-frames must be >= 1, found {compare_frames}")
+    if realtime_s is not None:
+        if not realtime_s > 0:
+            raise ParameterError(f"--realtime must be > 0 seconds, found {realtime_s}")
+        if device:
+            raise ParameterError("--realtime paces a silent sink; it cannot be combined with --device")
+        if not buffer_s > 0:
+            raise ParameterError(f"--buffer must be > 0 seconds, found {buffer_s}")
     sr = int(read_voice_json(Path(voice_path))["dsp"]["sample_rate"])
-    sink = DeviceSink(sample_rate=sr) if device else NullSink(sr)  # no device: fail before the slow part
+    if device:
+        sink = DeviceSink(sample_rate=sr)  # no device: fail before the slow part
+    elif realtime_s is not None:
+        sink = PacedSink(sample_rate=sr, buffer_s=buffer_s)
+    else:
+        sink = NullSink(sr)
     try:
         t = time.perf_counter()
         voice = Voice.load(voice_path)
@@ -351,21 +404,37 @@ def run_bench(voice_path: str | os.PathLike, sentences: Sequence[str], *, repeat
         raise
     runs: list[SentenceRun] = []
     plays: list[Playback] = []
+    if realtime_s is not None:
+        text = " ".join(sentences)
+        requests = itertools.repeat(text)  # as many as it takes: the loop stops at the target
+        target = int(round(realtime_s * sr))
+    else:
+        requests = [t for _ in range(repeat) for t in sentences]
+        target = None
+    rt = None
     with busy_processes(load):
         t_all = time.perf_counter()
+        c_all = time.process_time()
+        made = 0
         try:
-            for r in range(repeat):
-                for text in sentences:
-                    run = measure_sentence(voice, text, sink=sink, index=len(runs), seed=seed + len(runs))
-                    runs.append(run)
-                    plays.append(simulate_playback([c.arrival_s for c in run.chunks],
-                                                   [c.start_sample for c in run.chunks],
-                                                   [c.samples for c in run.chunks], voice.sample_rate))
+            for text in requests:
+                if target is not None and made >= target:
+                    break
+                run = measure_sentence(voice, text, sink=sink, index=len(runs), seed=seed + len(runs),
+                                       max_samples=None if target is None else target - made)
+                made += run.samples
+                runs.append(run)
+                plays.append(simulate_playback([c.arrival_s for c in run.chunks],
+                                               [c.start_sample for c in run.chunks],
+                                               [c.samples for c in run.chunks], voice.sample_rate))
         except BaseException:
             sink.abort()
             raise
         wall_s = time.perf_counter() - t_all
         sink.close()
+        if realtime_s is not None:
+            rt = _realtime_summary(sink, realtime_s=realtime_s, text=text, runs=runs,
+                                   wall_s=time.perf_counter() - t_all, cpu_s=time.process_time() - c_all)
         cmp = None
         if compare == "torch":
             from wavern.conditioning.acoustic import stream_mel
@@ -390,7 +459,8 @@ def run_bench(voice_path: str | os.PathLike, sentences: Sequence[str], *, repeat
                    "cpu_features": cpu_features(),
                    "threads": {"torch": torch.get_num_threads(), "numba": numba.get_num_threads(),
                                "process": _os_threads()},
-                   "load_processes": load, "sink": "device" if device else "null"},
+                   "load_processes": load, "sink": "device" if device else "paced" if rt else "null",
+                   "loadavg": list(os.getloadavg())},
         "timings": {"load_s": load_s, "warmup_s": warmup_s},
         "summary": {
             "sentences": len(runs), "samples": samples, "audio_s": samples / sr, "compute_s": compute,
@@ -415,8 +485,24 @@ def run_bench(voice_path: str | os.PathLike, sentences: Sequence[str], *, repeat
                     "arrival_s": c.arrival_s, "compute_s": c.compute_s, "headroom_s": float(h)}
                    for r, p in zip(runs, plays) for c, h in zip(r.chunks, p.headroom_s)],
         "compare": cmp,
+        "realtime": rt,
     }
     return out
+
+
+def _realtime_summary(sink, *, realtime_s: float, text: str, runs: list[SentenceRun], wall_s: float,
+                      cpu_s: float) -> dict:
+    sr = sink.sample_rate
+    audio_s = sum(r.samples for r in runs) / sr
+    head = sink.headroom_samples() / sr
+    return {"target_s": realtime_s, "text_chars": len(text), "requests": len(runs), "audio_s": audio_s,
+            "wall_s": wall_s, "cpu_s": cpu_s, "cpu_rtf": cpu_s / audio_s if audio_s else None,
+            "blocksize": sink.blocksize, "buffer_s": sink.ring.capacity / sr, "blocks": int(head.size),
+            "underruns": sink.ring.underruns, "underrun_s": sink.ring.underrun_samples / sr,
+            "headroom_s": {"min": float(head.min()) if head.size else None,
+                           "p10": float(np.percentile(head, 10)) if head.size else None,
+                           "p50": float(np.percentile(head, 50)) if head.size else None},
+            "max_late_s": sink.max_late_s}
 
 
 # --------------------------------------------------------------------------------------------
@@ -443,6 +529,14 @@ def format_report(res: dict) -> str:
                  + (f", device {s['device_underruns']}" if s["device_underruns"] is not None else ""))
     lines.append(f"peak RSS {s['peak_rss_mib']:.0f} MiB; threads torch {sy['threads']['torch']}, numba "
                  f"{sy['threads']['numba']}, process {sy['threads']['process']}; {sy['cpu_count']} CPUs ({feats})")
+    rt = res.get("realtime")
+    if rt is not None:
+        rh = rt["headroom_s"]
+        lines.append(f"real time (paced)    {rt['audio_s']:.1f} s of audio in {rt['requests']} request(s) over "
+                     f"{rt['wall_s']:.1f} s wall, CPU {rt['cpu_s']:.1f} s (RTF {rt['cpu_rtf']:.3f}); "
+                     f"{rt['underruns']} underruns ({rt['underrun_s']:.3f} s) in {rt['blocks']} callbacks; "
+                     f"headroom min {rh['min']:.3f} s p10 {rh['p10']:.3f} s; thread at most "
+                     f"{1e3 * rt['max_late_s']:.1f} ms late")
     c = res["compare"]
     if c is not None:
         lines.append(f"vs torch loop        engine {c['engine_samples_per_s']:.0f} samples/s, torch "
@@ -492,7 +586,8 @@ def bench_main(args) -> int:
     path = resolve_voice(args.voice)
     sentences = bench_sentences(getattr(args, "sentences", None))
     res = run_bench(path, sentences, repeat=getattr(args, "repeat", 1), device=bool(args.device), load=args.load,
-                    compare=args.compare, compare_frames=getattr(args, "compare_frames", 20))
+                    compare=args.compare, compare_frames=getattr(args, "compare_frames", 20),
+                    realtime_s=getattr(args, "realtime", None), buffer_s=getattr(args, "buffer", 4.0))
     print(format_report(res))
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=1) + "\n")
@@ -500,3 +595,43 @@ def bench_main(args) -> int:
     if getattr(args, "plot", None):
         print(f"wrote {write_plot(res, args.plot)}", file=sys.stderr)
     return 0
+
+
+def add_bench_arguments(p) -> None:
+    """The options of `wavern bench` on an argparse parser."""
+    p.add_argument("--json", metavar="PATH", help="write results as JSON")
+    p.add_argument("--compare", choices=["torch"], help="also run the torch reference loop with the same weights")
+    p.add_argument("--voice", metavar="NAME|PATH")
+    p.add_argument("--load", type=int, default=0, metavar="N", help="saturate N other cores while measuring")
+    p.add_argument("--device", action="store_true", help="measure against the real audio device, not the null sink")
+    p.add_argument("--plot", metavar="PATH", help="write a PNG: latency per sentence and buffer headroom over time")
+    p.add_argument("--sentences", metavar="PATH", help="one sentence per line (default: the shipped bench set)")
+    p.add_argument("--repeat", type=int, default=1, metavar="N", help="speak the sentence set N times")
+    p.add_argument("--compare-frames", type=int, default=20, metavar="N",
+                   help="mel frames (x256 samples) the torch loop generates for --compare (it is slow)")
+    p.add_argument("--realtime", type=float, default=None, metavar="SECONDS",
+                   help="speak the sentences as one text, again and again, until SECONDS of audio are made, into a "
+                        "sink that consumes at the sample rate like a sound card; counts its underruns")
+    p.add_argument("--buffer", type=float, default=4.0, metavar="SECONDS",
+                   help="ring capacity of the --realtime sink (how far generation may run ahead)")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m wavern.app.bench``: `wavern bench` with every option of :func:`add_bench_arguments`."""
+    import argparse
+
+    from wavern.errors import WavernError
+
+    ap = argparse.ArgumentParser(prog="python -m wavern.app.bench", description=__doc__.splitlines()[0])
+    add_bench_arguments(ap)
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    try:
+        return bench_main(args)
+    except WavernError as e:
+        print(f"wavern: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -7,6 +7,11 @@ real-time factor, underruns.
 The :class:`DeviceSink` callback follows the real-time rules: it only copies from a
 preallocated :class:`~wavern.engine.ring.AudioRing` into ``outdata``, zero-fills a
 shortfall and counts it; it never prints, logs, allocates, locks or raises.
+:class:`PacedSink` is the same ring drained by a clock thread instead of a sound card
+(benchmarks, machines without audio), so it counts underruns exactly as the device does.
+
+Both are idle (``ring.finished``) until the first ``write``: the wait for the first audio
+is latency, not an underrun. ``end_request`` makes them idle again between requests.
 """
 
 from __future__ import annotations
@@ -14,7 +19,9 @@ from __future__ import annotations
 import dataclasses
 import errno
 import logging
+import math
 import os
+import threading
 import time
 from math import gcd
 from pathlib import Path
@@ -25,10 +32,10 @@ import numpy as np
 from wavern.engine.audio_io import format_for
 from wavern.engine.chunk import AudioChunk
 from wavern.engine.ring import AudioRing
-from wavern.errors import AudioDeviceError, DiskFullError
+from wavern.errors import AudioDeviceError, DiskFullError, ParameterError
 
-__all__ = ["Sink", "NullSink", "FileSink", "RawStdoutSink", "DeviceSink", "StreamingResampler", "PlaybackStats",
-           "play", "list_output_devices"]
+__all__ = ["Sink", "NullSink", "FileSink", "RawStdoutSink", "DeviceSink", "PacedSink", "StreamingResampler",
+           "PlaybackStats", "play", "list_output_devices"]
 
 log = logging.getLogger(__name__)
 
@@ -273,6 +280,7 @@ class DeviceSink(Sink):
             log.info("device does not take %d Hz; resampling to %d Hz", sample_rate, device_rate)
         self.device_rate = device_rate
         self.ring = AudioRing(int(buffer_s * device_rate))
+        self.ring.finished = True  # idle until the first samples: waiting for them is latency, not underrun
         ring = self.ring
 
         def callback(outdata, frames, time_info, status):  # real-time: copy only
@@ -293,7 +301,12 @@ class DeviceSink(Sink):
         x = np.asarray(samples, np.float32)
         if self._resampler is not None:
             x = self._resampler.process(x)
-        self.ring.write(x)
+        if self.ring.write(x):
+            self.ring.finished = False  # playing: a shortfall from now on is an underrun
+
+    def end_request(self) -> None:
+        """The request's audio is all written: running dry after it is not an underrun."""
+        self.ring.finished = True
 
     def pause(self, paused: bool = True) -> None:
         self.ring.paused = paused
@@ -317,6 +330,134 @@ class DeviceSink(Sink):
             self._stream.close()
         except Exception:  # noqa: BLE001
             pass
+
+
+class PacedSink(Sink):
+    """Plays nothing but consumes like a sound card: a clock thread drains the ring in real time.
+
+    The "card" takes ``blocksize`` samples every ``blocksize / sample_rate`` seconds from the
+    moment the sink is made: block ``k`` is read at ``t0 + k · blocksize / sample_rate``.
+    A thread wakes every ``wake_s`` (~10 ms) and reads every block due by then with
+    :meth:`AudioRing.read_into`, the device callback's own code, so a shortfall is zero-filled
+    and counted as an underrun exactly as on the device. Before each read it records the
+    samples queued (the headroom) in a preallocated array.
+
+    Like a device with a hardware buffer, a block read late (the thread woke late) still
+    counts as played on time when its data was there by the time it was read; ``max_late_s``
+    says how late the thread ever was while audio was expected, so the resolution of the count
+    is known. "Audio expected" (the blocks :meth:`headroom_samples` keeps by default) runs from
+    a write until ``end_request``/``close``: the producer is still at work, not paused.
+
+    Args:
+        sample_rate: Hz.
+        buffer_s: ring capacity in seconds (how far generation may run ahead).
+        blocksize: samples per simulated callback (256 ≈ 11.6 ms at 22.05 kHz, as DeviceSink).
+        wake_s: how often the clock thread wakes.
+        keep: keep everything played (tests).
+        clock: seconds, monotonic; injectable for tests.
+        start: start the clock thread; with False, call :meth:`pump` yourself (tests).
+        max_records: headroom entries kept (later blocks overwrite the oldest).
+    """
+
+    def __init__(self, *, sample_rate: int, buffer_s: float = 4.0, blocksize: int = 256, wake_s: float = 0.010,
+                 keep: bool = False, clock=time.perf_counter, start: bool = True, max_records: int = 1 << 20):
+        if blocksize < 1 or wake_s <= 0 or buffer_s <= 0:
+            raise ParameterError(f"PacedSink needs blocksize >= 1, wake_s > 0 and buffer_s > 0, found {blocksize}, "
+                                 f"{wake_s}, {buffer_s}")
+        self.sample_rate = self.device_rate = sample_rate
+        self.blocksize = blocksize
+        self.ring = AudioRing(max(int(buffer_s * sample_rate), 2 * blocksize))
+        self.ring.finished = True  # idle until the first write
+        self._clock = clock
+        self._wake_s = wake_s
+        self._block = np.zeros(blocksize, np.float32)
+        self._headroom = np.zeros(max_records, np.int32)  # samples queued when block k was read
+        self._playing = np.zeros(max_records, np.bool_)  # whether block k fell inside a request
+        self.blocks = 0  # blocks consumed so far
+        self.played_samples = 0
+        self.max_late_s = 0.0
+        self._keep = keep
+        self._played: list[np.ndarray] = []
+        self._t0 = clock()
+        self._quit = threading.Event()
+        self._thread = None
+        if start:
+            self._thread = threading.Thread(target=self._run, name="wavern-paced-sink", daemon=True)
+            self._thread.start()
+
+    # ---- consumer (the simulated card)
+    def pump(self, now: float) -> int:
+        """Consume every block due by ``now`` (clock seconds); returns how many were read."""
+        elapsed = (now - self._t0) * self.sample_rate  # samples of clock time; 1e-6: float rounding of exact times
+        due = int(math.floor(elapsed + 1e-6)) // self.blocksize + 1 if elapsed > -1e-6 else 0
+        n_read = 0
+        while self.blocks < due:
+            k = self.blocks
+            i = k % self._headroom.shape[0]
+            self._headroom[i] = self.ring.queued
+            playing = not self.ring.finished and not self.ring.paused
+            self._playing[i] = playing
+            late = now - (self._t0 + k * self.blocksize / self.sample_rate)
+            if playing and late > self.max_late_s:
+                self.max_late_s = late
+            n = self.ring.read_into(self._block)
+            self.played_samples += n
+            if self._keep and n:
+                self._played.append(self._block[:n].copy())
+            self.blocks += 1
+            n_read += 1
+        return n_read
+
+    def _run(self) -> None:
+        while not self._quit.wait(self._wake_s):
+            self.pump(self._clock())
+
+    # ---- what it measured
+    def headroom_samples(self, *, playing_only: bool = True) -> np.ndarray:
+        """Samples queued at each block read (the last ``max_records``), optionally only inside requests."""
+        n = min(self.blocks, self._headroom.shape[0])
+        h = self._headroom[:n].copy()
+        return h[self._playing[:n]] if playing_only else h
+
+    @property
+    def underruns(self) -> int:
+        return self.ring.underruns
+
+    @property
+    def played(self) -> np.ndarray:
+        """Everything consumed (``keep=True`` only)."""
+        return np.concatenate(self._played) if self._played else np.zeros(0, np.float32)
+
+    # ---- producer
+    def write(self, samples: np.ndarray) -> None:
+        if self.ring.write(samples):
+            self.ring.finished = False  # playing: a shortfall from now on is an underrun
+
+    def end_request(self) -> None:
+        """The request's audio is all written: running dry after it is not an underrun."""
+        self.ring.finished = True
+
+    def pause(self, paused: bool = True) -> None:
+        self.ring.paused = paused
+
+    def _halt(self) -> None:
+        self._quit.set()
+        if self._thread is not None and threading.current_thread() is not self._thread:
+            self._thread.join()
+
+    def close(self) -> None:
+        """Play out what is queued (in clock time), then stop the clock."""
+        self.ring.finished = True
+        if self._thread is not None:
+            while self.ring.queued > 0 and self._thread.is_alive():
+                time.sleep(self._wake_s)
+        self._halt()
+
+    def abort(self) -> None:
+        """Drop the queue and stop the clock."""
+        self.ring.clear()
+        self.ring.close()
+        self._halt()
 
 
 @dataclasses.dataclass

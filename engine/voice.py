@@ -8,8 +8,16 @@ Per request: the front end turns the text into phoneme tokens; the acoustic mode
 one sentence at a time (with its neighbours as context) to log-mel; the vocoder turns the
 mel into samples in chunks, its GRU state carried from chunk to chunk and from sentence to
 sentence. While sentence *i* is being vocoded, sentence *i + 1* is already being rendered by
-the acoustic model in a worker thread (the vocoder kernel releases the GIL), so only the
-first sentence's acoustic pass stands between the call and the first audio.
+the acoustic model in a worker thread (the vocoder kernel releases the GIL).
+
+The first audio waits only for the first sentence's phonemes and mel and one small chunk
+(:func:`chunk_samples`): the first sentence is analysed on the calling thread (no hand-off
+to the worker), and the worker starts on the next sentence only once the current sentence's
+first chunk is made, so it never competes with that chunk for the CPU. Chunks then grow
+(512, 1024, 2048 samples) so that each is made within the audio already queued.
+Torch and BLAS run single-threaded by default (``Voice.load(threads=1)``): with another
+process on the second core, a two-thread OpenBLAS or OpenMP pool spin-waits for a thread
+that is not running, which cost 50-110 ms per small product on the shared 2-core machine.
 
 Within a sentence the vocoder's conditioning is computed over mel windows with enough
 context frames for the conditioning network's receptive field, so streamed audio equals the
@@ -23,6 +31,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import functools
 import logging
 import threading
 import time
@@ -36,13 +45,50 @@ from wavern.engine.chunk import AudioChunk, SpeakConfig
 from wavern.engine.voicefile import read_voice_json
 from wavern.errors import ParameterError, VoiceFileError
 
-__all__ = ["Voice", "StreamControl", "WordTiming", "SpokenPart", "plan_blocks"]
+__all__ = ["Voice", "StreamControl", "WordTiming", "SpokenPart", "plan_blocks", "chunk_samples", "use_threads"]
 
 log = logging.getLogger(__name__)
 
 FIRST_CHUNK_SAMPLES = 512  # ~23 ms: the first chunk of a request is small, for latency
-CHUNK_SAMPLES = 2048  # ~93 ms afterwards: fewer Python round trips
+CHUNK_SAMPLES = 2048  # ~93 ms: the largest chunk (fewer Python round trips)
 MEL_WINDOW_FRAMES = 16  # conditioning computed over windows of this many frames (+ context)
+
+
+def chunk_samples(k: int) -> int:
+    """Samples in the request's ``k``-th chunk (0-based): 512, 1024, 2048, 2048, ...
+
+    Doubling keeps each chunk's compute within the audio already queued: when chunk ``k``
+    arrives a real-time player holds about ``n_k`` samples, and chunk ``k + 1`` (``2 n_k``
+    samples) takes ``2 n_k · RTF`` to make, so there is no underrun while RTF < 1/2 even
+    at the start, where the queue is shortest. The last chunk of a sentence may be shorter.
+    """
+    if k < 0:
+        raise ParameterError(f"chunk index must be >= 0, found {k}")
+    return min(CHUNK_SAMPLES, FIRST_CHUNK_SAMPLES << min(k, 8))
+
+
+def use_threads(n: int | None, *, blas: bool = True) -> None:
+    """Run torch (and, with ``blas``, every BLAS loaded so far) with ``n`` threads; None: leave them.
+
+    ``torch.set_num_threads`` sets the process default and the calling thread's OpenMP pool
+    (a thread that already ran torch keeps its own pool size, so each thread calls this);
+    the BLAS limit (threadpoolctl, ~1 ms) is process-wide and covers the libraries loaded now.
+    """
+    if n is None:
+        return
+    if n < 1:
+        raise ParameterError(f"threads must be >= 1 or None, found {n}")
+    import torch
+
+    if torch.get_num_threads() != n:
+        torch.set_num_threads(n)
+    if blas:
+        try:
+            from threadpoolctl import threadpool_limits
+        except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn (librosa)
+            log.warning("threadpoolctl missing: BLAS keeps its own thread count")
+        else:
+            threadpool_limits(limits=n, user_api="blas")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,7 +154,7 @@ class StreamControl:
 class Voice:
     """A loaded voice: front end settings, acoustic model (torch) and vocoder (numba engine)."""
 
-    def __init__(self, path: Path, meta: dict, acoustic, vocoder, table):
+    def __init__(self, path: Path, meta: dict, acoustic, vocoder, table, *, threads: int | None = 1):
         self.path = path
         self.meta = meta
         self.acoustic = acoustic
@@ -124,12 +170,21 @@ class Voice:
         #: User pronunciations (a front-end ``Lexicon``) used by ``analyze`` and so by ``stream``;
         #: None = none. Assign a new object rather than mutating one a running stream may read.
         self.lexicon = None
-        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="wavern-acoustic")
+        #: torch/BLAS threads for this voice's work (:func:`use_threads`); None = the process's own.
+        self.threads = threads
+        use_threads(threads)
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="wavern-acoustic",
+                                                               initializer=functools.partial(use_threads, threads, blas=False))
 
     # ------------------------------------------------------------------ loading
     @classmethod
-    def load(cls, path: str | Path) -> "Voice":
-        """Load a voice folder; refuses anything malformed with :class:`VoiceFileError`."""
+    def load(cls, path: str | Path, *, threads: int | None = 1) -> "Voice":
+        """Load a voice folder; refuses anything malformed with :class:`VoiceFileError`.
+
+        ``threads``: torch and BLAS threads for the acoustic model and the conditioning net
+        (process-wide, see :func:`use_threads`); 1 by default, the fastest first audio when
+        another process holds a core. None leaves the process's settings alone.
+        """
         from wavern.conditioning.config import AcousticConfig
         from wavern.conditioning.export import load_acoustic
         from wavern.conditioning.frontend.phonemes import SymbolTable
@@ -156,7 +211,7 @@ class Voice:
         if len(table) > acfg.encoder.n_symbols:
             raise VoiceFileError(f"{path}/voice.json: {len(table)} symbols but the acoustic model embeds only "
                                  f"{acfg.encoder.n_symbols}")
-        return cls(path, meta, acoustic, vocoder, table)
+        return cls(path, meta, acoustic, vocoder, table, threads=threads)
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
@@ -184,17 +239,20 @@ class Voice:
         return analyze(text, voice=self.espeak_voice_for(speaker or self.default_speaker), table=self.table,
                        lexicon=self.lexicon)
 
-    def sentence_parts(self, text: str, *, speaker: str, speed: float, after: int = -1) -> Iterator[SpokenPart]:
+    def sentence_parts(self, text: str, *, speaker: str, speed: float, after: int = -1,
+                       sentences: list | None = None) -> Iterator[SpokenPart]:
         """The request's sentences as mel, in order, analysed block by block (:func:`plan_blocks`).
 
         Both the stream and the offline renderer (``engine.batch``) take their mel from here, so
         they say the same thing. ``after``: skip the sentences up to and including this index
-        (blocks wholly before it are not even analysed).
+        (blocks wholly before it are not even analysed). ``sentences``: ``segment(text)`` when
+        the caller already has it.
         """
         from wavern.conditioning.acoustic import stream_mel
         from wavern.conditioning.frontend import segment
 
-        sentences = segment(text, lexicon=self.lexicon)  # ParameterError for nothing to say
+        if sentences is None:
+            sentences = segment(text, lexicon=self.lexicon)  # ParameterError for nothing to say
         for first, end in plan_blocks(len(sentences)):
             if end - 1 <= after:
                 continue
@@ -225,34 +283,31 @@ class Voice:
         control = control or StreamControl(speed=cfg.speed, volume=cfg.volume)
         from wavern.conditioning.frontend import segment
 
-        segment(text, lexicon=self.lexicon)  # refuse bad text now, not at the first next()
-        return self._stream(text, speaker, temperature, pause_s, control, seed)
+        sentences = segment(text, lexicon=self.lexicon)  # refuse bad text now, not at the first next()
+        return self._stream(text, sentences, speaker, temperature, pause_s, control, seed)
 
-    def _stream(self, text, speaker, temperature, pause_s, control, seed) -> Iterator[AudioChunk]:
+    def _stream(self, text, sentences, speaker, temperature, pause_s, control, seed) -> Iterator[AudioChunk]:
         voc = self.vocoder
         hop = voc.hop
         speed = control.speed
-        mels = self.sentence_parts(text, speaker=speaker, speed=speed)
-        pending = self._executor.submit(next, mels, None)
+        use_threads(self.threads, blas=False)  # the first sentence's acoustic pass runs on this thread
+        mels = self.sentence_parts(text, speaker=speaker, speed=speed, sentences=sentences)
+        pending = None  # the next sentence, submitted once the current one's first chunk is made
         state = voc.new_state(seed=seed)
         position_total = 0  # samples yielded so far in this request
-        first = True
+        k = 0  # chunks of audio yielded so far in this request
         try:
-            while True:
-                spoken = pending.result()
-                if spoken is None:
-                    break
-                pending = self._executor.submit(next, mels, None)  # next sentence while this one plays
+            spoken = next(mels, None)  # first sentence here: no thread hand-off before the first audio
+            while spoken is not None:
                 utt, part, off, s_idx = spoken.utt, spoken.part, spoken.char_offset, spoken.sentence
                 sentence = utt.sentences[min(int(part.sentence), len(utt.sentences) - 1)]
                 span = (off + sentence.start, off + sentence.end)
                 mel = part.mel
-                if mel.shape[0] == 0:
-                    continue
-                timings = self._word_timings(utt, part, position_total, char_offset=off)
-                state.position = 0  # frame clock restarts per sentence; h and prev carry on
-                gi_cache = _WindowedFrameInputs(voc, mel)
                 n_total = mel.shape[0] * hop
+                if n_total:
+                    timings = self._word_timings(utt, part, position_total, char_offset=off)
+                    state.position = 0  # frame clock restarts per sentence; h and prev carry on
+                    gi_cache = _WindowedFrameInputs(voc, mel)
                 done = 0
                 while done < n_total:
                     if control.stopped:
@@ -261,31 +316,38 @@ class Voice:
                         speed = control.speed
                         mel, done, n_total, gi_cache = self._respeed(utt, part, speaker, speed, done, n_total)
                         state.position = done
-                        if not pending.cancel():
+                        if pending is not None and not pending.cancel():
                             concurrent.futures.wait([pending])
                         mels.close()
-                        mels = self.sentence_parts(text, speaker=speaker, speed=speed, after=s_idx)
+                        mels = self.sentence_parts(text, speaker=speaker, speed=speed, after=s_idx,
+                                                   sentences=sentences)
                         pending = self._executor.submit(next, mels, None)
                         if done >= n_total:
                             break
-                    n = min(FIRST_CHUNK_SAMPLES if first else CHUNK_SAMPLES, n_total - done)
+                    n = min(chunk_samples(k), n_total - done)
                     gi, frame0 = gi_cache.covering(done, n)
                     samples = voc.generate(gi, state, n, frame0=frame0, temperature=temperature)
+                    if pending is None:  # the first chunk is made: now prepare the next sentence
+                        pending = self._executor.submit(next, mels, None)
                     audio = int16_to_float(samples)
                     if control.volume != 1.0:
                         audio = np.clip(audio * np.float32(control.volume), -1.0, 1.0)
                     yield AudioChunk(audio, self.sample_rate, position_total, span, sentence_index=s_idx,
                                      word_timings=timings if done == 0 else ())
-                    first = False
+                    k += 1
                     done += n
                     position_total += n
-                gap_s = control.pause_s if control.pause_s is not None else pause_s
-                if gap_s > 0:
-                    gap = np.zeros(int(gap_s * self.sample_rate), np.float32)
-                    yield AudioChunk(gap, self.sample_rate, position_total, span, sentence_index=s_idx)
-                    position_total += gap.size
+                if n_total:
+                    gap_s = control.pause_s if control.pause_s is not None else pause_s
+                    if gap_s > 0:
+                        gap = np.zeros(int(gap_s * self.sample_rate), np.float32)
+                        yield AudioChunk(gap, self.sample_rate, position_total, span, sentence_index=s_idx)
+                        position_total += gap.size
+                if pending is None:
+                    pending = self._executor.submit(next, mels, None)
+                spoken, pending = pending.result(), None
         finally:
-            if not pending.cancel():
+            if pending is not None and not pending.cancel():
                 concurrent.futures.wait([pending])  # the worker may be inside `mels`; let it finish
             mels.close()
 
@@ -338,7 +400,7 @@ class Voice:
     def warmup(self) -> float:
         """Compile and touch everything once (kernels, acoustic model); returns seconds taken."""
         t = time.perf_counter()
-        for _ in self.stream("Hi.", SpeakConfig()):
+        for _ in self.stream("Hi. Yes.", SpeakConfig()):  # two sentences: the worker thread runs torch too
             pass
         return time.perf_counter() - t
 

@@ -12,6 +12,7 @@ import torch
 
 from wavern.app import cli
 from wavern.app.bench import SCHEMA, bench_sentences, busy_processes, simulate_playback
+from wavern.app.bench import main as bench_module_main
 from wavern.errors import ParameterError
 
 torch.set_num_threads(1)
@@ -116,7 +117,9 @@ def bench_run(tiny_voice, tmp_path_factory):
 def test_json_follows_the_documented_schema(bench_run):
     res, d, _ = bench_run
     compare_keys = {k for k in SCHEMA if k.startswith("compare.")}
-    assert _flat_keys(res) == set(SCHEMA) - {"compare"}  # compare is an object here
+    realtime_keys = {k for k in SCHEMA if k.startswith("realtime.")}
+    assert res["realtime"] is None  # no --realtime: null, its fields absent
+    assert _flat_keys(res) == set(SCHEMA) - {"compare"} - realtime_keys  # compare is an object here
     assert compare_keys == {"compare." + k for k in res["compare"]}
     assert res["schema"] == "wavern-bench-latency" and res["schema_version"] == 1
     doc = (ROOT / "docs" / "bench" / "latency.md").read_text()
@@ -176,3 +179,38 @@ def test_device_bench_without_a_device_is_a_clear_error(tiny_voice, capsys):
         pytest.skip("this machine has an audio device")
     assert cli.main(["bench", "--voice", str(tiny_voice), "--device"]) == 2
     assert "audio" in capsys.readouterr().err
+
+
+def test_realtime_run_plays_exactly_the_asked_audio_through_a_paced_sink(tiny_voice, tmp_path):
+    """--realtime: the sentences as one text, request after request, cut at the target; the JSON
+    follows the schema, and the paced sink's counters add up (values are not judged)."""
+    sentences = tmp_path / "s.txt"
+    sentences.write_text("Hello there.\nA second line.\n")
+    out = tmp_path / "rt.json"
+    rc = bench_module_main(["--voice", str(tiny_voice), "--sentences", str(sentences), "--realtime", "1.5",
+                            "--buffer", "0.5", "--json", str(out)])
+    assert rc == 0
+    res = json.loads(out.read_text())
+    assert res["compare"] is None  # no --compare: null, its fields absent; realtime is an object
+    assert _flat_keys(res) == set(SCHEMA) - {k for k in SCHEMA if k.startswith("compare.")} - {"realtime"}
+    rt, s = res["realtime"], res["summary"]
+    sr = res["voice"]["sample_rate"]
+    assert res["system"]["sink"] == "paced" and len(res["system"]["loadavg"]) == 3
+    assert s["samples"] == round(1.5 * sr) and rt["audio_s"] == pytest.approx(1.5)
+    assert rt["requests"] == len(res["sentences"]) >= 1
+    assert all(x["text"] == "Hello there. A second line." for x in res["sentences"])
+    assert rt["text_chars"] == len("Hello there. A second line.")
+    assert rt["wall_s"] >= rt["audio_s"]  # the sink plays in real time, so the run cannot be shorter
+    assert 0 < rt["blocks"] <= rt["wall_s"] * sr / rt["blocksize"] + 1
+    assert 0 <= rt["underruns"] <= rt["blocks"]
+    assert rt["underrun_s"] <= rt["underruns"] * rt["blocksize"] / sr + 1e-9
+    h = rt["headroom_s"]
+    assert 0 <= h["min"] <= h["p10"] <= h["p50"] <= rt["buffer_s"]
+    assert rt["cpu_rtf"] == pytest.approx(rt["cpu_s"] / rt["audio_s"])
+
+
+def test_realtime_options_are_checked(tiny_voice, capsys):
+    assert bench_module_main(["--voice", str(tiny_voice), "--realtime", "0"]) == 2
+    assert "--realtime must be > 0" in capsys.readouterr().err
+    assert bench_module_main(["--voice", str(tiny_voice), "--realtime", "1", "--device"]) == 2
+    assert "--device" in capsys.readouterr().err

@@ -181,3 +181,128 @@ def test_real_full_disk_is_disk_full_error(tmp_path):
         assert list(mnt.iterdir()) == []
     finally:
         subprocess.run(["umount", str(mnt)], check=False)
+
+
+# ----------------------------------------------------------------------------- paced sink
+
+
+def test_paced_sink_counts_a_too_slow_producer_like_the_card():
+    """Producer writes 10 samples every 20 ticks; the card takes 10 every 10: every other block is short."""
+    from wavern.engine.sinks import PacedSink
+
+    now = [0.0]
+    sr, block = 1000, 10  # one sample per millisecond, a block every 10 ms
+    sink = PacedSink(sample_rate=sr, blocksize=block, buffer_s=1.0, clock=lambda: now[0], start=False)
+    writes = {t: 10 for t in range(0, 200, 20)}  # ticks (ms) -> samples
+    for ms in range(0, 200):
+        now[0] = ms / sr
+        if ms in writes:
+            sink.write(np.full(writes[ms], ms, np.float32))
+        sink.pump(now[0])
+    # Blocks 0, 2, 4, ... find the 10 fresh samples; 1, 3, 5, ... find nothing (an underrun each).
+    assert sink.blocks == 20
+    assert sink.underruns == 10 and sink.ring.underrun_samples == 100
+    assert sink.played_samples == 100
+    heads = sink.headroom_samples()
+    assert heads.tolist() == [10, 0] * 10
+    sink.end_request()
+    now[0] = 0.5
+    sink.pump(now[0])
+    assert sink.underruns == 10  # dry after the request's end is not an underrun
+    sink.abort()
+
+
+def test_paced_sink_matches_a_naive_card_on_random_schedules():
+    from wavern.engine.sinks import PacedSink
+
+    rng = np.random.default_rng(3)
+    sr, block = 1000, 16
+    for trial in range(20):
+        writes = {}
+        t = int(rng.integers(0, 30))
+        for _ in range(int(rng.integers(3, 30))):
+            writes[t] = int(rng.integers(1, 60))
+            t += int(rng.integers(1, 40))
+        n_blocks = t // block + 40
+        now = [0.0]
+        sink = PacedSink(sample_rate=sr, blocksize=block, buffer_s=4.0, clock=lambda: now[0], start=False)
+        for ms in range(n_blocks * block):
+            now[0] = ms / sr
+            if ms in writes:
+                sink.write(np.ones(writes[ms], np.float32))
+            if ms == max(writes):
+                sink.end_request()
+            sink.pump(now[0])
+        # Twin: step block by block; playing from the first write until the last one.
+        queued, started, done, under, heads = 0, False, False, 0, []
+        for k in range(n_blocks):
+            for ms in range((k - 1) * block + 1 if k else 0, k * block + 1):
+                if ms in writes:
+                    queued += writes[ms]
+                    started = True
+                    done = ms == max(writes)
+            playing = started and not done
+            if playing:
+                heads.append(queued)
+                under += queued < block
+            queued -= min(queued, block)
+        assert sink.underruns == under, trial
+        assert sink.headroom_samples().tolist() == heads, trial
+        assert sink.played_samples == sum(writes.values())
+        sink.abort()
+
+
+def test_paced_sink_thread_follows_its_clock():
+    """The clock thread consumes exactly the blocks its (fake) clock says are due."""
+    import time
+
+    from wavern.engine.sinks import PacedSink
+
+    now = [0.0]
+    sink = PacedSink(sample_rate=1000, blocksize=10, buffer_s=1.0, wake_s=0.001, clock=lambda: now[0], keep=True)
+    try:
+        sink.write(np.arange(35, dtype=np.float32))
+        now[0] = 0.025  # blocks 0, 1, 2 are due (read at 0, 10 and 20 ms)
+        deadline = time.monotonic() + 30  # a safety net for a stuck thread, not a speed threshold
+        while sink.blocks < 3 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert sink.blocks == 3 and sink.underruns == 0
+        np.testing.assert_array_equal(sink.played, np.arange(30, dtype=np.float32))
+        now[0] = 0.045  # blocks 3 and 4: 5 samples left, then nothing: two short blocks
+        while sink.blocks < 5 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert sink.blocks == 5 and sink.underruns == 2
+    finally:
+        sink.abort()
+    assert not sink._thread.is_alive()
+
+
+def test_paced_sink_is_idle_until_the_first_write_and_drains_on_close():
+    from wavern.engine.sinks import PacedSink
+
+    now = [0.0]
+    sink = PacedSink(sample_rate=1000, blocksize=10, clock=lambda: now[0], start=False)
+    now[0] = 1.0
+    sink.pump(now[0])  # 101 blocks of waiting for the first audio: latency, not underruns
+    assert sink.blocks == 101 and sink.underruns == 0 and sink.headroom_samples().size == 0
+    with pytest.raises(ParameterError, match="blocksize"):
+        PacedSink(sample_rate=1000, blocksize=0, start=False)
+
+
+def test_voice_stream_through_a_paced_sink_plays_every_sample(tiny_voice):
+    """Real stream, real clock thread (4x faster than real time): what the card played is the stream."""
+    import time
+
+    from wavern.engine import Voice
+    from wavern.engine.sinks import PacedSink
+
+    voice = Voice.load(tiny_voice)
+    try:
+        text = "Two short sentences. Here they are."
+        ref = voice.synthesize(text, seed=5)
+        sink = PacedSink(sample_rate=22050, keep=True, clock=lambda: 4.0 * time.perf_counter())
+        stats = play(voice.stream(text, seed=5), sink)
+        np.testing.assert_array_equal(sink.played, ref)
+        assert stats.underruns == sink.ring.underruns
+    finally:
+        voice.close()

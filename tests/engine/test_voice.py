@@ -213,3 +213,112 @@ def test_missing_acoustic_and_bad_json_are_refused(tiny_voice, tmp_path):
     (d / "voice.json").write_text("{not json")
     with pytest.raises(VoiceFileError, match="not valid JSON"):
         Voice.load(d)
+
+
+# ----------------------------------------------------------------------------- first audio
+def test_chunk_schedule_starts_small_and_doubles_to_the_cap():
+    from wavern.engine.voice import chunk_samples
+
+    sizes = [chunk_samples(k) for k in range(8)]
+    assert sizes[0] == FIRST_CHUNK_SAMPLES and max(sizes) == CHUNK_SAMPLES == sizes[-1]
+    assert all(b in (a, 2 * a) or b == CHUNK_SAMPLES for a, b in zip(sizes, sizes[1:]))
+    assert sizes == sorted(sizes) and all(s % 256 == 0 for s in sizes)  # whole frames
+    # With RTF below 1/2 each chunk is made before the audio queued ahead of it runs out.
+    queued = 0.0
+    for a, b in zip(sizes, sizes[1:]):
+        queued += a
+        assert 0.5 * b <= queued
+        queued -= 0.5 * b
+    assert chunk_samples(10_000) == CHUNK_SAMPLES
+    with pytest.raises(ParameterError, match="chunk index"):
+        chunk_samples(-1)
+
+
+def test_stream_chunks_follow_the_schedule_across_sentences(voice):
+    from wavern.engine.voice import chunk_samples
+
+    text = "A first sentence of a few words. And a second one, a little longer than the first."
+    chunks = list(voice.stream(text, seed=2))
+    lengths = [c.samples.shape[0] for c in chunks]
+    by_sentence = {}
+    for c in chunks:
+        by_sentence.setdefault(c.sentence_index, []).append(c.samples.shape[0])
+    k = 0
+    for s, ls in sorted(by_sentence.items()):
+        for i, n in enumerate(ls):
+            if i < len(ls) - 1:
+                assert n == chunk_samples(k)  # every chunk but a sentence's last is full size
+            else:
+                assert 0 < n <= chunk_samples(k)
+            k += 1
+    assert lengths[0] == FIRST_CHUNK_SAMPLES
+
+
+def test_streamed_sentences_equal_one_generate_call_per_sentence(voice):
+    """Independent reference: each sentence's whole mel through one generate call, state carried."""
+    text = "The first sentence is here. A second, longer sentence follows it. Third."
+    y = np.concatenate([c.samples for c in voice.stream(text, seed=11)])
+    voc = voice.vocoder
+    state = voc.new_state(seed=11)
+    ref = []
+    for spoken in voice.sentence_parts(text, speaker=voice.default_speaker, speed=1.0):
+        mel = spoken.part.mel
+        if mel.shape[0] == 0:
+            continue
+        state.position = 0
+        ref.append(voc.generate(voc.frame_inputs(mel), state, mel.shape[0] * voc.hop))
+    ref = int16_to_float(np.concatenate(ref))
+    assert y.shape == ref.shape
+    assert np.mean(y != ref) < 1e-3  # as above: only a draw on a rounding boundary may flip
+
+
+def test_first_sentence_runs_on_the_calling_thread_and_the_worker_waits_for_the_first_chunk(voice, monkeypatch):
+    """No hand-off before the first audio, and nothing competes with the first chunk."""
+    events = []
+    real_parts = voice.sentence_parts
+    real_generate = voice.vocoder.generate
+
+    def parts(text, **kw):
+        gen = real_parts(text, **kw)
+
+        def spy():
+            while True:
+                events.append(("part", threading.current_thread().name))
+                try:
+                    item = next(gen)
+                except StopIteration:
+                    return
+                yield item
+        return spy()
+
+    def generate(*a, **k):
+        events.append(("generate", threading.current_thread().name))
+        return real_generate(*a, **k)
+
+    monkeypatch.setattr(voice, "sentence_parts", parts)
+    monkeypatch.setattr(voice.vocoder, "generate", generate)
+    caller = threading.current_thread().name
+    it = voice.stream("One sentence first. Then another one.", seed=0)
+    first = next(it)
+    assert events[0] == ("part", caller)  # the first sentence: analysed right here
+    assert events[1] == ("generate", caller)  # then the first chunk, before any other work starts
+    rest = list(it)
+    later_parts = [name for kind, name in events[2:] if kind == "part"]
+    assert later_parts and all(name != caller for name in later_parts)  # later sentences: the worker
+    assert first.samples.shape[0] == FIRST_CHUNK_SAMPLES and rest
+
+
+def test_voice_runs_torch_and_blas_single_threaded_by_default(tiny_voice):
+    import torch
+    from threadpoolctl import threadpool_info
+
+    from wavern.engine.voice import use_threads
+
+    v = Voice.load(tiny_voice)
+    try:
+        assert v.threads == 1 and torch.get_num_threads() == 1
+        assert all(p["num_threads"] == 1 for p in threadpool_info() if p["user_api"] == "blas")
+    finally:
+        v.close()
+    with pytest.raises(ParameterError, match="threads"):
+        use_threads(0)
