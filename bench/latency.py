@@ -2,11 +2,15 @@
 
     .venv/bin/python bench/latency.py                 # shipped voice if any, else a tiny test voice
     .venv/bin/python bench/latency.py --hidden 384    # a random voice with the default vocoder size
+    .venv/bin/python bench/latency.py --realtime 0    # skip the 10-minute real-time run
+    .venv/bin/python bench/latency.py --realtime-json r.json  # take that run from an earlier JSON
     .venv/bin/python bench/latency.py --schema-only   # rewrite only the JSON schema section
 
-Runs the real CLI (`wavern bench`) three ways: alone, with one other core kept busy
-(``--load 1``) and with ``--compare torch``; the JSON of each goes to a temp folder, the plot of
-the first to docs/bench/latency.png, and the tables plus the JSON schema (from
+Runs `wavern bench` four ways: alone, with one other core kept busy (``--load 1``), with
+``--compare torch``, and on multi-sentence texts (the shipped lines joined, 5 to 40 sentences
+long); then ``--realtime 600 --load 1`` (10 minutes of audio through a sink paced like a sound
+card: ~10 min of wall clock, little CPU). The JSON of each goes to a temp folder, the plot of the
+first to docs/bench/latency.png, and the tables plus the JSON schema (from
 ``wavern.app.bench.SCHEMA``) to docs/bench/latency.md.
 """
 
@@ -26,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "bench" / "latency.md"
 sys.path.insert(0, str(ROOT / "tests"))
 
-from wavern.app.bench import SCHEMA, SCHEMA_VERSION  # noqa: E402
+from wavern.app.bench import SCHEMA, SCHEMA_VERSION, bench_sentences  # noqa: E402
 
 
 def pick_voice(tmp: Path, hidden: int | None, density: float) -> tuple[Path, str]:
@@ -57,31 +61,75 @@ def run(cmd: list[str]) -> dict:
     return json.loads(Path(cmd[cmd.index("--json") + 1]).read_text())
 
 
-def results_section(runs: dict[str, dict], voice_desc: str, cmds: dict[str, str]) -> str:
+def multi_sentence_texts(sentences: list[str]) -> list[str]:
+    """Texts of 5, 10, 20 and 40 of the shipped lines (rotated so each starts with a different line)."""
+    n = len(sentences)
+    return [" ".join(sentences[(start + i) % n] for i in range(count))
+            for start, count in ((5, 5), (12, 10), (17, 20), (18, 40))]
+
+
+def results_section(runs: dict[str, dict], voice_desc: str, cmds: dict[str, str],
+                    realtime: tuple[dict, str] | None = None) -> str:
     def row(name: str, r: dict) -> str:
         s, t = r["summary"], r["timings"]
         h = s["headroom_s"]
-        return (f"| {name} | {t['load_s']:.2f} | {t['warmup_s']:.2f} | {1e3 * s['first_audio_s']['p50']:.0f} / "
-                f"{1e3 * s['first_audio_s']['p90']:.0f} | {s['rtf_per_sentence']['p50']:.3f} / "
+        load = r["system"].get("loadavg")
+        return (f"| {name} | {s['sentences']} | {t['load_s']:.2f} | {t['warmup_s']:.2f} | "
+                f"{1e3 * s['first_audio_s']['p50']:.0f} / {1e3 * s['first_audio_s']['p90']:.0f} / "
+                f"{1e3 * s['first_audio_s']['max']:.0f} | {s['rtf_per_sentence']['p50']:.3f} / "
                 f"{s['rtf_per_sentence']['p90']:.3f} | {s['chunk_load']['p50']:.3f} / {s['chunk_load']['p99']:.3f} | "
-                f"{h['min']:.3f} / {h['p10']:.3f} | {s['underruns']} | {s['peak_rss_mib']:.0f} |")
+                f"{h['min']:.3f} / {h['p10']:.3f} | {s['underruns']} | {s['peak_rss_mib']:.0f} | "
+                f"{'?' if load is None else f'{load[0]:.1f}'} |")
 
     first = next(iter(runs.values()))
     sy = first["system"]
     feats = ", ".join(k for k, v in sy["cpu_features"].items() if v)
     lines = [
-        f"Voice: {voice_desc}. Sentences: the {first['summary']['sentences']} lines of "
+        f"Voice: {voice_desc}. Requests: the {first['summary']['sentences']} lines of "
         f"`assets/bench/sentences.txt` (1 to 60 words), each its own request through `Voice.stream` into a null "
-        f"sink. Machine: {sy['cpu_count']} CPUs ({feats}), Python {sy['python']}, torch threads "
-        f"{sy['threads']['torch']}, numba threads {sy['threads']['numba']}; shared with other jobs (load average "
-        f"{os.getloadavg()[0]:.1f} at the end), so these wall times measure contention as much as wavern.\n",
-        "| run | load s | warm-up s | first audio ms p50 / p90 | RTF p50 / p90 | chunk load p50 / p99 | "
-        "headroom s min / p10 | underruns | peak RSS MiB |",
-        "|---|---|---|---|---|---|---|---|---|",
+        f"sink; the multi-sentence run speaks the lines joined into texts of 5, 10, 20 and 40 sentences. "
+        f"Machine: {sy['cpu_count']} CPUs ({feats}), Python {sy['python']}, torch threads "
+        f"{sy['threads']['torch']}, numba threads {sy['threads']['numba']}. One core is held all session by a "
+        f"1-thread training run and the other is shared with other jobs (1-minute load average at the end of each "
+        f"run in the last column), so wall times measure contention as much as wavern; `--load 1` adds a "
+        f"spinning process, which with the training run saturates both cores.\n",
+        "| run | requests | load s | warm-up s | first audio ms p50 / p90 / max | RTF p50 / p90 | "
+        "chunk load p50 / p99 | headroom s min / p10 | underruns (simulated) | peak RSS MiB | load avg |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     lines += [row(name, r) for name, r in runs.items()]
     lines.append("")
     lines += [f"- {name}: `{cmd}`" for name, cmd in cmds.items()]
+    if realtime is not None:
+        r, cmd = realtime
+        rt, s = r["realtime"], r["summary"]
+        rh = rt["headroom_s"]
+        lines += [
+            "",
+            "### Ten minutes in real time",
+            "",
+            f"`{cmd}`: the {len(bench_sentences())} shipped lines joined into one text of {rt['text_chars']} "
+            f"characters, spoken {rt['requests']} times back to back (the last cut at the target) into a "
+            f"`PacedSink`: a thread wakes every 10 ms and reads every {rt['blocksize']}-sample block due by the "
+            f"clock with the device callback's own code (`AudioRing.read_into`), so an underrun is counted exactly "
+            f"as the sound card callback counts it. The ring holds {rt['buffer_s']:.2f} s, so generation runs at "
+            f"most that far ahead. With `--load 1` the training run and the spinning process saturate both "
+            f"cores; wavern competes with the spinner (and other jobs: load average "
+            f"{r['system']['loadavg'][0]:.1f} at the end).",
+            "",
+            "| audio s | wall s | CPU s (RTF) | callbacks | underruns | underrun s | headroom s min / p10 / p50 | "
+            "chunk load p50 / p90 / p99 / max | first audio ms | thread late ms max |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+            f"| {rt['audio_s']:.1f} | {rt['wall_s']:.1f} | {rt['cpu_s']:.1f} ({rt['cpu_rtf']:.3f}) | {rt['blocks']} | "
+            f"**{rt['underruns']}** | {rt['underrun_s']:.3f} | {rh['min']:.3f} / {rh['p10']:.3f} / {rh['p50']:.3f} | "
+            f"{s['chunk_load']['p50']:.3f} / {s['chunk_load']['p90']:.3f} / {s['chunk_load']['p99']:.3f} / "
+            f"{s['chunk_load']['max']:.3f} | {1e3 * s['first_audio_s']['max']:.0f} | {1e3 * rt['max_late_s']:.1f} |",
+            "",
+            "Headroom is the audio queued at each callback while the producer was still at work (the play-out of "
+            "the last buffer is not counted); chunk load is a chunk's compute time over its audio duration (above 1 "
+            "that chunk alone took longer to make than to play: the first chunks of a request, which the buffer "
+            "absorbs).",
+        ]
     c = next((r["compare"] for r in runs.values() if r["compare"]), None)
     if c:
         lines.append(f"\nEngine vs torch reference loop (same weights, mel and uniforms, {c['samples']} samples, one "
@@ -91,18 +139,25 @@ def results_section(runs: dict[str, dict], voice_desc: str, cmds: dict[str, str]
     return "\n".join(lines)
 
 
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hidden", type=int, default=None, help="random voice of this hidden size")
     ap.add_argument("--density", type=float, default=0.1)
+    ap.add_argument("--realtime", type=float, default=600.0, metavar="SECONDS",
+                    help="audio seconds of the paced real-time run (0: skip it)")
+    ap.add_argument("--realtime-json", metavar="PATH",
+                    help="take the real-time run from this JSON (python -m wavern.app.bench --realtime 600 --load 1 "
+                         "--json PATH) instead of running it")
     ap.add_argument("--schema-only", action="store_true")
     args = ap.parse_args()
     head = ("## Live latency (`wavern bench`)\n\n"
             "Through the real streaming path: time to first audio, RTF (compute / audio), chunk load (a chunk's "
             "compute time / its audio duration), buffer headroom of a simulated real-time player (audio still "
-            "queued when each chunk arrives; below 0 is an underrun) and peak memory. Measured by "
+            "queued when each chunk arrives; below 0 is an underrun) and peak memory; then ten minutes of audio "
+            "through a sink paced like a sound card. Measured by "
             f"`.venv/bin/python bench/latency.py{'' if args.hidden is None else f' --hidden {args.hidden}'}` "
-            "(which runs the three `wavern bench` commands below).\n\n")
+            "(which runs the `wavern bench` commands below).\n\n")
     if args.schema_only:
         old = DOC.read_text() if DOC.is_file() else head
         body = old.split("### JSON schema")[0].rstrip() + "\n\n"
@@ -112,16 +167,34 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         voice, desc = pick_voice(tmp, args.hidden, args.density)
+        multi = tmp / "multi.txt"
+        multi.write_text("\n".join(multi_sentence_texts(bench_sentences())) + "\n")
         base = [sys.executable, "-m", "wavern.app.cli", "bench", "--voice", str(voice)]
         plot = ROOT / "docs" / "bench" / "latency.png"
         cmds = {"alone": base + ["--json", str(tmp / "a.json"), "--plot", str(plot)],
                 "one core busy": base + ["--load", "1", "--json", str(tmp / "b.json")],
                 "with --compare torch": base + ["--compare", "torch", "--compare-frames", "40",
-                                                "--json", str(tmp / "c.json")]}
+                                                "--json", str(tmp / "c.json")],
+                "multi-sentence texts": base + ["--sentences", str(multi), "--json", str(tmp / "d.json")]}
         runs = {name: run(cmd) for name, cmd in cmds.items()}
-        shown = {name: "wavern bench " + shlex.join(cmd[cmd.index("bench") + 1:]).replace(str(tmp), "$TMP")
-                 .replace(str(ROOT) + "/", "") for name, cmd in cmds.items()}
-        DOC.write_text(head + results_section(runs, desc, shown) + "\n" + schema_section())
+
+        def shown(cmd: list[str]) -> str:
+            i, prog = ((cmd.index("bench"), "wavern bench ") if "bench" in cmd
+                       else (cmd.index("wavern.app.bench"), "python -m wavern.app.bench "))
+            return (prog + shlex.join(cmd[i + 1:])).replace(str(tmp), "$TMP").replace(str(ROOT) + "/", "")
+
+        realtime = None
+        if args.realtime_json:
+            r = json.loads(Path(args.realtime_json).read_text())
+            voice_arg = str(Path(r["voice"]["path"])).replace(str(ROOT) + "/", "")
+            realtime = (r, f"python -m wavern.app.bench --voice {voice_arg} --realtime {r['realtime']['target_s']:g} "
+                           f"--load {r['system']['load_processes']} --json $TMP/r.json")
+        elif args.realtime > 0:
+            cmd = [sys.executable, "-m", "wavern.app.bench", "--voice", str(voice), "--realtime", f"{args.realtime:g}",
+                   "--load", "1", "--json", str(tmp / "r.json")]
+            realtime = (run(cmd), shown(cmd))
+        DOC.write_text(head + results_section(runs, desc, {k: shown(v) for k, v in cmds.items()}, realtime) + "\n"
+                       + schema_section())
     print(f"wrote {DOC} ({platform.node()})")
     return 0
 

@@ -12,9 +12,11 @@ the acoustic model in a worker thread (the vocoder kernel releases the GIL).
 
 The first audio waits only for the first sentence's phonemes and mel and one small chunk
 (:func:`chunk_samples`): the first sentence is analysed on the calling thread (no hand-off
-to the worker), and the worker starts on the next sentence only once the current sentence's
-first chunk is made, so it never competes with that chunk for the CPU. Chunks then grow
-(512, 1024, 2048 samples) so that each is made within the audio already queued.
+to the worker). Chunks then grow gently (512, 512, 768, 1024, 1536, then 2048 samples) so
+each is made within the audio already queued, and the worker starts on the next sentence only
+after that ramp (or at the end of a shorter first sentence), so it competes with neither the
+ramp's CPU nor its GIL hand-offs; a sentence nobody prepared ahead is analysed on the
+calling thread.
 Torch and BLAS run single-threaded by default (``Voice.load(threads=1)``): with another
 process on the second core, a two-thread OpenBLAS or OpenMP pool spin-waits for a thread
 that is not running, which cost 50-110 ms per small product on the shared 2-core machine.
@@ -45,7 +47,8 @@ from wavern.engine.chunk import AudioChunk, SpeakConfig
 from wavern.engine.voicefile import read_voice_json
 from wavern.errors import ParameterError, VoiceFileError
 
-__all__ = ["Voice", "StreamControl", "WordTiming", "SpokenPart", "plan_blocks", "chunk_samples", "use_threads"]
+__all__ = ["Voice", "StreamControl", "WordTiming", "SpokenPart", "plan_blocks", "chunk_samples", "use_threads",
+           "RAMP_SAMPLES"]
 
 log = logging.getLogger(__name__)
 
@@ -54,17 +57,22 @@ CHUNK_SAMPLES = 2048  # ~93 ms: the largest chunk (fewer Python round trips)
 MEL_WINDOW_FRAMES = 16  # conditioning computed over windows of this many frames (+ context)
 
 
-def chunk_samples(k: int) -> int:
-    """Samples in the request's ``k``-th chunk (0-based): 512, 1024, 2048, 2048, ...
+#: Chunk sizes at the start of a request, then :data:`CHUNK_SAMPLES`. A player starting at
+#: chunk 0 needs chunk ``j`` once chunks ``0..j-1`` have played, so with wall-clock RTF ``r``
+#: (compute / audio, what this process gets of a core) there is no underrun while
+#: ``r · (n_1 + ... + n_j) <= n_0 + ... + n_{j-1}`` for every ``j``: ``r <= 0.73`` for this
+#: ramp (doubling from 512 would need ``r <= 0.5``). Multiples of the hop: whole frames.
+RAMP_SAMPLES = (512, 512, 768, 1024, 1536)
 
-    Doubling keeps each chunk's compute within the audio already queued: when chunk ``k``
-    arrives a real-time player holds about ``n_k`` samples, and chunk ``k + 1`` (``2 n_k``
-    samples) takes ``2 n_k · RTF`` to make, so there is no underrun while RTF < 1/2 even
-    at the start, where the queue is shortest. The last chunk of a sentence may be shorter.
+
+def chunk_samples(k: int) -> int:
+    """Samples in the request's ``k``-th chunk (0-based): :data:`RAMP_SAMPLES`, then 2048.
+
+    The last chunk of a sentence may be shorter.
     """
     if k < 0:
         raise ParameterError(f"chunk index must be >= 0, found {k}")
-    return min(CHUNK_SAMPLES, FIRST_CHUNK_SAMPLES << min(k, 8))
+    return RAMP_SAMPLES[k] if k < len(RAMP_SAMPLES) else CHUNK_SAMPLES
 
 
 def use_threads(n: int | None, *, blas: bool = True) -> None:
@@ -173,8 +181,9 @@ class Voice:
         #: torch/BLAS threads for this voice's work (:func:`use_threads`); None = the process's own.
         self.threads = threads
         use_threads(threads)
-        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="wavern-acoustic",
-                                                               initializer=functools.partial(use_threads, threads, blas=False))
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="wavern-acoustic",
+            initializer=functools.partial(use_threads, threads, blas=False))
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -292,7 +301,7 @@ class Voice:
         speed = control.speed
         use_threads(self.threads, blas=False)  # the first sentence's acoustic pass runs on this thread
         mels = self.sentence_parts(text, speaker=speaker, speed=speed, sentences=sentences)
-        pending = None  # the next sentence, submitted once the current one's first chunk is made
+        pending = None  # the next sentence, being prepared by the worker
         state = voc.new_state(seed=seed)
         position_total = 0  # samples yielded so far in this request
         k = 0  # chunks of audio yielded so far in this request
@@ -327,8 +336,8 @@ class Voice:
                     n = min(chunk_samples(k), n_total - done)
                     gi, frame0 = gi_cache.covering(done, n)
                     samples = voc.generate(gi, state, n, frame0=frame0, temperature=temperature)
-                    if pending is None:  # the first chunk is made: now prepare the next sentence
-                        pending = self._executor.submit(next, mels, None)
+                    if pending is None and (k + 1 >= len(RAMP_SAMPLES) or done + n >= n_total):
+                        pending = self._executor.submit(next, mels, None)  # past the ramp: prepare the next
                     audio = int16_to_float(samples)
                     if control.volume != 1.0:
                         audio = np.clip(audio * np.float32(control.volume), -1.0, 1.0)
@@ -343,9 +352,8 @@ class Voice:
                         gap = np.zeros(int(gap_s * self.sample_rate), np.float32)
                         yield AudioChunk(gap, self.sample_rate, position_total, span, sentence_index=s_idx)
                         position_total += gap.size
-                if pending is None:
-                    pending = self._executor.submit(next, mels, None)
-                spoken, pending = pending.result(), None
+                # The next sentence: from the worker, or (an empty sentence: nobody asked) right here.
+                spoken, pending = (next(mels, None) if pending is None else pending.result()), None
         finally:
             if pending is not None and not pending.cancel():
                 concurrent.futures.wait([pending])  # the worker may be inside `mels`; let it finish

@@ -90,9 +90,12 @@ def test_next_sentence_is_prepared_while_current_plays(voice, monkeypatch):
         return gen()
 
     monkeypatch.setattr(voice, "sentence_parts", spy)
-    it = voice.stream("First sentence here. Second one follows.", SpeakConfig())
-    first = next(it)
-    assert first.sentence_index == 0
+    from wavern.engine.voice import RAMP_SAMPLES
+
+    it = voice.stream("This first sentence is long enough, with a great many words in it, that its audio "
+                      "outlasts the whole ramp of small chunks at the start. Second one follows.", SpeakConfig())
+    ramp = [next(it) for _ in RAMP_SAMPLES]  # the worker waits for the ramp (see the test below)
+    assert all(c.sentence_index == 0 for c in ramp)
     # Nobody asks for more audio now; the worker must still produce sentence 1 on its own.
     ev = started.setdefault(1, threading.Event())
     assert ev.wait(timeout=60), "sentence 1 was not prepared while sentence 0 was being played"
@@ -216,19 +219,27 @@ def test_missing_acoustic_and_bad_json_are_refused(tiny_voice, tmp_path):
 
 
 # ----------------------------------------------------------------------------- first audio
-def test_chunk_schedule_starts_small_and_doubles_to_the_cap():
-    from wavern.engine.voice import chunk_samples
+def test_chunk_schedule_starts_small_and_ramps_to_the_cap():
+    from wavern.engine.voice import RAMP_SAMPLES, chunk_samples
 
-    sizes = [chunk_samples(k) for k in range(8)]
-    assert sizes[0] == FIRST_CHUNK_SAMPLES and max(sizes) == CHUNK_SAMPLES == sizes[-1]
-    assert all(b in (a, 2 * a) or b == CHUNK_SAMPLES for a, b in zip(sizes, sizes[1:]))
+    sizes = [chunk_samples(k) for k in range(12)]
+    assert sizes[0] == FIRST_CHUNK_SAMPLES and sizes[len(RAMP_SAMPLES):] == [CHUNK_SAMPLES] * (12 - len(RAMP_SAMPLES))
     assert sizes == sorted(sizes) and all(s % 256 == 0 for s in sizes)  # whole frames
-    # With RTF below 1/2 each chunk is made before the audio queued ahead of it runs out.
-    queued = 0.0
-    for a, b in zip(sizes, sizes[1:]):
-        queued += a
-        assert 0.5 * b <= queued
-        queued -= 0.5 * b
+    # The documented bound: a player starting at chunk 0 never runs dry while the wall-clock
+    # RTF is <= 0.73, checked by stepping a player chunk by chunk (exact rational arithmetic).
+    from fractions import Fraction
+
+    for r, ok in ((Fraction(73, 100), True), (Fraction(75, 100), False)):
+        made = played_until = Fraction(0)  # seconds of audio made; when the player needs the next chunk
+        dry = False
+        for j, n in enumerate(sizes):
+            if j == 0:
+                played_until = Fraction(n)  # the player starts at chunk 0's arrival (time 0)
+                continue
+            made += r * n  # chunk j arrives after r * n more samples' worth of compute
+            dry |= made > played_until
+            played_until += n
+        assert dry is not ok, r
     assert chunk_samples(10_000) == CHUNK_SAMPLES
     with pytest.raises(ParameterError, match="chunk index"):
         chunk_samples(-1)
@@ -272,8 +283,10 @@ def test_streamed_sentences_equal_one_generate_call_per_sentence(voice):
     assert np.mean(y != ref) < 1e-3  # as above: only a draw on a rounding boundary may flip
 
 
-def test_first_sentence_runs_on_the_calling_thread_and_the_worker_waits_for_the_first_chunk(voice, monkeypatch):
-    """No hand-off before the first audio, and nothing competes with the first chunk."""
+def test_first_sentence_runs_on_the_calling_thread_and_the_worker_waits_for_the_ramp(voice, monkeypatch):
+    """No hand-off before the first audio; no other work during the ramp of small chunks."""
+    from wavern.engine.voice import RAMP_SAMPLES
+
     events = []
     real_parts = voice.sentence_parts
     real_generate = voice.vocoder.generate
@@ -298,14 +311,20 @@ def test_first_sentence_runs_on_the_calling_thread_and_the_worker_waits_for_the_
     monkeypatch.setattr(voice, "sentence_parts", parts)
     monkeypatch.setattr(voice.vocoder, "generate", generate)
     caller = threading.current_thread().name
-    it = voice.stream("One sentence first. Then another one.", seed=0)
-    first = next(it)
+    long_first = ("This first sentence is long enough, with a great many words in it, that its audio "
+                  "outlasts the whole ramp of small chunks at the start. Then another one.")
+    chunks = list(voice.stream(long_first, seed=0))
+    first_sentence = [c for c in chunks if c.sentence_index == 0]
+    assert len(first_sentence) > len(RAMP_SAMPLES)
     assert events[0] == ("part", caller)  # the first sentence: analysed right here
-    assert events[1] == ("generate", caller)  # then the first chunk, before any other work starts
-    rest = list(it)
-    later_parts = [name for kind, name in events[2:] if kind == "part"]
-    assert later_parts and all(name != caller for name in later_parts)  # later sentences: the worker
-    assert first.samples.shape[0] == FIRST_CHUNK_SAMPLES and rest
+    worker = [i for i, (kind, name) in enumerate(events) if kind == "part" and name != caller]
+    assert worker, "the next sentence was not prepared by the worker"
+    # The worker starts only once the ramp's chunks are made, all of them on the calling thread
+    # (it may get the CPU a few chunks later still).
+    before = events[1:worker[0]]
+    assert {kind for kind, _ in before} == {"generate"} and len(before) >= len(RAMP_SAMPLES)
+    assert all(name == caller for _, name in before)
+    assert chunks[0].samples.shape[0] == FIRST_CHUNK_SAMPLES
 
 
 def test_voice_runs_torch_and_blas_single_threaded_by_default(tiny_voice):
