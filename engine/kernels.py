@@ -2,9 +2,24 @@
 
 The WaveRNN per-sample loop (Kalchbrenner et al. 2018, eqns 2-3; the exact maths is in
 docs/ARCHITECTURE.md, "The WaveRNN") runs here whole, for a chunk of samples per call; Python
-touches only chunks. Public wrappers (``spmv``, ``spmm``, ``uniforms``, ``sample_class``) validate
-and allocate; the private ``_name`` kernels take arrays and scalars, write into preallocated
-buffers and never raise. :mod:`wavern.engine.vocoder` is the runtime that drives them.
+touches only chunks. Public wrappers (``spmv``, ``lane_spmm``, ``conv1d``, ``uniforms``,
+``sample_class``) validate and allocate; the private ``_name`` kernels take arrays and scalars,
+write into preallocated buffers and never raise. :mod:`wavern.engine.vocoder` is the runtime that
+drives them.
+
+Two layouts:
+
+- one stream (:func:`_generate`): vectors are plain (H,) arrays; the block products vectorise
+  over the rows of a block, the gates and softmaxes over H and the 256 classes.
+- a batch of B streams (:func:`_generate_lanes`): every vector is stored stream-minor, (rows, L)
+  flattened, stream s in lane s, L = B rounded up to 8 (:func:`lanes`; lanes >= B are padding,
+  computed on zeros and never drawn). Each block weight is broadcast and fused-multiply-added
+  into 32 / 16 / 8 lanes at a time (:func:`_lane_fma`), the gates and the softmax exps run as
+  flat loops over (rows x L), and only the inverse-CDF scan is per stream.
+
+Every output value is computed by the same sequence of float operations in both layouts (same
+fused multiply-adds in the same order, sums in fixed chains, no ``reassoc``), so a batch
+reproduces single streams bit for bit, and neither depends on where numpy put the buffers.
 
 Speed notes (measured, see docs/bench/engine.md and REFERENCES section 7):
 
@@ -17,6 +32,9 @@ Speed notes (measured, see docs/bench/engine.md and REFERENCES section 7):
   weights) happens before its stores, so LLVM may vectorise them without proving that the
   output does not alias the weights. Loops that interleave loads and stores stayed scalar
   (5-8 GFLOP/s against 45-90 for the unrolled form at H = 512).
+- A loop over the lanes of one row would make LLVM test every pair of pointers for overlap on
+  each entry (hundreds of instructions per 8x4 block) and run a 16-wide body only from 32 lanes
+  up; so the lane products are LLVM vector code we emit ourselves (:func:`_lane_fma`).
 - No SVML in this numba build, so ``exp`` is our own vectorisable one (Cody-Waite range
   reduction, Taylor polynomial of degree 7, 2**k built in the exponent bits); relative error
   below 1e-7 over the clamped range.
@@ -42,7 +60,10 @@ else:
 
 import numba  # noqa: E402
 import numpy as np  # noqa: E402
-from numba import njit  # noqa: E402
+from llvmlite import ir as llir  # noqa: E402
+from numba import njit, types  # noqa: E402
+from numba.core import cgutils  # noqa: E402
+from numba.extending import intrinsic  # noqa: E402
 
 from wavern.errors import ParameterError  # noqa: E402
 
@@ -56,17 +77,19 @@ if not SLP_ACTIVE:
                 "numba was imported before wavern.engine.kernels" if _LATE else "NUMBA_SLP_VECTORIZE != 1")
 
 __all__ = [
-    "BLOCK_SHAPES", "MEASURED_GFLOPS", "SLP_ACTIVE", "HOP", "N_CLASSES",
-    "spmv", "spmm", "vexp", "sample_class", "rng_state", "rng_states", "uniforms", "warmup",
+    "BLOCK_SHAPES", "MEASURED_GFLOPS", "SLP_ACTIVE", "HOP", "N_CLASSES", "LANE_MULTIPLE",
+    "spmv", "lane_spmm", "lanes", "lane_work_size", "conv1d", "vexp", "sample_class", "rng_state", "rng_states",
+    "uniforms", "warmup",
 ]
 
 # jit options, chosen once: cached, GIL released, numpy's error model (no branch per division).
 _JIT = dict(nogil=True, cache=True, error_model="numpy")
 # Block products: FMA contraction only (no reassoc: it kept LLVM from vectorising, REFERENCES 7).
 _FM_BLOCK = {"contract"}
-# Guard-free arithmetic (gates, exp, softmax): contraction, no signed zeros, reciprocal.
+# Guard-free arithmetic (gates, exp, softmax, fixed-order sums): contraction, no signed zeros,
+# reciprocal; never reassoc, so every sum keeps the order written (the same in both layouts).
 _FM_ARITH = {"contract", "nsz", "arcp"}
-# Pure reductions (sum, max of finite values) may be reordered.
+# Max of finite values may be reordered (it is exact in any order).
 _FM_REDUCE = {"contract", "nsz", "arcp", "reassoc", "nnan", "ninf"}
 
 U = np.uint64  # unsigned index arithmetic: numba then skips the negative-index wraparound
@@ -77,6 +100,8 @@ BLOCK_SHAPES: tuple[tuple[int, int], ...] = ((8, 4), (4, 4), (8, 1))
 #: measured by ``bench/engine.py --blocks`` (docs/bench/engine.md); only their ratios matter:
 #: they choose the engine block shape of each matrix at load (vocoder.choose_block_kind).
 MEASURED_GFLOPS: dict[tuple[int, int], float] = {(8, 4): 60.0, (4, 4): 37.0, (8, 1): 29.0}
+#: A batch of B streams occupies ``lanes(B)`` lanes, B rounded up to this (one 256-bit vector).
+LANE_MULTIPLE = 8
 
 HOP = 256  # samples per mel frame (wavern.dsp)
 N_CLASSES = 256  # classes of each softmax (one byte)
@@ -95,6 +120,7 @@ _ONE = np.float32(1.0)
 _TWO = np.float32(2.0)
 _HALF = np.float32(0.5)
 _ZERO = np.float32(0.0)
+_BYTE = np.float32(127.5)  # network input b / 127.5 - 1
 
 # splitmix64 (Steele, Lea, Flood 2014): state += gamma; output = mix(state).
 _GAMMA = np.uint64(0x9E3779B97F4A7C15)
@@ -131,10 +157,12 @@ def _fill_uniforms(state, out):
 
 @njit(fastmath=_FM_ARITH, **_JIT)
 def _exp_parts(v):
-    """Split exp(v) into (p, bits): exp(v) = p * float32_from_bits(bits).
+    """Split exp(v) into (p, bits): exp(v) = p * _f32_bits(bits).
 
     v is clamped to [-87, 88] (2**k stays a normal float32); below -87 p is 0, so exp flushes
     to 0 there (a class that far below the maximum logit is never drawn, as in float64).
+    Callers multiply the two parts themselves, so the multiply-add they form with it is the
+    same wherever this function is inlined.
     """
     p0 = _ONE if v >= _EXP_LO else _ZERO
     v = min(max(v, _EXP_LO), _EXP_HI)
@@ -154,13 +182,142 @@ def _exp_parts(v):
 
 
 @njit(fastmath=_FM_ARITH, **_JIT)
-def _vexp(x, out, ib):
-    """out[i] <- exp(x[i]) for i < len(out); ``ib`` int32 scratch at least as long."""
-    fb = ib.view(np.float32)
+def _vexp(x, out):
+    """out[i] <- exp(x[i]) for i < len(out)."""
     for i in range(U(out.shape[0])):
         p, bits = _exp_parts(x[i])
-        ib[i] = bits
-        out[i] = p * fb[i]
+        out[i] = p * _f32_bits(bits)
+
+
+# --------------------------------------------------------------------------------------------
+# Two pieces of LLVM code numba does not write for us: a float32 from its bits, and the lane
+# product (one weight broadcast into a vector of streams). Under NUMBA_DISABLE_JIT=1 both are
+# plain Python with the same float32 rounding as the rest of the uncompiled kernels.
+
+if numba.config.DISABLE_JIT:
+    def _f32_bits(bits):
+        """The float32 whose IEEE bits are the int32 ``bits``."""
+        return np.array(bits, np.int32).view(np.float32)[()]
+else:
+    @intrinsic
+    def _f32_bits(typingctx, bits):
+        """The float32 whose IEEE bits are the int32 ``bits``."""
+        if bits != types.int32:
+            return None
+
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], llir.FloatType())
+
+        return types.float32(types.int32), codegen
+
+
+def _lane_fma(br: int, bc: int):
+    """The lane product for a ``br`` x ``bc`` block of weights, as a numba intrinsic.
+
+    ``f(Y, yo, ys, X, xo, xs, w, wo, wr, wc, L)`` (arrays 1-D float32, offsets and strides in
+    elements) does, for rows i < br and lanes q < L::
+
+        Y[yo + i ys + q] = fma(w[i, bc-1], X[bc-1, q], ... fma(w[i, 0], X[0, q], Y[yo + i ys + q]))
+
+    with w[i, c] = w[wo + i wr + c wc] and X[c, q] = X[xo + c xs + q]: exactly the fused
+    multiply-adds, in the same order, that the one-stream kernels (FMA-contracted
+    ``y + w0 x0 + w1 x1 + ...``) do per output. Lanes go 32 at a time (two 16-float vectors per
+    row sharing each broadcast weight), then 16, 8 and one by one; the ``bc`` input vectors of a
+    lane group are loaded before the first output row is stored.
+    """
+    if numba.config.DISABLE_JIT:
+        def lane_fma(Y, yo, ys, X, xo, xs, w, wo, wr, wc, L):
+            yo, ys, xo, xs, wo, wr, wc, L = (int(v) for v in (yo, ys, xo, xs, wo, wr, wc, L))
+            xv = [X[xo + c * xs:xo + c * xs + L].copy() for c in range(bc)]
+            for i in range(br):
+                acc = Y[yo + i * ys:yo + i * ys + L].copy()
+                for c in range(bc):
+                    acc = acc + w[wo + i * wr + c * wc] * xv[c]
+                Y[yo + i * ys:yo + i * ys + L] = acc
+        return lane_fma
+
+    @intrinsic
+    def lane_fma(typingctx, Y, yo, ys, X, xo, xs, w, wo, wr, wc, L):
+        arrays = (Y, X, w)
+        if not all(isinstance(a, types.Array) and a.dtype == types.float32 and a.ndim == 1 for a in arrays):
+            return None
+        sig = types.void(Y, yo, ys, X, xo, xs, w, wo, wr, wc, L)
+
+        def codegen(context, builder, signature, args):
+            st = signature.args
+            i64 = llir.IntType(64)
+            const = lambda v: llir.Constant(i64, v)  # noqa: E731
+            idx = [None if isinstance(st[k], types.Array) else context.cast(builder, args[k], st[k], types.int64)
+                   for k in range(len(args))]
+            _, yo_, ys_, _, xo_, xs_, _, wo_, wr_, wc_, n_ = idx
+            y_ptr = context.make_array(st[0])(context, builder, args[0]).data
+            x_ptr = context.make_array(st[3])(context, builder, args[3]).data
+            w_ptr = context.make_array(st[6])(context, builder, args[6]).data
+            def group(q, widths):
+                """Rows 0..br-1, lanes q .. q + sum(widths) - 1, one vector of each width per row."""
+                offs = [sum(widths[:v]) for v in range(len(widths))]
+                vts = [llir.VectorType(llir.FloatType(), w) for w in widths]
+                fmas = [cgutils.get_or_insert_function(builder.module, llir.FunctionType(vt, [vt, vt, vt]),
+                                                       f"llvm.fma.v{w}f32") for w, vt in zip(widths, vts)]
+                zero32 = llir.Constant(llir.IntType(32), 0)
+
+                def vec(ptr, off, v):
+                    return builder.bitcast(builder.gep(ptr, [builder.add(off, const(offs[v]))]), vts[v].as_pointer())
+
+                def splat(value, v):
+                    w = widths[v]
+                    undef = llir.Constant(vts[v], llir.Undefined)
+                    mask = llir.Constant(llir.VectorType(llir.IntType(32), w), [0] * w)
+                    return builder.shuffle_vector(builder.insert_element(undef, value, zero32), undef, mask)
+
+                x_rows = [builder.add(builder.add(xo_, builder.mul(xs_, const(c))), q) for c in range(bc)]
+                xv = [[builder.load(vec(x_ptr, x_rows[c], v), align=4) for v in range(len(widths))] for c in range(bc)]
+                for i in range(br):
+                    row = builder.add(builder.add(yo_, builder.mul(ys_, const(i))), q)
+                    ptrs = [vec(y_ptr, row, v) for v in range(len(widths))]
+                    acc = [builder.load(p, align=4) for p in ptrs]
+                    for c in range(bc):
+                        w_off = builder.add(wo_, builder.add(builder.mul(wr_, const(i)), builder.mul(wc_, const(c))))
+                        w_ic = builder.load(builder.gep(w_ptr, [w_off]), align=4)
+                        acc = [builder.call(fmas[v], [splat(w_ic, v), xv[c][v], acc[v]]) for v in range(len(widths))]
+                    for p, a in zip(ptrs, acc):
+                        builder.store(a, p, align=4)
+
+            # 32 lanes at a time, then the rest as one group (24 = 16 + 8, 16, 8), then one by one.
+            n32 = builder.udiv(n_, const(32))
+            with cgutils.for_range(builder, n32) as loop:
+                group(builder.mul(loop.index, const(32)), [16, 16])
+            q = builder.mul(n32, const(32))
+            rest = builder.sub(n_, q)
+            with builder.if_else(builder.icmp_unsigned(">=", rest, const(16))) as (ge16, lt16):
+                with ge16:
+                    with builder.if_else(builder.icmp_unsigned(">=", rest, const(24))) as (ge24, lt24):
+                        with ge24:
+                            group(q, [16, 8])
+                        with lt24:
+                            group(q, [16])
+                with lt16:
+                    with builder.if_then(builder.icmp_unsigned(">=", rest, const(8))):
+                        group(q, [8])
+            q1 = builder.add(q, builder.and_(rest, const(~7 & 0xFFFFFFFF)))
+            with cgutils.for_range(builder, builder.and_(rest, const(7))) as loop:
+                group(builder.add(q1, loop.index), [1])
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return lane_fma
+
+
+# The shapes in use: engine blocks (rows x columns), the GRU input columns (4 rows x c_{t-1},
+# f_{t-1}, c_t), and the dense products of the conditioning (4 or 1 rows x 4 or 1 inputs).
+_LANE_8x4 = _lane_fma(8, 4)
+_LANE_4x4 = _lane_fma(4, 4)
+_LANE_8x1 = _lane_fma(8, 1)
+_LANE_4x3 = _lane_fma(4, 3)
+_LANE_1x4 = _lane_fma(1, 4)
+_LANE_4x1 = _lane_fma(4, 1)
+_LANE_1x1 = _lane_fma(1, 1)
 
 
 # --------------------------------------------------------------------------------------------
@@ -254,217 +411,41 @@ def _spmv(mat, x, xoff, y):
         _spmv_8x1(data, rowoff, colptr, x, xoff, y)
 
 
-# Block-sparse matrix x B vectors: Y[s] += M X[s, xoff:]. Streams go four at a time through
-# one block column (each weight loaded once for four streams: 1.8x faster than four matvecs at
-# H = 512, 10 %, 2.2-2.6x dense at H = 768); the B % 4 left over, and 8x1 blocks, take the
-# matvec. Every row sums in the same order as the matvec, so a batch reproduces single streams
-# bit for bit.
-
-@njit(fastmath=_FM_BLOCK, **_JIT)
-def _spmm4_8x4(data, rowoff, colptr, X, xoff, Y):
-    """Streams 0 .. 4*(B//4)-1 of Y += M X[:, xoff:], four at a time (8x4 blocks): each weight
-    is loaded once for four streams."""
-    for j in range(U(colptr.shape[0] - 1)):
-        xj = U(xoff) + j * U(4)
-        for q in range(U(0), U(X.shape[0] // 4 * 4), U(4)):
-            q1 = q + U(1)
-            q2 = q + U(2)
-            q3 = q + U(3)
-            a0 = X[q, xj]
-            a1 = X[q, xj + U(1)]
-            a2 = X[q, xj + U(2)]
-            a3 = X[q, xj + U(3)]
-            b0 = X[q1, xj]
-            b1 = X[q1, xj + U(1)]
-            b2 = X[q1, xj + U(2)]
-            b3 = X[q1, xj + U(3)]
-            c0 = X[q2, xj]
-            c1 = X[q2, xj + U(1)]
-            c2 = X[q2, xj + U(2)]
-            c3 = X[q2, xj + U(3)]
-            e0 = X[q3, xj]
-            e1 = X[q3, xj + U(1)]
-            e2 = X[q3, xj + U(2)]
-            e3 = X[q3, xj + U(3)]
-            for k in range(U(colptr[j]), U(colptr[j + U(1)])):
-                r = U(rowoff[k])
-                o = k * U(32)
-                as0 = Y[q, r] + data[o] * a0 + data[o + U(8)] * a1 + data[o + U(16)] * a2 + data[o + U(24)] * a3
-                as1 = Y[q, r + U(1)] + data[o + U(1)] * a0 + data[o + U(9)] * a1 + data[o + U(17)] * a2 + data[o + U(25)] * a3
-                as2 = Y[q, r + U(2)] + data[o + U(2)] * a0 + data[o + U(10)] * a1 + data[o + U(18)] * a2 + data[o + U(26)] * a3
-                as3 = Y[q, r + U(3)] + data[o + U(3)] * a0 + data[o + U(11)] * a1 + data[o + U(19)] * a2 + data[o + U(27)] * a3
-                as4 = Y[q, r + U(4)] + data[o + U(4)] * a0 + data[o + U(12)] * a1 + data[o + U(20)] * a2 + data[o + U(28)] * a3
-                as5 = Y[q, r + U(5)] + data[o + U(5)] * a0 + data[o + U(13)] * a1 + data[o + U(21)] * a2 + data[o + U(29)] * a3
-                as6 = Y[q, r + U(6)] + data[o + U(6)] * a0 + data[o + U(14)] * a1 + data[o + U(22)] * a2 + data[o + U(30)] * a3
-                as7 = Y[q, r + U(7)] + data[o + U(7)] * a0 + data[o + U(15)] * a1 + data[o + U(23)] * a2 + data[o + U(31)] * a3
-                bs0 = Y[q1, r] + data[o] * b0 + data[o + U(8)] * b1 + data[o + U(16)] * b2 + data[o + U(24)] * b3
-                bs1 = Y[q1, r + U(1)] + data[o + U(1)] * b0 + data[o + U(9)] * b1 + data[o + U(17)] * b2 + data[o + U(25)] * b3
-                bs2 = Y[q1, r + U(2)] + data[o + U(2)] * b0 + data[o + U(10)] * b1 + data[o + U(18)] * b2 + data[o + U(26)] * b3
-                bs3 = Y[q1, r + U(3)] + data[o + U(3)] * b0 + data[o + U(11)] * b1 + data[o + U(19)] * b2 + data[o + U(27)] * b3
-                bs4 = Y[q1, r + U(4)] + data[o + U(4)] * b0 + data[o + U(12)] * b1 + data[o + U(20)] * b2 + data[o + U(28)] * b3
-                bs5 = Y[q1, r + U(5)] + data[o + U(5)] * b0 + data[o + U(13)] * b1 + data[o + U(21)] * b2 + data[o + U(29)] * b3
-                bs6 = Y[q1, r + U(6)] + data[o + U(6)] * b0 + data[o + U(14)] * b1 + data[o + U(22)] * b2 + data[o + U(30)] * b3
-                bs7 = Y[q1, r + U(7)] + data[o + U(7)] * b0 + data[o + U(15)] * b1 + data[o + U(23)] * b2 + data[o + U(31)] * b3
-                cs0 = Y[q2, r] + data[o] * c0 + data[o + U(8)] * c1 + data[o + U(16)] * c2 + data[o + U(24)] * c3
-                cs1 = Y[q2, r + U(1)] + data[o + U(1)] * c0 + data[o + U(9)] * c1 + data[o + U(17)] * c2 + data[o + U(25)] * c3
-                cs2 = Y[q2, r + U(2)] + data[o + U(2)] * c0 + data[o + U(10)] * c1 + data[o + U(18)] * c2 + data[o + U(26)] * c3
-                cs3 = Y[q2, r + U(3)] + data[o + U(3)] * c0 + data[o + U(11)] * c1 + data[o + U(19)] * c2 + data[o + U(27)] * c3
-                cs4 = Y[q2, r + U(4)] + data[o + U(4)] * c0 + data[o + U(12)] * c1 + data[o + U(20)] * c2 + data[o + U(28)] * c3
-                cs5 = Y[q2, r + U(5)] + data[o + U(5)] * c0 + data[o + U(13)] * c1 + data[o + U(21)] * c2 + data[o + U(29)] * c3
-                cs6 = Y[q2, r + U(6)] + data[o + U(6)] * c0 + data[o + U(14)] * c1 + data[o + U(22)] * c2 + data[o + U(30)] * c3
-                cs7 = Y[q2, r + U(7)] + data[o + U(7)] * c0 + data[o + U(15)] * c1 + data[o + U(23)] * c2 + data[o + U(31)] * c3
-                es0 = Y[q3, r] + data[o] * e0 + data[o + U(8)] * e1 + data[o + U(16)] * e2 + data[o + U(24)] * e3
-                es1 = Y[q3, r + U(1)] + data[o + U(1)] * e0 + data[o + U(9)] * e1 + data[o + U(17)] * e2 + data[o + U(25)] * e3
-                es2 = Y[q3, r + U(2)] + data[o + U(2)] * e0 + data[o + U(10)] * e1 + data[o + U(18)] * e2 + data[o + U(26)] * e3
-                es3 = Y[q3, r + U(3)] + data[o + U(3)] * e0 + data[o + U(11)] * e1 + data[o + U(19)] * e2 + data[o + U(27)] * e3
-                es4 = Y[q3, r + U(4)] + data[o + U(4)] * e0 + data[o + U(12)] * e1 + data[o + U(20)] * e2 + data[o + U(28)] * e3
-                es5 = Y[q3, r + U(5)] + data[o + U(5)] * e0 + data[o + U(13)] * e1 + data[o + U(21)] * e2 + data[o + U(29)] * e3
-                es6 = Y[q3, r + U(6)] + data[o + U(6)] * e0 + data[o + U(14)] * e1 + data[o + U(22)] * e2 + data[o + U(30)] * e3
-                es7 = Y[q3, r + U(7)] + data[o + U(7)] * e0 + data[o + U(15)] * e1 + data[o + U(23)] * e2 + data[o + U(31)] * e3
-                Y[q, r] = as0
-                Y[q, r + U(1)] = as1
-                Y[q, r + U(2)] = as2
-                Y[q, r + U(3)] = as3
-                Y[q, r + U(4)] = as4
-                Y[q, r + U(5)] = as5
-                Y[q, r + U(6)] = as6
-                Y[q, r + U(7)] = as7
-                Y[q1, r] = bs0
-                Y[q1, r + U(1)] = bs1
-                Y[q1, r + U(2)] = bs2
-                Y[q1, r + U(3)] = bs3
-                Y[q1, r + U(4)] = bs4
-                Y[q1, r + U(5)] = bs5
-                Y[q1, r + U(6)] = bs6
-                Y[q1, r + U(7)] = bs7
-                Y[q2, r] = cs0
-                Y[q2, r + U(1)] = cs1
-                Y[q2, r + U(2)] = cs2
-                Y[q2, r + U(3)] = cs3
-                Y[q2, r + U(4)] = cs4
-                Y[q2, r + U(5)] = cs5
-                Y[q2, r + U(6)] = cs6
-                Y[q2, r + U(7)] = cs7
-                Y[q3, r] = es0
-                Y[q3, r + U(1)] = es1
-                Y[q3, r + U(2)] = es2
-                Y[q3, r + U(3)] = es3
-                Y[q3, r + U(4)] = es4
-                Y[q3, r + U(5)] = es5
-                Y[q3, r + U(6)] = es6
-                Y[q3, r + U(7)] = es7
-
-
-@njit(fastmath=_FM_BLOCK, **_JIT)
-def _spmm4_4x4(data, rowoff, colptr, X, xoff, Y):
-    """Streams 0 .. 4*(B//4)-1 of Y += M X[:, xoff:], four at a time (4x4 blocks): each weight
-    is loaded once for four streams."""
-    for j in range(U(colptr.shape[0] - 1)):
-        xj = U(xoff) + j * U(4)
-        for q in range(U(0), U(X.shape[0] // 4 * 4), U(4)):
-            q1 = q + U(1)
-            q2 = q + U(2)
-            q3 = q + U(3)
-            a0 = X[q, xj]
-            a1 = X[q, xj + U(1)]
-            a2 = X[q, xj + U(2)]
-            a3 = X[q, xj + U(3)]
-            b0 = X[q1, xj]
-            b1 = X[q1, xj + U(1)]
-            b2 = X[q1, xj + U(2)]
-            b3 = X[q1, xj + U(3)]
-            c0 = X[q2, xj]
-            c1 = X[q2, xj + U(1)]
-            c2 = X[q2, xj + U(2)]
-            c3 = X[q2, xj + U(3)]
-            e0 = X[q3, xj]
-            e1 = X[q3, xj + U(1)]
-            e2 = X[q3, xj + U(2)]
-            e3 = X[q3, xj + U(3)]
-            for k in range(U(colptr[j]), U(colptr[j + U(1)])):
-                r = U(rowoff[k])
-                o = k * U(16)
-                as0 = Y[q, r] + data[o] * a0 + data[o + U(4)] * a1 + data[o + U(8)] * a2 + data[o + U(12)] * a3
-                as1 = Y[q, r + U(1)] + data[o + U(1)] * a0 + data[o + U(5)] * a1 + data[o + U(9)] * a2 + data[o + U(13)] * a3
-                as2 = Y[q, r + U(2)] + data[o + U(2)] * a0 + data[o + U(6)] * a1 + data[o + U(10)] * a2 + data[o + U(14)] * a3
-                as3 = Y[q, r + U(3)] + data[o + U(3)] * a0 + data[o + U(7)] * a1 + data[o + U(11)] * a2 + data[o + U(15)] * a3
-                bs0 = Y[q1, r] + data[o] * b0 + data[o + U(4)] * b1 + data[o + U(8)] * b2 + data[o + U(12)] * b3
-                bs1 = Y[q1, r + U(1)] + data[o + U(1)] * b0 + data[o + U(5)] * b1 + data[o + U(9)] * b2 + data[o + U(13)] * b3
-                bs2 = Y[q1, r + U(2)] + data[o + U(2)] * b0 + data[o + U(6)] * b1 + data[o + U(10)] * b2 + data[o + U(14)] * b3
-                bs3 = Y[q1, r + U(3)] + data[o + U(3)] * b0 + data[o + U(7)] * b1 + data[o + U(11)] * b2 + data[o + U(15)] * b3
-                cs0 = Y[q2, r] + data[o] * c0 + data[o + U(4)] * c1 + data[o + U(8)] * c2 + data[o + U(12)] * c3
-                cs1 = Y[q2, r + U(1)] + data[o + U(1)] * c0 + data[o + U(5)] * c1 + data[o + U(9)] * c2 + data[o + U(13)] * c3
-                cs2 = Y[q2, r + U(2)] + data[o + U(2)] * c0 + data[o + U(6)] * c1 + data[o + U(10)] * c2 + data[o + U(14)] * c3
-                cs3 = Y[q2, r + U(3)] + data[o + U(3)] * c0 + data[o + U(7)] * c1 + data[o + U(11)] * c2 + data[o + U(15)] * c3
-                es0 = Y[q3, r] + data[o] * e0 + data[o + U(4)] * e1 + data[o + U(8)] * e2 + data[o + U(12)] * e3
-                es1 = Y[q3, r + U(1)] + data[o + U(1)] * e0 + data[o + U(5)] * e1 + data[o + U(9)] * e2 + data[o + U(13)] * e3
-                es2 = Y[q3, r + U(2)] + data[o + U(2)] * e0 + data[o + U(6)] * e1 + data[o + U(10)] * e2 + data[o + U(14)] * e3
-                es3 = Y[q3, r + U(3)] + data[o + U(3)] * e0 + data[o + U(7)] * e1 + data[o + U(11)] * e2 + data[o + U(15)] * e3
-                Y[q, r] = as0
-                Y[q, r + U(1)] = as1
-                Y[q, r + U(2)] = as2
-                Y[q, r + U(3)] = as3
-                Y[q1, r] = bs0
-                Y[q1, r + U(1)] = bs1
-                Y[q1, r + U(2)] = bs2
-                Y[q1, r + U(3)] = bs3
-                Y[q2, r] = cs0
-                Y[q2, r + U(1)] = cs1
-                Y[q2, r + U(2)] = cs2
-                Y[q2, r + U(3)] = cs3
-                Y[q3, r] = es0
-                Y[q3, r + U(1)] = es1
-                Y[q3, r + U(2)] = es2
-                Y[q3, r + U(3)] = es3
-
-
-@njit(**_JIT)
-def _spmm(mat, X, xoff, Y):
-    """Y[s] += M X[s, xoff:] for every stream s; ``mat`` = (data, rowoff, colptr, kind)."""
-    data, rowoff, colptr, kind = mat
-    done = 0
-    if kind == 0:
-        _spmm4_8x4(data, rowoff, colptr, X, xoff, Y)
-        done = X.shape[0] // 4 * 4
-    elif kind == 1:
-        _spmm4_4x4(data, rowoff, colptr, X, xoff, Y)
-        done = X.shape[0] // 4 * 4
-    for q in range(done, X.shape[0]):
-        _spmv(mat, X[q], xoff, Y[q])
-
 
 # --------------------------------------------------------------------------------------------
-# One half of the GRU update and one softmax draw.
+# One stream: one half of the GRU update and one softmax draw.
 
 @njit(fastmath=_FM_ARITH, **_JIT)
-def _gru_half(gi, w_in, gh, h, lo, hi, xc, xf, xct, ib):
+def _gru_half(gi, w_in, gh, h, lo, hi, xc, xf, xct):
     """GRU update of state rows ``lo:hi`` (one half), as torch.nn.GRU (gate order r, z, n).
 
     gi (3H) frame part of W_ih x + b_ih; w_in (3, 3H) the sample columns of W_ih (c_{t-1},
     f_{t-1}, c_t); gh (3H) W_hh h + b_hh from the old state; xc, xf, xct the scaled bytes
     (xct = 0 for the coarse half, whose c_t column is masked to 0 anyway). h updated in place.
-    ib: int32 scratch of at least 3 (hi - lo).
+    :func:`_lane_inputs` and :func:`_lane_gates` are the same arithmetic for a batch.
     """
-    fb = ib.view(np.float32)
     H = U(h.shape[0])
-    n = U(hi) - U(lo)
-    for i in range(n):
-        ir = U(lo) + i
+    for ir in range(U(lo), U(hi)):
         iz = H + ir
         inn = H + iz
         xr = gi[ir] + w_in[0, ir] * xc + w_in[1, ir] * xf + w_in[2, ir] * xct
         xz = gi[iz] + w_in[0, iz] * xc + w_in[1, iz] * xf + w_in[2, iz] * xct
         xn = gi[inn] + w_in[0, inn] * xc + w_in[1, inn] * xf + w_in[2, inn] * xct
-        pr, br = _exp_parts(min(max(-(xr + gh[ir]), _GATE_LO), _GATE_HI))
-        pz, bz = _exp_parts(min(max(-(xz + gh[iz]), _GATE_LO), _GATE_HI))
-        ib[i] = br
-        ib[n + i] = bz
-        r = _ONE / (_ONE + pr * fb[i])  # sigmoid
-        z = _ONE / (_ONE + pz * fb[n + i])
-        pn, bn = _exp_parts(min(max(_TWO * (xn + r * gh[inn]), _GATE_LO), _GATE_HI))
-        ib[n + n + i] = bn
-        nn = _ONE - _TWO / (pn * fb[n + n + i] + _ONE)  # tanh
-        h[ir] = (_ONE - z) * nn + z * h[ir]
+        h[ir] = _gate(xr, xz, xn, gh[ir], gh[iz], gh[inn], h[ir])
+
+
+@njit(fastmath=_FM_ARITH, inline="always", **_JIT)
+def _gate(xr, xz, xn, ghr, ghz, ghn, h):
+    """One state value: r = sigmoid(xr + ghr), z = sigmoid(xz + ghz), n = tanh(xn + r ghn),
+    h' = (1 - z) n + z h (pre-activations clamped to [-30, 30], see _GATE_LO). Inlined by numba
+    into both callers (LLVM would keep it a call, and the loops scalar)."""
+    pr, br = _exp_parts(min(max(-(xr + ghr), _GATE_LO), _GATE_HI))
+    pz, bz = _exp_parts(min(max(-(xz + ghz), _GATE_LO), _GATE_HI))
+    r = _ONE / (_ONE + pr * _f32_bits(br))  # sigmoid
+    z = _ONE / (_ONE + pz * _f32_bits(bz))
+    pn, bn = _exp_parts(min(max(_TWO * (xn + r * ghn), _GATE_LO), _GATE_HI))
+    nn = _ONE - _TWO / (pn * _f32_bits(bn) + _ONE)  # tanh
+    return (_ONE - z) * nn + z * h
 
 
 @njit(fastmath=_FM_REDUCE, **_JIT)
@@ -485,6 +466,25 @@ def _max(x):
 
 
 @njit(fastmath=_FM_ARITH, **_JIT)
+def _sum8(x):
+    """Sum of x (length a multiple of 8) in a fixed order: chain r adds x[r], x[r+8], x[r+16],
+    ... in turn; then ((c0 + c1) + (c2 + c3)) + ((c4 + c5) + (c6 + c7)). :func:`_lane_softmax`
+    sums each lane in the same order."""
+    s0, s1, s2, s3 = x[0], x[1], x[2], x[3]
+    s4, s5, s6, s7 = x[4], x[5], x[6], x[7]
+    for i in range(U(8), U(x.shape[0]), U(8)):
+        s0 += x[i]
+        s1 += x[i + U(1)]
+        s2 += x[i + U(2)]
+        s3 += x[i + U(3)]
+        s4 += x[i + U(4)]
+        s5 += x[i + U(5)]
+        s6 += x[i + U(6)]
+        s7 += x[i + U(7)]
+    return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+
+
+@njit(fastmath=_FM_ARITH, **_JIT)
 def _copy(src, dst):
     """dst[:] = src (same length), as a loop LLVM vectorises."""
     for i in range(U(dst.shape[0])):
@@ -497,34 +497,25 @@ def _relu(x):
         x[i] = max(x[i], _ZERO)
 
 
-@njit(fastmath=_FM_REDUCE, **_JIT)
-def _sum(x):
-    s = _ZERO
-    for i in range(U(x.shape[0])):
-        s += x[i]
-    return s
+@njit(fastmath=_FM_ARITH, **_JIT)
+def _scaled_exp(logits, m, inv_temp, probs):
+    """probs[k] <- exp((logits[k] - m) * inv_temp): softmax numerators with temperature."""
+    for k in range(U(probs.shape[0])):
+        p, bits = _exp_parts((logits[k] - m) * inv_temp)
+        probs[k] = p * _f32_bits(bits)
 
 
 @njit(fastmath=_FM_ARITH, **_JIT)
-def _scaled_exp(logits, m, inv_temp, probs, ib):
-    """probs[k] <- exp((logits[k] - m) * inv_temp): softmax numerators with temperature."""
-    fb = ib.view(np.float32)
-    for k in range(U(probs.shape[0])):
-        p, bits = _exp_parts((logits[k] - m) * inv_temp)
-        ib[k] = bits
-        probs[k] = p * fb[k]
-
-
-@njit(**_JIT)
-def _draw(logits, inv_temp, u, probs, ib):
+def _draw(logits, inv_temp, u, probs):
     """The class k of ``softmax(logits * inv_temp)`` by inverse CDF (docs/ARCHITECTURE.md):
     the first k with cumsum(p)[k] > u * sum(p), clamped to the last class.
 
     The scan skips ahead 8 classes at a time (their sum) and walks one by one only inside the
-    group where the threshold falls. len(logits) must be a multiple of 8.
+    group where the threshold falls. len(logits) must be a multiple of 8. :func:`_lane_softmax`
+    and :func:`_lane_scan` are the same arithmetic for one lane of a batch.
     """
-    _scaled_exp(logits, _max(logits), inv_temp, probs, ib)
-    thr = u * np.float64(_sum(probs))
+    _scaled_exp(logits, _max(logits), inv_temp, probs)
+    thr = u * np.float64(_sum8(probs))
     acc = _ZERO
     n = probs.shape[0]
     for g in range(0, n, 8):
@@ -540,11 +531,8 @@ def _draw(logits, inv_temp, u, probs, ib):
     return n - 1
 
 
-# --------------------------------------------------------------------------------------------
-# The generators.
-
 @njit(**_JIT)
-def _generate(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, logits, work, ib):
+def _generate(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, logits, work):
     """Generate ``len(out)`` samples of one stream; successive calls continue one long call.
 
     gi (F, 3H) float32: per-frame ``W_ih[:, 3:] cond + b_ih`` for frames frame0 .. frame0+F-1;
@@ -552,7 +540,7 @@ def _generate(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, logits, 
     b2, O3, b3, O4, b4) with R, O* block-sparse tuples. State: h (H) float32, prev (2) int64
     (c_{t-1}, f_{t-1}), rng (1) uint64; all updated in place. out (n) int16. logits: (n, 2, 256)
     float32 to record the logits of every draw, or (0, 2, 256) not to. work float32 of at least
-    3H + H/2 + 2*256; ib int32 of at least max(3H/2, 256).
+    3H + H/2 + 2*256.
     """
     w_in, b_hh, R, O1, b1, O2, b2, O3, b3, O4, b4 = net
     z0 = np.int64(0)  # not a literal: literals would compile every callee a second time
@@ -568,13 +556,13 @@ def _generate(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, logits, 
     f = prev[1]
     for t in range(out.shape[0]):
         fr = gi[(start + t) // hop - frame0]
-        xc = np.float32(c) / np.float32(127.5) - _ONE
-        xf = np.float32(f) / np.float32(127.5) - _ONE
+        xc = np.float32(c) / _BYTE - _ONE
+        xf = np.float32(f) / _BYTE - _ONE
         # gh = W_hh h + b_hh, all 3H rows from the old state (one block-sparse matvec)
         _copy(b_hh, gh)
         _spmv(R, h, z0, gh)
         # coarse half, then P(c_t) = softmax(O2 relu(O1 h_c + b1) + b2)
-        _gru_half(fr, w_in, gh, h, z0, hh, xc, xf, _ZERO, ib)
+        _gru_half(fr, w_in, gh, h, z0, hh, xc, xf, _ZERO)
         _copy(b1, a)
         _spmv(O1, h, z0, a)
         _relu(a)
@@ -582,10 +570,10 @@ def _generate(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, logits, 
         _spmv(O2, a, z0, lg)
         if record:
             logits[t, 0, :] = lg
-        c = _draw(lg, inv_temp, _next_uniform(rng, z0), probs, ib)
+        c = _draw(lg, inv_temp, _next_uniform(rng, z0), probs)
         # fine half with c_t in its input, then P(f_t) from O3, O4
-        xct = np.float32(c) / np.float32(127.5) - _ONE
-        _gru_half(fr, w_in, gh, h, hh, H, xc, xf, xct, ib)
+        xct = np.float32(c) / _BYTE - _ONE
+        _gru_half(fr, w_in, gh, h, hh, H, xc, xf, xct)
         _copy(b3, a)
         _spmv(O3, h, hh, a)
         _relu(a)
@@ -593,72 +581,289 @@ def _generate(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, logits, 
         _spmv(O4, a, z0, lg)
         if record:
             logits[t, 1, :] = lg
-        f = _draw(lg, inv_temp, _next_uniform(rng, z0), probs, ib)
+        f = _draw(lg, inv_temp, _next_uniform(rng, z0), probs)
         out[t] = np.int16(c * 256 + f - 32768)
     prev[0] = c
     prev[1] = f
 
 
-@njit(**_JIT)
-def _generate_batch(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, logits, work, ib):
-    """Generate ``out.shape[1]`` samples for B streams at once (weights read once per step).
+# --------------------------------------------------------------------------------------------
+# A batch in lanes: every vector (rows,) of B streams is stored (rows, L) flattened, row-major,
+# stream s in lane s (module notes). Each function below does, lane by lane, exactly the float
+# operations of its one-stream counterpart above.
 
-    Like :func:`_generate` with a stream axis first: gi (B, F, 3H), h (B, H), prev (B, 2),
-    rng (B), out (B, n), logits (B, n, 2, 256) or (B, 0, 2, 256). work float32 of at least
-    B (3H + H/2 + 256 + 2) + 256; ib int32 of at least max(3H/2, 256). Stream s reproduces
-    :func:`_generate` on gi[s], h[s], prev[s], rng[s:s+1] exactly.
+@njit(**_JIT)
+def _lane_spmm(mat, X, xoff, Y, L):
+    """Y[r, :] += sum_c M[r, c] X[xoff + c, :] over the stored blocks (:func:`_spmv` in lanes).
+
+    X (>= xoff + cols, L) and Y (rows, L) flattened; ``mat`` = (data, rowoff, colptr, kind).
+    Blocks are taken in the matvec's order and each output lane gets the matvec's fused
+    multiply-adds in the matvec's order.
+    """
+    data, rowoff, colptr, kind = mat
+    n = U(L)
+    for j in range(U(colptr.shape[0] - 1)):
+        k0 = U(colptr[j])
+        k1 = U(colptr[j + U(1)])
+        if kind == 0:  # 8x4: weight (i, c) at k*32 + i + 8c
+            xo = (U(xoff) + j * U(4)) * n
+            for k in range(k0, k1):
+                _LANE_8x4(Y, U(rowoff[k]) * n, n, X, xo, n, data, k * U(32), U(1), U(8), n)
+        elif kind == 1:  # 4x4: weight (i, c) at k*16 + i + 4c
+            xo = (U(xoff) + j * U(4)) * n
+            for k in range(k0, k1):
+                _LANE_4x4(Y, U(rowoff[k]) * n, n, X, xo, n, data, k * U(16), U(1), U(4), n)
+        else:  # 8x1: weight i at k*8 + i
+            xo = (U(xoff) + j) * n
+            for k in range(k0, k1):
+                _LANE_8x1(Y, U(rowoff[k]) * n, n, X, xo, n, data, k * U(8), U(1), U(1), n)
+
+
+@njit(**_JIT)
+def _lane_bias(b, Y, L):
+    """Y[r, :] <- b[r] for every row r of Y (len(b), L)."""
+    n = U(L)
+    for r in range(U(b.shape[0])):
+        v = b[r]
+        o = r * n
+        for q in range(n):
+            Y[o + q] = v
+
+
+@njit(**_JIT)
+def _lane_inputs(GI, w_in, XS, XI, lo, hi, H, L):
+    """XI <- GI + w_in[0] xc + w_in[1] xf + w_in[2] xct on the rows g H + i (g = r, z, n gates,
+    lo <= i < hi) of one half: the input part of :func:`_gru_half`, same fused order.
+
+    GI, XI (3H, L) flattened; w_in (3 * 3H) flattened (3, 3H); XS (3, L) flattened: the scaled
+    c_{t-1}, f_{t-1}, c_t of every lane. hi - lo must be a multiple of 4.
+    """
+    n = U(L)
+    for g in range(U(3)):
+        r0 = g * U(H) + U(lo)
+        r1 = g * U(H) + U(hi)
+        for p in range(r0 * n, r1 * n):
+            XI[p] = GI[p]
+        for r in range(r0, r1, U(4)):
+            _LANE_4x3(XI, r * n, n, XS, U(0), n, w_in, r, U(1), U(3) * U(H), n)
+
+
+@njit(fastmath=_FM_ARITH, **_JIT)
+def _lane_gates(XI, GH, Hs, lo, hi, H, L):
+    """State rows lo..hi-1 of every lane <- :func:`_gate` of their r, z, n inputs (XI, GH (3H, L)
+    flattened), as :func:`_gru_half` does for one stream. One flat loop over (rows x lanes)."""
+    n = U(L)
+    HL = U(H) * n
+    o = U(lo) * n
+    for p in range((U(hi) - U(lo)) * n):
+        ir = o + p
+        iz = HL + ir
+        inn = HL + iz
+        Hs[ir] = _gate(XI[ir], XI[iz], XI[inn], GH[ir], GH[iz], GH[inn], Hs[ir])
+
+
+@njit(fastmath=_FM_ARITH, **_JIT)
+def _lane_softmax(LG, inv_temp, P, MX, S8, G, TOT, L):
+    """For every lane of the logits LG (n, L): the softmax numerators P (n, L), their total TOT (L)
+    and their sums over groups of 8 classes G (n/8, L), in the order of :func:`_draw`.
+
+    MX, S8: (8, L) scratch. n must be a multiple of 8. The max is exact in any order; the exps,
+    the 8-chain total (:func:`_sum8`) and the group sums repeat the one-stream arithmetic.
+    """
+    n = U(L)
+    L8 = U(8) * n
+    ng = U(LG.shape[0]) // L8
+    for p in range(L8):  # 8 running maxima per lane, then their max, copied to all 8 rows
+        MX[p] = LG[p]
+    for g in range(U(1), ng):
+        for p in range(L8):
+            MX[p] = max(MX[p], LG[g * L8 + p])
+    for q in range(n):
+        m = MX[q]
+        for r in range(U(1), U(8)):
+            m = max(m, MX[r * n + q])
+        for r in range(U(8)):
+            MX[r * n + q] = m
+    for g in range(ng):
+        for p in range(L8):
+            e, bits = _exp_parts((LG[g * L8 + p] - MX[p]) * inv_temp)
+            P[g * L8 + p] = e * _f32_bits(bits)
+    for p in range(L8):  # chain r of each lane adds classes r, r + 8, r + 16, ...
+        S8[p] = P[p]
+    for g in range(U(1), ng):
+        for p in range(L8):
+            S8[p] += P[g * L8 + p]
+    for q in range(n):
+        TOT[q] = ((S8[q] + S8[n + q]) + (S8[U(2) * n + q] + S8[U(3) * n + q])) + \
+                 ((S8[U(4) * n + q] + S8[U(5) * n + q]) + (S8[U(6) * n + q] + S8[U(7) * n + q]))
+    for g in range(ng):
+        o = g * L8
+        for q in range(n):
+            G[g * n + q] = ((P[o + q] + P[o + n + q]) + (P[o + U(2) * n + q] + P[o + U(3) * n + q])) + \
+                           ((P[o + U(4) * n + q] + P[o + U(5) * n + q]) + (P[o + U(6) * n + q] + P[o + U(7) * n + q]))
+
+
+@njit(fastmath=_FM_ARITH, **_JIT)
+def _lane_scan(P, G, tot, u, q, L):
+    """The inverse-CDF scan of :func:`_draw` on lane q of P (n, L) with its group sums G."""
+    thr = u * np.float64(tot)
+    acc = _ZERO
+    n = P.shape[0] // L
+    for g in range(0, n, 8):
+        s8 = G[(g // 8) * L + q]
+        if acc + s8 > thr:
+            for k in range(g, g + 8):
+                acc += P[k * L + q]
+                if acc > thr:
+                    return k
+        else:
+            acc += s8
+    return n - 1
+
+
+@njit(fastmath=_FM_ARITH, **_JIT)
+def _lane_relu(x):
+    for i in range(U(x.shape[0])):
+        x[i] = max(x[i], _ZERO)
+
+
+def lane_work_size(hidden_size: int, n_lanes: int) -> int:
+    """float32 scratch :func:`_generate_lanes` needs for H = ``hidden_size`` and L lanes."""
+    H, L = int(hidden_size), int(n_lanes)
+    return L * (9 * H + 3 + H // 2 + 2 * N_CLASSES + 16 + N_CLASSES // 8 + 1)
+
+
+@njit(**_JIT)
+def _generate_lanes(gi, frame0, start, hop, net, inv_temp, hs, prev, rng, out, logits, work):
+    """Generate ``out.shape[1]`` samples of B streams at once, in lanes (module notes).
+
+    Like :func:`_generate` with a stream axis: gi (B, F, 3H); hs (H * L) float32 the states in
+    lanes (:func:`lanes` (B) lanes); prev (B, 2) int64; rng (B) uint64; out (B, n) int16; logits
+    (B, n, 2, 256) or (B, 0, 2, 256); work float32 of at least :func:`lane_work_size` (H, L),
+    zero on the first call. Stream s reproduces :func:`_generate` on gi[s], its state and
+    rng[s:s+1] exactly. Padding lanes hold zero inputs; they are never drawn.
     """
     w_in, b_hh, R, O1, b1, O2, b2, O3, b3, O4, b4 = net
-    z0 = np.int64(0)  # not a literal: literals would compile every callee a second time
-    B = h.shape[0]
-    H = h.shape[1]
+    z0 = np.int64(0)
+    B = prev.shape[0]
+    H = b_hh.shape[0] // 3
     hh = H // 2
     nc = b2.shape[0]
-    GH = work[:B * 3 * H].reshape((B, 3 * H))
-    o = B * 3 * H
-    A = work[o:o + B * hh].reshape((B, hh))
-    o += B * hh
-    LG = work[o:o + B * nc].reshape((B, nc))
-    o += B * nc
-    xc = work[o:o + B]  # scaled c_{t-1}, f_{t-1} of each stream
-    xf = work[o + B:o + 2 * B]
-    o += 2 * B
-    probs = work[o:o + nc]
+    L = hs.shape[0] // H
+    H3L = 3 * H * L
+    GI = work[:H3L]  # the frame's gate inputs, refreshed when the frame changes
+    GH = work[H3L:2 * H3L]  # W_hh h + b_hh
+    XI = work[2 * H3L:3 * H3L]  # W_ih x + b_ih
+    o = 3 * H3L
+    XS = work[o:o + 3 * L]  # scaled c_{t-1}, f_{t-1}, c_t
+    o += 3 * L
+    A = work[o:o + hh * L]
+    o += hh * L
+    LG = work[o:o + nc * L]
+    o += nc * L
+    P = work[o:o + nc * L]
+    o += nc * L
+    MX = work[o:o + 8 * L]
+    S8 = work[o + 8 * L:o + 16 * L]
+    o += 16 * L
+    G = work[o:o + (nc // 8) * L]
+    o += (nc // 8) * L
+    TOT = work[o:o + L]
+    w_flat = w_in.reshape(-1)
     record = logits.shape[1] > 0
+    frame = -1
     for t in range(out.shape[1]):
         fi = (start + t) // hop - frame0
+        if fi != frame:
+            for q in range(B):
+                src = gi[q, fi]
+                for r in range(3 * H):
+                    GI[r * L + q] = src[r]
+            frame = fi
         for q in range(B):
-            xc[q] = np.float32(prev[q, 0]) / np.float32(127.5) - _ONE
-            xf[q] = np.float32(prev[q, 1]) / np.float32(127.5) - _ONE
-            _copy(b_hh, GH[q])
-        _spmm(R, h, z0, GH)
-        for q in range(B):
-            _gru_half(gi[q, fi], w_in, GH[q], h[q], z0, hh, xc[q], xf[q], _ZERO, ib)
-            _copy(b1, A[q])
-        _spmm(O1, h, z0, A)
-        for q in range(B):
-            _relu(A[q])
-            _copy(b2, LG[q])
-        _spmm(O2, A, z0, LG)
+            XS[q] = np.float32(prev[q, 0]) / _BYTE - _ONE
+            XS[L + q] = np.float32(prev[q, 1]) / _BYTE - _ONE
+            XS[2 * L + q] = _ZERO
+        # gh = W_hh h + b_hh, all 3H rows from the old states
+        _lane_bias(b_hh, GH, L)
+        _lane_spmm(R, hs, z0, GH, L)
+        # coarse half, then P(c_t) = softmax(O2 relu(O1 h_c + b1) + b2)
+        _lane_inputs(GI, w_flat, XS, XI, z0, hh, H, L)
+        _lane_gates(XI, GH, hs, z0, hh, H, L)
+        _lane_bias(b1, A, L)
+        _lane_spmm(O1, hs, z0, A, L)
+        _lane_relu(A)
+        _lane_bias(b2, LG, L)
+        _lane_spmm(O2, A, z0, LG, L)
+        _lane_softmax(LG, inv_temp, P, MX, S8, G, TOT, L)
         for q in range(B):
             if record:
-                logits[q, t, 0, :] = LG[q]
-            c = _draw(LG[q], inv_temp, _next_uniform(rng, q), probs, ib)
+                for k in range(nc):
+                    logits[q, t, 0, k] = LG[k * L + q]
+            c = _lane_scan(P, G, TOT[q], _next_uniform(rng, q), q, L)
             prev[q, 0] = c
-            xct = np.float32(c) / np.float32(127.5) - _ONE
-            _gru_half(gi[q, fi], w_in, GH[q], h[q], hh, H, xc[q], xf[q], xct, ib)
-            _copy(b3, A[q])
-        _spmm(O3, h, hh, A)
-        for q in range(B):
-            _relu(A[q])
-            _copy(b4, LG[q])
-        _spmm(O4, A, z0, LG)
+            XS[2 * L + q] = np.float32(c) / _BYTE - _ONE
+        # fine half with c_t in its input, then P(f_t) from O3, O4
+        _lane_inputs(GI, w_flat, XS, XI, hh, H, H, L)
+        _lane_gates(XI, GH, hs, hh, H, H, L)
+        _lane_bias(b3, A, L)
+        _lane_spmm(O3, hs, hh, A, L)
+        _lane_relu(A)
+        _lane_bias(b4, LG, L)
+        _lane_spmm(O4, A, z0, LG, L)
+        _lane_softmax(LG, inv_temp, P, MX, S8, G, TOT, L)
         for q in range(B):
             if record:
-                logits[q, t, 1, :] = LG[q]
-            f = _draw(LG[q], inv_temp, _next_uniform(rng, q), probs, ib)
+                for k in range(nc):
+                    logits[q, t, 1, k] = LG[k * L + q]
+            f = _lane_scan(P, G, TOT[q], _next_uniform(rng, q), q, L)
             prev[q, 1] = f
             out[q, t] = np.int16(prev[q, 0] * 256 + f - 32768)
+
+
+# --------------------------------------------------------------------------------------------
+# Dense products for the conditioning: one output row at a time, inputs in a fixed order.
+
+@njit(**_JIT)
+def _conv_rows(x, wt, b, taps, out):
+    """out (T, Co) <- b + sum over taps k, then inputs i, of x[t + k - pad, i] wt[k, i, :].
+
+    x (T, Ci) float32; wt (taps * Ci * Co) float32 = the Conv1d weight (Co, Ci, taps) transposed
+    to (taps, Ci, Co); pad = (taps - 1) / 2, rows outside x are skipped (zero padding). Every
+    output is one chain of fused multiply-adds in (tap, input) order, so row t depends only on
+    x[t - pad : t + pad + 1], not on T, on threads or on alignment.
+    """
+    T = U(x.shape[0])
+    Ci = U(x.shape[1])
+    Co = U(out.shape[1])
+    pad = (U(taps) - U(1)) // U(2)
+    xf = x.reshape(-1)
+    of = out.reshape(-1)
+    for t in range(T):
+        for o in range(Co):
+            of[t * Co + o] = b[o]
+    t = U(0)
+    while t < T:
+        four = t + U(4) <= T and t >= pad and t + U(3) + pad < T  # 4 rows, every tap inside x
+        for k in range(U(taps)):
+            s = t + k - pad  # may wrap below 0 (unsigned) for the single-row path: checked below
+            if four:
+                i = U(0)
+                while i + U(4) <= Ci:
+                    _LANE_4x4(of, t * Co, Co, wt, (k * Ci + i) * Co, Co, xf, s * Ci + i, Ci, U(1), Co)
+                    i += U(4)
+                while i < Ci:
+                    _LANE_4x1(of, t * Co, Co, wt, (k * Ci + i) * Co, Co, xf, s * Ci + i, Ci, U(1), Co)
+                    i += U(1)
+            elif t + k >= pad and s < T:
+                i = U(0)
+                while i + U(4) <= Ci:
+                    _LANE_1x4(of, t * Co, Co, wt, (k * Ci + i) * Co, Co, xf, s * Ci + i, Ci, U(1), Co)
+                    i += U(4)
+                while i < Ci:
+                    _LANE_1x1(of, t * Co, Co, wt, (k * Ci + i) * Co, Co, xf, s * Ci + i, Ci, U(1), Co)
+                    i += U(1)
+        t += U(4) if four else U(1)
 
 
 # --------------------------------------------------------------------------------------------
@@ -701,23 +906,61 @@ def spmv(mat: tuple, x: np.ndarray, y: np.ndarray, *, xoff: int = 0) -> np.ndarr
     return y
 
 
-def spmm(mat: tuple, X: np.ndarray, Y: np.ndarray, *, xoff: int = 0) -> np.ndarray:
-    """Y[s] += M @ X[s, xoff : xoff + cols] for every row s (B streams at once); returns Y."""
-    _check_mat(mat, X.shape[1], xoff, Y.shape[1])
+
+
+def lanes(batch_size: int) -> int:
+    """Lanes L that a batch of ``batch_size`` streams occupies: rounded up to :data:`LANE_MULTIPLE`."""
+    if batch_size < 1:
+        raise ParameterError(f"batch size must be >= 1, found {batch_size}")
+    return -(-int(batch_size) // LANE_MULTIPLE) * LANE_MULTIPLE
+
+
+def lane_spmm(mat: tuple, X: np.ndarray, Y: np.ndarray, *, xoff: int = 0) -> np.ndarray:
+    """Y[r, :] += sum_c M[r, c] X[xoff + c, :]: the product for a batch in lanes; returns Y.
+
+    Parameters
+    ----------
+    mat : (data, rowoff, colptr, kind), see the module notes.
+    X : (n, L) float32, C-contiguous: column s holds stream s's input vector.
+    Y : (rows, L) float32, C-contiguous, updated in place. Column s equals
+        ``spmv(mat, X[:, s], Y[:, s], xoff=xoff)`` bit for bit.
+    """
+    _check_mat(mat, X.shape[0], xoff, Y.shape[0])
     for name, arr in (("X", X), ("Y", Y)):
         if arr.dtype != np.float32 or arr.ndim != 2 or not arr.flags.c_contiguous:
             raise ParameterError(f"{name} must be a C-contiguous 2-D float32 array, found {arr.dtype} {arr.shape}")
-    if X.shape[0] != Y.shape[0]:
-        raise ParameterError(f"X and Y must have the same number of streams, found {X.shape[0]} and {Y.shape[0]}")
-    _spmm(mat, X, xoff, Y)
+    if X.shape[1] != Y.shape[1]:
+        raise ParameterError(f"X and Y must have the same number of lanes, found {X.shape[1]} and {Y.shape[1]}")
+    _lane_spmm(mat, X.reshape(-1), xoff, Y.reshape(-1), Y.shape[1])
     return Y
+
+
+def conv1d(x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """Same-length 1-D convolution over time with zero padding (torch Conv1d, odd kernel), with a
+    fixed summation order: (T, C_in) -> (T, C_out) float32.
+
+    ``y[t, o] = bias[o] + sum_{k, i} weight[o, i, k] x[t + k - pad, i]``, summed tap by tap, input
+    by input, in fused multiply-adds; so row t is the same bytes whatever T, the thread count,
+    the CPU's BLAS or the buffers' alignment (see :func:`_conv_rows`). weight (C_out, C_in, K),
+    K odd; bias (C_out,).
+    """
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    c_out, c_in, k = weight.shape
+    if x.ndim != 2 or x.shape[1] != c_in:
+        raise ParameterError(f"conv1d input must be (T, {c_in}), found {x.shape}")
+    if k % 2 != 1:
+        raise ParameterError(f"conv1d kernel size must be odd, found {k}")
+    wt = np.ascontiguousarray(np.asarray(weight, np.float32).transpose(2, 1, 0)).reshape(-1)
+    out = np.empty((x.shape[0], c_out), np.float32)
+    _conv_rows(x, wt, np.ascontiguousarray(bias, dtype=np.float32), k, out)
+    return out
 
 
 def vexp(x: np.ndarray) -> np.ndarray:
     """exp of a float32 array with the kernels' own exp (0 below -87, exp(88) above 88)."""
     x = np.ascontiguousarray(x, dtype=np.float32).ravel()
     out = np.empty_like(x)
-    _vexp(x, out, np.empty(x.shape[0], np.int32))
+    _vexp(x, out)
     return out
 
 
@@ -729,8 +972,7 @@ def sample_class(logits: np.ndarray, u: float, *, temperature: float = 1.0) -> i
     if not 0.0 <= u < 1.0:
         raise ParameterError(f"u must lie in [0, 1), found {u}")
     inv = np.float32(1.0 / check_temperature(temperature))
-    n = logits.shape[0]
-    return int(_draw(logits, inv, float(u), np.empty(n, np.float32), np.empty(n, np.int32)))
+    return int(_draw(logits, inv, float(u), np.empty(logits.shape[0], np.float32)))
 
 
 def check_temperature(temperature: float) -> float:
@@ -780,6 +1022,7 @@ def uniforms(state: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
+
 def warmup() -> None:
     """Compile (or load from numba's cache) every kernel on tiny shapes of the runtime types.
 
@@ -791,10 +1034,11 @@ def warmup() -> None:
     for kind, (br, bc) in enumerate(BLOCK_SHAPES):
         mat = _tiny_mat(H, H, br, bc, kind, rs)
         spmv(mat, np.ones(H, np.float32), np.zeros(H, np.float32))
-        spmm(mat, np.ones((2, H), np.float32), np.zeros((2, H), np.float32))
+        lane_spmm(mat, np.ones((H, 8), np.float32), np.zeros((H, 8), np.float32))
     vexp(np.zeros(4, np.float32))
     sample_class(np.zeros(nc, np.float32), 0.5)
     uniforms(rng_state(0), 2)
+    conv1d(np.zeros((5, 4), np.float32), np.zeros((8, 4, 3), np.float32), np.zeros(8, np.float32))
 
     def net(kind: int) -> tuple:
         br, bc = BLOCK_SHAPES[kind]
@@ -805,14 +1049,14 @@ def warmup() -> None:
                 _tiny_mat(nc, hh, br, bc, kind, rs), np.zeros(nc, np.float32))
 
     inv = np.float32(1.0)
-    work = np.zeros(2 * (3 * H + hh + nc + 2) + 2 * nc, np.float32)
-    ib = np.zeros(max(3 * hh, nc), np.int32)
     gi = np.zeros((1, 3 * H), np.float32)
     _generate(gi, 0, 0, HOP, net(0), inv, np.zeros(H, np.float32), np.array([128, 0], np.int64),
-              rng_state(0), np.zeros(2, np.int16), np.zeros((0, 2, nc), np.float32), work, ib)
-    _generate_batch(gi[None].repeat(2, 0), 0, 0, HOP, net(0), inv, np.zeros((2, H), np.float32),
+              rng_state(0), np.zeros(2, np.int16), np.zeros((0, 2, nc), np.float32),
+              np.zeros(3 * H + hh + 2 * nc, np.float32))
+    L = lanes(2)
+    _generate_lanes(gi[None].repeat(2, 0), 0, 0, HOP, net(0), inv, np.zeros(H * L, np.float32),
                     np.zeros((2, 2), np.int64), rng_states(0, 2), np.zeros((2, 2), np.int16),
-                    np.zeros((2, 0, 2, nc), np.float32), work, ib)
+                    np.zeros((2, 0, 2, nc), np.float32), np.zeros(lane_work_size(H, L), np.float32))
 
 
 def _tiny_mat(rows: int, cols: int, br: int, bc: int, kind: int, rs: np.random.Generator) -> tuple:

@@ -32,7 +32,7 @@ from wavern.vocoder.format import BlockSparse, load_vocoder_tensors
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Vocoder", "VocoderState", "BatchState", "to_engine", "engine_dense", "choose_block_kind",
+__all__ = ["Vocoder", "VocoderState", "BatchState", "lane_split", "to_engine", "engine_dense", "choose_block_kind",
            "fold_frame_inputs", "crossfade_segments"]
 
 _SPARSE = ("gru.weight_hh", "O1", "O2", "O3", "O4")
@@ -112,7 +112,7 @@ class VocoderState:
 
     h: (H,) float32 GRU state; prev: (2,) int64 (c_{t-1}, f_{t-1}); rng: (1,) uint64 splitmix64
     state; position: index of the next sample of the utterance (frame = position // hop).
-    work, ib: the kernel's scratch, allocated once.
+    work: the kernel's scratch, allocated once.
     """
 
     h: np.ndarray
@@ -120,23 +120,54 @@ class VocoderState:
     rng: np.ndarray
     position: int
     work: np.ndarray
-    ib: np.ndarray
+
+
+def lane_split(batch_size: int) -> int:
+    """How many of B streams run in lanes (``kernels._generate_lanes``); the rest run one by one.
+
+    Measured at H = 384 and 512, 10 % density (docs/bench/engine.md, batch table): 8 lanes cost
+    about what 8 one-stream calls cost, and every further lane about half a stream. So: no lanes
+    below 8 streams; above, the streams left after whole groups of 8 run in padded lanes when
+    they are 5 or more, else one by one.
+    """
+    B = int(batch_size)
+    whole, rest = divmod(B, K.LANE_MULTIPLE)
+    if whole == 0:
+        return 0
+    return B if rest >= 5 else whole * K.LANE_MULTIPLE
 
 
 @dataclasses.dataclass
 class BatchState:
-    """B streams advancing together: like :class:`VocoderState` with a leading stream axis."""
+    """B streams advancing together (all at one position).
 
-    h: np.ndarray  # (B, H)
-    prev: np.ndarray  # (B, 2)
-    rng: np.ndarray  # (B,)
+    The first ``n_lanes`` streams run in lanes (see :mod:`wavern.engine.kernels`): ``h_lanes``
+    (H, L) float32, column s = stream s's GRU state (L = ``kernels.lanes(n_lanes)``; columns
+    beyond are padding), ``work`` their scratch. The other streams (see :func:`lane_split`) run
+    one by one from ``singles``, whose prev / rng are views of this state's. prev: (B, 2) int64;
+    rng: (B,) uint64; position: the next sample.
+    """
+
+    h_lanes: np.ndarray
+    prev: np.ndarray
+    rng: np.ndarray
     position: int
     work: np.ndarray
-    ib: np.ndarray
+    singles: list
 
     @property
     def batch_size(self) -> int:
-        return int(self.h.shape[0])
+        return int(self.prev.shape[0])
+
+    @property
+    def n_lanes(self) -> int:
+        return self.batch_size - len(self.singles)
+
+    @property
+    def h(self) -> np.ndarray:
+        """(B, H) copy of the streams' GRU states."""
+        lanes = self.h_lanes[:, :self.n_lanes].T
+        return np.ascontiguousarray(np.concatenate([lanes] + [s.h[None] for s in self.singles]))
 
 
 # --------------------------------------------------------------------------------------------
@@ -187,8 +218,11 @@ class Vocoder:
 
         self.hidden_size = int(H)
         self.cond_channels = int(C)
-        self._w_cond = np.ascontiguousarray(w_ih[:, 3:].T, dtype=np.float32)  # (C, 3H)
-        self._b_ih = vec("gru.bias_ih", 3 * H)
+        # The conditioning net and the frame part of W_ih as (taps, C_in, C_out) kernels for
+        # kernels._conv_rows (frame_inputs); self.cond keeps the same weights in torch's layout.
+        self._conv_in = _conv_weights(*self.cond.conv_in)
+        self._conv_blocks = tuple((_conv_weights(w1, b1), _conv_weights(w2, b2)) for w1, b1, w2, b2 in self.cond.blocks)
+        self._proj = _conv_weights(w_ih[:, 3:, None], vec("gru.bias_ih", 3 * H))  # (3H, C, 1): a 1-tap conv
         mats = {name: to_engine(sparse[name]) for name in _SPARSE}
         self.block_shapes = {name: K.BLOCK_SHAPES[m[3]] for name, m in mats.items()}
         self.nnz_weights = {name: int(m[0].shape[0]) for name, m in mats.items()}
@@ -223,27 +257,47 @@ class Vocoder:
         return 2 * sum(self.nnz_weights.values())
 
     def frame_inputs(self, mel: np.ndarray) -> np.ndarray:
-        """Per-frame gate inputs ``W_ih[:, 3:] cond_t + b_ih`` (T, 3H) float32 of a log-mel (T, 80)."""
-        cond = self.cond(mel)  # (T, C)
-        return np.ascontiguousarray(cond @ self._w_cond + self._b_ih, dtype=np.float32)
+        """Per-frame gate inputs ``W_ih[:, 3:] cond_t + b_ih`` (T, 3H) float32 of a log-mel (T, 80).
+
+        The conditioning net (docs/ARCHITECTURE.md) and the projection run in
+        ``kernels._conv_rows``: every output is one fixed chain of fused multiply-adds, so row t
+        depends only on the mel frames within the receptive field of t, never on T, on how many
+        threads numpy's BLAS uses or on buffer alignment. The same mel gives the same bytes in
+        any process, and a window of the mel gives the whole mel's rows away from its edges.
+        (``self.cond(mel)``, numpy/BLAS, agrees to float32 rounding.)
+        """
+        mel = np.asarray(mel, dtype=np.float32)
+        if mel.ndim != 2 or mel.shape[1] != self.cond.n_mels or mel.shape[0] < 1:
+            raise ParameterError(f"mel must have shape (frames >= 1, {self.cond.n_mels}), found {mel.shape}")
+        if not np.all(np.isfinite(mel)):
+            raise ParameterError("mel contains NaN or infinite values")
+        x = _conv(mel, self._conv_in)  # (T, C)
+        for conv1, conv2 in self._conv_blocks:
+            y = _conv(np.maximum(x, np.float32(0.0)), conv1)
+            x = x + _conv(np.maximum(y, np.float32(0.0)), conv2)
+        return _conv(x, self._proj)  # (T, 3H)
 
     def new_state(self, *, seed: int = 0, rng: np.ndarray | None = None) -> VocoderState:
         """A fresh stream: h = 0, previous sample = digital silence (c 128, f 0), position 0."""
         H = self.hidden_size
         rng = K.rng_state(seed) if rng is None else np.array(rng, dtype=np.uint64).reshape(1)
         return VocoderState(h=np.zeros(H, np.float32), prev=np.array([128, 0], np.int64), rng=rng, position=0,
-                            work=np.zeros(3 * H + H // 2 + 2 * K.N_CLASSES, np.float32),
-                            ib=np.zeros(max(3 * (H // 2), K.N_CLASSES), np.int32))
+                            work=np.zeros(3 * H + H // 2 + 2 * K.N_CLASSES, np.float32))
 
     def new_batch_state(self, rng: np.ndarray) -> BatchState:
         """B fresh streams, stream b drawing from ``rng[b]`` (see ``kernels.rng_states``)."""
         rng = np.array(rng, dtype=np.uint64).reshape(-1)
         B, H = rng.shape[0], self.hidden_size
+        if B < 1:
+            raise ParameterError("a batch needs at least one stream, found an empty rng array")
         prev = np.zeros((B, 2), np.int64)
         prev[:, 0] = 128
-        return BatchState(h=np.zeros((B, H), np.float32), prev=prev, rng=rng, position=0,
-                          work=np.zeros(B * (3 * H + H // 2 + K.N_CLASSES + 2) + K.N_CLASSES, np.float32),
-                          ib=np.zeros(max(3 * (H // 2), K.N_CLASSES), np.int32))
+        nl = lane_split(B)
+        L = K.lanes(nl) if nl else 0
+        singles = [VocoderState(h=np.zeros(H, np.float32), prev=prev[b], rng=rng[b:b + 1], position=0,
+                                work=np.zeros(3 * H + H // 2 + 2 * K.N_CLASSES, np.float32)) for b in range(nl, B)]
+        return BatchState(h_lanes=np.zeros((H, L), np.float32), prev=prev, rng=rng, position=0,
+                          work=np.zeros(K.lane_work_size(H, L), np.float32), singles=singles)
 
     def _check_frames(self, gi: np.ndarray, ndim: int, frame0: int, position: int, n: int) -> None:
         if gi.dtype != np.float32 or gi.ndim != ndim or gi.shape[-1] != 3 * self.hidden_size \
@@ -286,17 +340,19 @@ class Vocoder:
         else:
             _check_buffer(logits_out, (n_samples, 2, K.N_CLASSES), np.float32, "logits_out")
         K._generate(gi, int(frame0), int(state.position), self.hop, self._net, inv, state.h, state.prev,
-                    state.rng, out, logits_out, state.work, state.ib)
+                    state.rng, out, logits_out, state.work)
         state.position += n_samples
         return out
 
     def generate_batch(self, gi: np.ndarray, state: BatchState, n_samples: int, *, frame0: int = 0,
                        temperature: float = 1.0, out: np.ndarray | None = None,
                        logits_out: np.ndarray | None = None) -> np.ndarray:
-        """B streams at once (block-sparse matrix x matrix): gi (B, F, 3H) -> (B, n_samples) int16.
+        """B streams at once: gi (B, F, 3H) -> (B, n_samples) int16.
 
         Stream b gives exactly what :meth:`generate` gives on ``gi[b]`` with the same RNG state.
-        ``logits_out``: optional (B, n_samples, 2, 256) float32.
+        ``logits_out``: optional (B, n_samples, 2, 256) float32. The streams run in lanes
+        (``kernels._generate_lanes``: each weight is read once for up to 32 streams), except those
+        :func:`lane_split` leaves to the one-stream kernel.
         """
         self._check_frames(gi, 3, frame0, state.position, n_samples)
         B = state.batch_size
@@ -308,8 +364,14 @@ class Vocoder:
             logits_out = np.zeros((B, 0, 2, K.N_CLASSES), np.float32)
         else:
             _check_buffer(logits_out, (B, n_samples, 2, K.N_CLASSES), np.float32, "logits_out")
-        K._generate_batch(gi, int(frame0), int(state.position), self.hop, self._net, inv, state.h, state.prev,
-                          state.rng, out, logits_out, state.work, state.ib)
+        nl = state.n_lanes
+        if nl:
+            K._generate_lanes(gi[:nl], int(frame0), int(state.position), self.hop, self._net, inv,
+                              state.h_lanes.reshape(-1), state.prev[:nl], state.rng[:nl], out[:nl],
+                              logits_out[:nl], state.work)
+        for b, single in enumerate(state.singles, start=nl):
+            K._generate(gi[b], int(frame0), int(state.position), self.hop, self._net, inv, single.h, single.prev,
+                        single.rng, out[b], logits_out[b], single.work)
         state.position += n_samples
         return out
 
@@ -362,6 +424,19 @@ class Vocoder:
             with ThreadPoolExecutor(len(parts)) as pool:
                 audio = np.concatenate(list(pool.map(run, parts)), axis=0)
         return crossfade_segments(audio, S * self.hop, O * self.hop, T * self.hop)
+
+
+def _conv_weights(weight: np.ndarray, bias: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """A Conv1d weight (C_out, C_in, K) and bias as ``kernels._conv_rows`` takes them."""
+    wt = np.ascontiguousarray(np.asarray(weight, np.float32).transpose(2, 1, 0)).reshape(-1)
+    return wt, np.ascontiguousarray(bias, dtype=np.float32), int(weight.shape[2])
+
+
+def _conv(x: np.ndarray, conv: tuple[np.ndarray, np.ndarray, int]) -> np.ndarray:
+    wt, b, taps = conv
+    out = np.empty((x.shape[0], b.shape[0]), np.float32)
+    K._conv_rows(np.ascontiguousarray(x, dtype=np.float32), wt, b, taps, out)
+    return out
 
 
 def fold_frame_inputs(gi: np.ndarray, fold_frames: int, overlap_frames: int) -> np.ndarray:

@@ -64,17 +64,65 @@ def test_spmv_matches_dense_product(kind, density):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_spmm_equals_spmv_per_stream_bit_for_bit(kind):
-    rng = np.random.default_rng(kind)
+@pytest.mark.parametrize("n_lanes", [8, 13, 16, 24, 40, 72])
+def test_lane_spmm_equals_spmv_per_lane_bit_for_bit(kind, n_lanes):
+    """Every lane group width (32, 24, 16, 8, one by one) gives each lane the matvec's bytes."""
+    rng = np.random.default_rng(kind * 100 + n_lanes)
     br, bc = K.BLOCK_SHAPES[kind]
     m = _random_engine_pattern(64, 32, br, bc, 0.4, rng)
     mat = to_engine(m, kind=kind)
-    X = rng.standard_normal((5, 40)).astype(np.float32)
-    Y0 = rng.standard_normal((5, 64)).astype(np.float32)
-    Y = K.spmm(mat, X, Y0.copy(), xoff=8)
-    for s in range(5):
-        y = K.spmv(mat, np.ascontiguousarray(X[s]), Y0[s].copy(), xoff=8)
-        np.testing.assert_array_equal(Y[s], y)
+    X = rng.standard_normal((40, n_lanes)).astype(np.float32)
+    Y0 = rng.standard_normal((64, n_lanes)).astype(np.float32)
+    Y = K.lane_spmm(mat, X, Y0.copy(), xoff=8)
+    for s in range(n_lanes):
+        y = K.spmv(mat, np.ascontiguousarray(X[:, s]), np.ascontiguousarray(Y0[:, s]), xoff=8)
+        np.testing.assert_array_equal(Y[:, s], y)
+    ref = Y0.astype(np.float64) + m.astype(np.float64) @ X[8:40].astype(np.float64)
+    np.testing.assert_allclose(Y, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_lanes_round_up_to_eight():
+    assert [K.lanes(b) for b in (1, 7, 8, 9, 16, 17, 33)] == [8, 8, 8, 16, 16, 24, 40]
+    with pytest.raises(ParameterError, match=">= 1"):
+        K.lanes(0)
+
+
+@pytest.mark.parametrize("n_lanes", [8, 24, 32])
+def test_lane_softmax_and_scan_draw_what_draw_draws(n_lanes):
+    """Per lane, the lane softmax + scan picks exactly the class of the one-stream _draw, near
+    ties included (same float operations in the same order), for many uniforms."""
+    rng = np.random.default_rng(n_lanes)
+    nc = K.N_CLASSES
+    logits = (rng.standard_normal((n_lanes, nc)) * rng.choice([0.1, 1.0, 8.0], (n_lanes, 1))).astype(np.float32)
+    inv = np.float32(1.0 / 0.7)
+    LG = np.ascontiguousarray(logits.T).reshape(-1)
+    P = np.zeros(nc * n_lanes, np.float32)
+    G = np.zeros(nc // 8 * n_lanes, np.float32)
+    TOT = np.zeros(n_lanes, np.float32)
+    K._lane_softmax(LG, inv, P, np.zeros(8 * n_lanes, np.float32), np.zeros(8 * n_lanes, np.float32), G, TOT, n_lanes)
+    probs = np.zeros(nc, np.float32)
+    for q in range(n_lanes):
+        for u in rng.random(20):
+            assert K._lane_scan(P, G, TOT[q], u, q, n_lanes) == K._draw(logits[q], inv, u, probs)
+        np.testing.assert_array_equal(P[q::n_lanes], probs)  # the numerators too, bit for bit
+
+
+def test_conv1d_matches_twin_and_does_not_depend_on_the_window():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((23, 12)).astype(np.float32)
+    for k in (1, 3, 5):
+        w = rng.standard_normal((20, 12, k)).astype(np.float32)
+        b = rng.standard_normal(20).astype(np.float32)
+        y = K.conv1d(x, w, b)
+        np.testing.assert_allclose(y, naive.conv1d(x, w, b), rtol=1e-5, atol=1e-5)
+        pad = (k - 1) // 2
+        for lo, hi in ((0, 9), (3, 17), (5, 23), (0, 1)):
+            part = K.conv1d(x[lo:hi], w, b)  # rows away from the window's edges: same bytes
+            a = lo + pad if lo else 0
+            z = max(a, hi - pad if hi < 23 else 23)
+            np.testing.assert_array_equal(part[a - lo:z - lo], y[a:z])
+    with pytest.raises(ParameterError, match="odd"):
+        K.conv1d(x, np.zeros((4, 12, 2), np.float32), np.zeros(4, np.float32))
 
 
 @pytest.mark.parametrize("file_block,kind", [((16, 4), 0), ((8, 4), 0), ((8, 8), 0), ((4, 4), 1), ((16, 1), 2)])
@@ -156,6 +204,8 @@ def test_wrappers_validate():
     mat = to_engine(np.ones((8, 8), np.float32), kind=0)
     with pytest.raises(ParameterError, match="outside x"):
         K.spmv(mat, np.ones(8, np.float32), np.zeros(8, np.float32), xoff=4)
+    with pytest.raises(ParameterError, match="lanes"):
+        K.lane_spmm(mat, np.ones((8, 8), np.float32), np.zeros((8, 16), np.float32))
     with pytest.raises(ParameterError, match="float32"):
         K.spmv(mat, np.ones(8, np.float64), np.zeros(8, np.float32))
     with pytest.raises(ParameterError, match="uint64"):
@@ -164,7 +214,7 @@ def test_wrappers_validate():
 
 def test_warmup_compiles_everything():
     K.warmup()
-    for f in (K._generate, K._generate_batch, K._spmv, K._spmm, K._fill_uniforms):
+    for f in (K._generate, K._generate_lanes, K._spmv, K._lane_spmm, K._conv_rows, K._fill_uniforms):
         if hasattr(f, "signatures"):  # absent under NUMBA_DISABLE_JIT=1
             assert f.signatures
 

@@ -5,14 +5,17 @@ classes rare, so independent float implementations draw the same samples for tho
 """
 
 import importlib.util
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from wavern.engine import kernels as K
-from wavern.engine.condnet import CondNet, conv1d
-from wavern.engine.vocoder import Vocoder, crossfade_segments, fold_frame_inputs
+from wavern.engine.condnet import conv1d
+from wavern.engine.vocoder import Vocoder, crossfade_segments, fold_frame_inputs, lane_split
 from wavern.errors import ParameterError, VoiceFileError
 from wavern.vocoder.format import BlockSparse, save_vocoder_tensors
 
@@ -119,23 +122,55 @@ def test_chunked_generation_equals_one_call(small):
     np.testing.assert_array_equal(np.concatenate(parts), one)
 
 
-def test_batch_equals_single_streams(small):
+@pytest.mark.parametrize("B", [5, 8, 9, 13, 35])
+def test_batch_equals_single_streams(small, B):
+    """All lanes (8, 13 padded to 16), lanes + one-stream remainder (9 = 8 + 1, 35 = 32 + 3),
+    one-stream only (5): every stream equals its own single run, across a chunk boundary, and
+    with its logits recorded."""
     _, _, voc = small
-    B, frames = 5, 3  # four through the shared-weight path, one through the matvec
+    frames = 3
     gis = np.stack([voc.frame_inputs(naive.random_mel(frames, seed=s)) for s in range(B)])
     rngs = K.rng_states(99, B)
     n = frames * 256
-    logits_b = np.zeros((B, n, 2, 256), np.float32)
     st = voc.new_batch_state(rngs)
+    assert st.n_lanes == lane_split(B)
     first = voc.generate_batch(gis, st, 300)
     rest = voc.generate_batch(gis, st, n - 300)
     batch = np.concatenate([first, rest], axis=1)
+    check = range(B) if B <= 13 else (0, 17, 31, 32, 34)  # lanes at both ends, and the singles
+    logits_b = np.zeros((B, n, 2, 256), np.float32)
     voc.generate_batch(gis, voc.new_batch_state(rngs), n, logits_out=logits_b)
-    for s in range(B):
+    for s in check:
         lg = np.zeros((n, 2, 256), np.float32)
-        single = voc.generate(gis[s], voc.new_state(rng=rngs[s]), n, logits_out=lg)
+        single_state = voc.new_state(rng=rngs[s])
+        single = voc.generate(gis[s], single_state, n, logits_out=lg)
         np.testing.assert_array_equal(batch[s], single)
         np.testing.assert_array_equal(logits_b[s], lg)
+        np.testing.assert_array_equal(st.h[s], single_state.h)
+        np.testing.assert_array_equal(st.prev[s], single_state.prev)
+
+
+@pytest.mark.parametrize("kind", [1, 2])
+def test_batch_equals_single_streams_for_other_block_shapes(kind):
+    """The 4x4 and 8x1 engine layouts (chosen at load for other pruning patterns), forced."""
+    from wavern.engine.vocoder import to_engine
+
+    dense, sparse = naive.random_vocoder(H=32, C=8, cond_blocks=1, block=(16, 4), density=0.5, seed=7)
+    voc = Vocoder(dense, sparse, cond_blocks=1)
+    net = list(voc._net)
+    for i, name in zip((2, 3, 5, 7, 9), ("gru.weight_hh", "O1", "O2", "O3", "O4")):
+        net[i] = to_engine(sparse[name], kind=kind)
+    voc._net = tuple(net)
+    B, n = 8, 2 * 256
+    gis = np.stack([voc.frame_inputs(naive.random_mel(2, seed=s)) for s in range(B)])
+    rngs = K.rng_states(3, B)
+    batch = voc.generate_batch(gis, voc.new_batch_state(rngs), n, temperature=0.8)
+    for s in range(B):
+        np.testing.assert_array_equal(batch[s], voc.generate(gis[s], voc.new_state(rng=rngs[s]), n, temperature=0.8))
+
+
+def test_lane_split():
+    assert [lane_split(b) for b in (1, 7, 8, 9, 12, 13, 16, 20, 21, 35, 37)] == [0, 0, 8, 8, 8, 13, 16, 16, 21, 32, 37]
 
 
 def test_crossfade_matches_twin():
@@ -205,6 +240,84 @@ def test_file_round_trip_and_strict_loading(tmp_path, small):
     wrong["O2"] = BlockSparse.from_dense(np.ones((128, 16), np.float32), (16, 4))
     with pytest.raises(VoiceFileError, match="O2"):
         Vocoder(dense, wrong, cond_blocks=2)
+
+
+# ---- the same bytes whatever the process, the buffers' alignment or the mel window ------------------
+
+def _misaligned(a: np.ndarray, offset: int) -> np.ndarray:
+    """A copy of ``a`` whose data starts ``offset`` bytes past a 64-byte boundary."""
+    buf = np.empty(a.nbytes + 128, np.uint8)
+    start = (-buf.ctypes.data) % 64 + offset
+    out = buf[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    assert out.ctypes.data % 64 == offset
+    return out
+
+
+def test_generation_does_not_depend_on_buffer_alignment(small):
+    _, _, voc = small
+    mel = naive.random_mel(6, seed=8)
+    n = 6 * 256
+    gi = voc.frame_inputs(mel)
+    ref = voc.generate(gi, voc.new_state(seed=2), n)
+    gis = np.stack([gi] * 8)
+    ref_b = voc.generate_batch(gis, voc.new_batch_state(K.rng_states(2, 8)), n)
+    for off in (4, 8, 20, 36):
+        np.testing.assert_array_equal(voc.frame_inputs(_misaligned(mel, off)), gi)
+        st = voc.new_state(seed=2)
+        st.h, st.work = _misaligned(st.h, off), _misaligned(st.work, off)
+        np.testing.assert_array_equal(voc.generate(_misaligned(gi, off), st, n), ref)
+        bst = voc.new_batch_state(K.rng_states(2, 8))
+        bst.h_lanes, bst.work = _misaligned(bst.h_lanes, off), _misaligned(bst.work, off)
+        np.testing.assert_array_equal(voc.generate_batch(_misaligned(gis, off), bst, n), ref_b)
+
+
+def test_frame_inputs_of_a_window_equal_the_whole_mels_rows(small):
+    """Row t depends only on its receptive field (2 + cond_blocks frames each side), exactly."""
+    _, _, voc = small
+    mel = naive.random_mel(50, seed=9)
+    whole = voc.frame_inputs(mel)
+    R = 2 + voc.cond_blocks
+    for lo, hi in ((0, 20), (7, 31), (13, 50), (20, 29)):
+        part = voc.frame_inputs(mel[lo:hi])
+        a, z = (lo + R if lo else 0), (hi - R if hi < 50 else 50)
+        np.testing.assert_array_equal(part[a - lo:z - lo], whole[a:z])
+    np.testing.assert_allclose(whole, voc.cond(mel) @ voc._proj[0].reshape(voc.cond_channels, -1) + voc._proj[1],
+                               rtol=1e-5, atol=1e-5)
+
+
+_PROBE = """
+import hashlib, sys
+import numpy as np
+pad = [np.empty(n, np.uint8) for n in {pads}]  # moves where numpy puts every later buffer
+sys.path.insert(0, {here!r})
+import naive
+from wavern.engine import kernels as K
+from wavern.engine.vocoder import Vocoder
+dense, sparse = naive.random_vocoder(H=32, C=64, cond_blocks=2, block=(16, 4), density=0.5, seed=21)
+voc = Vocoder(dense, sparse, cond_blocks=2)
+mel = naive.random_mel(160, seed=3)
+gi = voc.frame_inputs(mel)
+audio = voc.render(mel, seed=5, fold_frames=16, overlap_frames=2)
+print(hashlib.sha256(gi.tobytes() + audio.tobytes()).hexdigest())
+"""
+
+
+def test_same_seed_same_bytes_in_other_processes():
+    """engine issue #4 / render issue #9: a fresh process with other BLAS threads and other
+    buffer addresses gives the same frame inputs and audio, byte for byte. (Before frame_inputs
+    had its own fixed-order products, numpy's BLAS rounded the conditioning differently with 1
+    and 2 threads, so this failed on a 2-core machine, and long renders eventually drew another
+    sample and diverged; the vocoder kernels themselves never depended on alignment.)"""
+    here = str(Path(__file__).parent)
+    digests = set()
+    for threads, pads in (("1", [1]), ("2", [3, 4099, 77]), ("2", [50000, 13])):
+        env = dict(os.environ, OPENBLAS_NUM_THREADS=threads, OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
+        res = subprocess.run([sys.executable, "-c", _PROBE.format(pads=pads, here=here)], capture_output=True,
+                             text=True, env=env, timeout=300)
+        assert res.returncode == 0, res.stderr[-2000:]
+        digests.add(res.stdout.strip().splitlines()[-1])
+    assert len(digests) == 1, digests
 
 
 # ---- the torch reference (wavern.vocoder) -------------------------------------------------------
