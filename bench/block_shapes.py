@@ -9,7 +9,11 @@ export the model and time the engine on it (CPU time of one stream, median of 5 
 
     .venv/bin/python bench/block_shapes.py --checkpoint /tmp/h15_start.pt --steps 400
     .venv/bin/python bench/block_shapes.py --checkpoint /tmp/h15_dense1762.pt --steps 200
+    .venv/bin/python bench/block_shapes.py --engine-only    # re-time all exported files round-robin
     .venv/bin/python bench/block_shapes.py --doc-only       # rewrite the doc from the saved results
+
+/tmp/h15_start.pt is a copy of runs/vocoder/checkpoint.pt; /tmp/h15_dense1762.pt is
+``git show a4908f8:assets/training/vocoder-compact.pt`` (step 1762, before the pruning ramp).
 
 Results accumulate in ``--work/results.json`` (one entry per checkpoint step and shape), so
 start points can be run one at a time; the doc is rewritten from all of them after each run.
