@@ -19,6 +19,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402
+import json  # noqa: E402
 import platform  # noqa: E402
 import shlex  # noqa: E402
 import subprocess  # noqa: E402
@@ -193,6 +194,117 @@ def batched_table(H: int, density: float, seconds: float, runs: int) -> list[tup
     return rows
 
 
+# ---- batches: generate_batch per stream, and render, against an older checkout ---------------------
+
+BATCH_SIZES = (1, 4, 8, 16, 32)
+BATCH_HIDDEN = (384, 512)
+
+
+def batch_costs(runs: int, n_samples: int, render_s: float) -> dict[str, float]:
+    """Per-stream cost of ``Vocoder.generate_batch`` and the speed of ``Vocoder.render``.
+
+    Keys: ``"H{H} B{B}"`` microseconds of the generating thread's CPU per sample per stream (B
+    streams, each on its own frames; median of ``runs``), ``"H{H} single"`` the same for
+    ``Vocoder.generate``, ``"H{H} render"`` seconds of audio per CPU-second of ``Vocoder.render``
+    (``render_s`` seconds of mel, fold 40 + 4 frames, one thread). Uses only API that existed
+    before the lane kernel, so an older checkout runs it too (see :func:`batch_compare`).
+    """
+    K.warmup()
+    out = {}
+    for H in BATCH_HIDDEN:
+        dense, sparse = random_vocoder(H, 0.1)
+        voc = Vocoder(dense, sparse, cond_blocks=COND_BLOCKS)
+        frames = -(-n_samples // 256) + 1
+        gi_all = voc.frame_inputs(random_mel(frames * max(BATCH_SIZES), seed=1))
+        for B in BATCH_SIZES:
+            gis = np.ascontiguousarray(gi_all[:frames * B].reshape(B, frames, -1))
+            rngs = K.rng_states(1, B)
+            voc.generate_batch(gis, voc.new_batch_state(rngs), 256)
+            cpu = []
+            for _ in range(runs):
+                st = voc.new_batch_state(rngs)
+                t = time.thread_time()
+                voc.generate_batch(gis, st, n_samples)
+                cpu.append(time.thread_time() - t)
+            out[f"H{H} B{B}"] = float(np.median(cpu)) / n_samples / B * 1e6
+        gi1 = np.ascontiguousarray(gi_all[:frames])
+        voc.generate(gi1, voc.new_state(seed=1), 256)
+        cpu = []
+        for _ in range(runs):
+            st = voc.new_state(seed=1)
+            t = time.thread_time()
+            voc.generate(gi1, st, n_samples)
+            cpu.append(time.thread_time() - t)
+        out[f"H{H} single"] = float(np.median(cpu)) / n_samples * 1e6
+        mel = random_mel(int(render_s * SR / 256), seed=2)
+        voc.render(mel[:50])
+        cpu = []
+        for _ in range(runs):
+            c = time.process_time()
+            voc.render(mel, seed=1)
+            cpu.append(time.process_time() - c)
+        out[f"H{H} render"] = mel.shape[0] * 256 / SR / float(np.median(cpu))
+    return out
+
+
+def _export_checkout(rev: str, dest: Path) -> Path:
+    """``git archive`` the package folders of ``rev`` into ``dest`` laid out as the installed
+    package (``wavern/engine``, ...); returns the folder to put on PYTHONPATH."""
+    src = dest / "src"
+    src.mkdir(parents=True)
+    folders = ["wavern", "engine", "vocoder", "conditioning"]
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, *folders], capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(src)], input=archive.stdout, check=True)
+    pkg = dest / "pkg" / "wavern"
+    pkg.mkdir(parents=True)
+    for f in (src / "wavern").iterdir():
+        (pkg / f.name).symlink_to(f)
+    for name in folders[1:]:
+        (pkg / name).symlink_to(src / name)
+    return dest / "pkg"
+
+
+def batch_compare(ref: str, rounds: int, runs: int, n_samples: int, render_s: float
+                  ) -> tuple[dict[str, float], dict[str, float]]:
+    """:func:`batch_costs` of this checkout and of git revision ``ref``, each in ``rounds`` fresh
+    processes taking turns (so both see the same load); returns (this, ref), medians over rounds."""
+    args = [sys.executable, str(Path(__file__).resolve()), "--batch-json", "--runs", str(runs),
+            "--samples", str(n_samples), "--render-s", str(render_s)]
+    results: dict[str, list[dict[str, float]]] = {"this": [], "ref": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        env_ref = dict(os.environ, PYTHONPATH=str(_export_checkout(ref, Path(tmp))))
+        for r in range(rounds):
+            for which, env in (("ref", env_ref), ("this", dict(os.environ))):
+                res = subprocess.run(args, cwd=tmp, env=env, capture_output=True, text=True, check=True)
+                results[which].append(json.loads(res.stdout.strip().splitlines()[-1]))
+                print(f"round {r + 1}/{rounds} {which}: done", flush=True)
+
+    def med(rows: list[dict[str, float]]) -> dict[str, float]:
+        return {k: float(np.median([row[k] for row in rows])) for k in rows[0]}
+
+    return med(results["this"]), med(results["ref"])
+
+
+def batch_lines(this: dict[str, float], ref: dict[str, float] | None, ref_name: str) -> list[str]:
+    """Markdown table of :func:`batch_costs` results (with a before column when ``ref`` is given)."""
+    head = "| H | streams B | us / sample / stream |" + (f" before ({ref_name}) | speed-up |" if ref else "")
+    lines = [head, "|---:|---|---:|" + ("---:|---:|" if ref else "")]
+    for H in BATCH_HIDDEN:
+        for key, label in [(f"H{H} single", "1 (`generate`)")] + [(f"H{H} B{B}", str(B)) for B in BATCH_SIZES]:
+            row = f"| {H} | {label} | {this[key]:.2f} |"
+            if ref:
+                row += f" {ref[key]:.2f} | {ref[key] / this[key]:.2f}x |"
+            lines.append(row)
+    extra = f" before ({ref_name}) | speed-up |" if ref else ""
+    lines += ["", "| H | `Vocoder.render`, x real time per CPU-second |" + extra, "|---:|---:|" + ("---:|---:|" if ref else "")]
+    for H in BATCH_HIDDEN:
+        row = f"| {H} | {this[f'H{H} render']:.1f} |"
+        if ref:
+            row += f" {ref[f'H{H} render']:.1f} | {this[f'H{H} render'] / ref[f'H{H} render']:.2f}x |"
+        lines.append(row)
+    return lines
+
+
 # ---- cold / warm start -----------------------------------------------------------------------------
 
 def start_times() -> list[tuple[float, float]]:
@@ -217,8 +329,26 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="fewer samples and runs")
     ap.add_argument("--blocks", action="store_true", help="only the block-shape table, printed")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "bench" / "engine.md")
+    ap.add_argument("--batch", action="store_true", help="only the batch table, printed")
+    ap.add_argument("--against", metavar="REV", help="also measure the batch table at git revision REV")
+    ap.add_argument("--rounds", type=int, default=3, help="processes per checkout for --against")
+    ap.add_argument("--batch-json", action="store_true", help=argparse.SUPPRESS)  # one batch_costs, as JSON
+    ap.add_argument("--runs", type=int, default=5, help=argparse.SUPPRESS)
+    ap.add_argument("--samples", type=int, default=4096, help=argparse.SUPPRESS)
+    ap.add_argument("--render-s", type=float, default=10.0, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.batch_json:
+        print(json.dumps(batch_costs(args.runs, args.samples, args.render_s)))
+        return 0
     runs = 3 if args.quick else 5
+    batch_kw = dict(runs=runs, n_samples=2048 if args.quick else 4096, render_s=5.0 if args.quick else 10.0)
+    load_before = os.getloadavg()
+    if args.batch:
+        this, ref = (batch_compare(args.against, args.rounds, **batch_kw) if args.against
+                     else (batch_costs(**batch_kw), None))
+        print("\n".join(batch_lines(this, ref, args.against or "")))
+        print(f"load average {load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after")
+        return 0
     K.warmup()
     blocks = block_table(runs)
     for name, gf, us in blocks:
@@ -244,10 +374,14 @@ def main() -> int:
     batch = batched_table(512, 0.1, 5.0 if args.quick else 20.0, 2 if args.quick else 3)
     for label, x_cpu, x_wall in batch:
         print(f"H=512 10 %: {label}: x{x_cpu:.1f} real time per CPU-second, x{x_wall:.1f} by wall clock", flush=True)
+    this, ref = (batch_compare(args.against, args.rounds, **batch_kw) if args.against
+                 else (batch_costs(**batch_kw), None))
+    print("\n".join(batch_lines(this, ref, args.against or "")), flush=True)
     (cold_w, cold_c), (warm_w, warm_c) = start_times()
     print(f"start: cold {cold_w:.1f} s wall / {cold_c:.1f} s CPU, warm {warm_w:.2f} s / {warm_c:.2f} s", flush=True)
 
-    cmd = ".venv/bin/python bench/engine.py" + (" --quick" if args.quick else "")
+    cmd = ".venv/bin/python bench/engine.py" + (" --quick" if args.quick else "") + \
+        (f" --against {args.against}" if args.against else "")
     cpu = _cpu_name()
     lines = [
         "## Engine: numba WaveRNN kernels",
@@ -284,8 +418,8 @@ def main() -> int:
     lines += [
         "",
         f"Offline rendering of {20 if not args.quick else 5} s of random mel, H = 512, 10 % density "
-        "(`Vocoder.render`; fold = 40 frames + 4 overlap frames, all segments one batch, four streams "
-        "per weight load, threads split the batch). Per CPU-second: audio seconds made per second of "
+        "(`Vocoder.render`; fold = 40 frames + 4 overlap frames, all segments one batch in lanes, "
+        "threads split the batch). Per CPU-second: audio seconds made per second of "
         "CPU summed over the threads, i.e. what one free core gives. Two threads share no data but the "
         "weights (read-only) and L3, so two free cores should give close to twice that; this could not "
         "be measured here, as both cores were busy with other jobs. Wall clock: as measured on the "
@@ -295,6 +429,23 @@ def main() -> int:
         "|---|---:|---:|",
     ]
     lines += [f"| {label} | {x_cpu:.1f} | {x_wall:.1f} |" for label, x_cpu, x_wall in batch]
+    lines += [
+        "",
+        "### Batches in lanes",
+        "",
+        "`Vocoder.generate_batch`: B streams, each on its own frames, 10 % density, "
+        f"{batch_kw['n_samples']} samples; CPU time of the generating thread per sample per stream, median of "
+        f"{runs} runs. B >= 8 run in lanes (`kernels._generate_lanes`: state (H, L) stream-minor, each weight "
+        "broadcast into 32 / 24 / 16 / 8 streams, gates and softmax exps vectorised over rows x streams); "
+        "fewer streams, and a remainder of 1-4 after whole groups of 8, run through the one-stream kernel "
+        "(`vocoder.lane_split`). Every stream's samples equal `generate` on it, bit for bit (tested). "
+        f"`Vocoder.render`: {batch_kw['render_s']:g} s of random mel, fold 40 + 4 frames, one thread"
+        + (f"; 'before' is git revision `{args.against}`, measured in fresh processes taking turns with "
+           f"this checkout ({args.rounds} each, medians)" if args.against else "")
+        + f". Load average {load_before[0]:.1f} when the bench started, {os.getloadavg()[0]:.1f} at the end.",
+        "",
+    ]
+    lines += batch_lines(this, ref, args.against or "")
     lines += [
         "",
         f"Start: importing the kernels and `warmup()` take {cold_c:.1f} s of CPU ({cold_w:.1f} s wall) "

@@ -123,37 +123,36 @@ class VocoderState:
 
 
 def lane_split(batch_size: int) -> int:
-    """How many of B streams run in lanes (``kernels._generate_lanes``); the rest run one by one.
+    """How many of B streams run in lanes (``kernels._generate_lanes``); the rest run stream-major
+    (``kernels._generate_streams``, four streams per weight load).
 
-    Measured at H = 384 and 512, 10 % density (docs/bench/engine.md, batch table): 8 lanes cost
-    about what 8 one-stream calls cost, and every further lane about half a stream. So: no lanes
-    below 8 streams; above, the streams left after whole groups of 8 run in padded lanes when
-    they are 5 or more, else one by one.
+    Measured at H = 384 and 512, 10 % density, CPU time per sample per stream (docs/bench/engine.md,
+    "Batches in lanes"): stream-major costs about the same from 4 to 48 streams; lanes cost more
+    below 16 streams, about the same from 16 to 24 and 10-20 % less from 32 on. So: lanes from 24
+    streams on, for the largest multiple of 8 (the 1-7 left over go stream-major).
     """
     B = int(batch_size)
-    whole, rest = divmod(B, K.LANE_MULTIPLE)
-    if whole == 0:
-        return 0
-    return B if rest >= 5 else whole * K.LANE_MULTIPLE
+    return 0 if B < 24 else B // K.LANE_MULTIPLE * K.LANE_MULTIPLE
 
 
 @dataclasses.dataclass
 class BatchState:
     """B streams advancing together (all at one position).
 
-    The first ``n_lanes`` streams run in lanes (see :mod:`wavern.engine.kernels`): ``h_lanes``
-    (H, L) float32, column s = stream s's GRU state (L = ``kernels.lanes(n_lanes)``; columns
-    beyond are padding), ``work`` their scratch. The other streams (see :func:`lane_split`) run
-    one by one from ``singles``, whose prev / rng are views of this state's. prev: (B, 2) int64;
-    rng: (B,) uint64; position: the next sample.
+    The first ``n_lanes`` streams run in lanes (``kernels._generate_lanes``): ``h_lanes`` (H, L)
+    float32, column s = stream s's GRU state (L = ``kernels.lanes(n_lanes)``; columns beyond are
+    padding), ``work_lanes`` their scratch. The others (:func:`lane_split`) run stream-major
+    (``kernels._generate_streams``): ``h_streams`` (B - n_lanes, H), ``work_streams``.
+    prev: (B, 2) int64; rng: (B,) uint64; position: the next sample.
     """
 
     h_lanes: np.ndarray
+    h_streams: np.ndarray
     prev: np.ndarray
     rng: np.ndarray
     position: int
-    work: np.ndarray
-    singles: list
+    work_lanes: np.ndarray
+    work_streams: np.ndarray
 
     @property
     def batch_size(self) -> int:
@@ -161,13 +160,12 @@ class BatchState:
 
     @property
     def n_lanes(self) -> int:
-        return self.batch_size - len(self.singles)
+        return self.batch_size - int(self.h_streams.shape[0])
 
     @property
     def h(self) -> np.ndarray:
         """(B, H) copy of the streams' GRU states."""
-        lanes = self.h_lanes[:, :self.n_lanes].T
-        return np.ascontiguousarray(np.concatenate([lanes] + [s.h[None] for s in self.singles]))
+        return np.ascontiguousarray(np.concatenate([self.h_lanes[:, :self.n_lanes].T, self.h_streams]))
 
 
 # --------------------------------------------------------------------------------------------
@@ -294,10 +292,10 @@ class Vocoder:
         prev[:, 0] = 128
         nl = lane_split(B)
         L = K.lanes(nl) if nl else 0
-        singles = [VocoderState(h=np.zeros(H, np.float32), prev=prev[b], rng=rng[b:b + 1], position=0,
-                                work=np.zeros(3 * H + H // 2 + 2 * K.N_CLASSES, np.float32)) for b in range(nl, B)]
-        return BatchState(h_lanes=np.zeros((H, L), np.float32), prev=prev, rng=rng, position=0,
-                          work=np.zeros(K.lane_work_size(H, L), np.float32), singles=singles)
+        ns = B - nl
+        return BatchState(h_lanes=np.zeros((H, L), np.float32), h_streams=np.zeros((ns, H), np.float32),
+                          prev=prev, rng=rng, position=0, work_lanes=np.zeros(K.lane_work_size(H, L), np.float32),
+                          work_streams=np.zeros(ns * (3 * H + H // 2 + K.N_CLASSES + 2) + K.N_CLASSES, np.float32))
 
     def _check_frames(self, gi: np.ndarray, ndim: int, frame0: int, position: int, n: int) -> None:
         if gi.dtype != np.float32 or gi.ndim != ndim or gi.shape[-1] != 3 * self.hidden_size \
@@ -351,8 +349,8 @@ class Vocoder:
 
         Stream b gives exactly what :meth:`generate` gives on ``gi[b]`` with the same RNG state.
         ``logits_out``: optional (B, n_samples, 2, 256) float32. The streams run in lanes
-        (``kernels._generate_lanes``: each weight is read once for up to 32 streams), except those
-        :func:`lane_split` leaves to the one-stream kernel.
+        (``kernels._generate_lanes``: each weight is broadcast into up to 32 streams), except
+        those :func:`lane_split` leaves to the stream-major kernel.
         """
         self._check_frames(gi, 3, frame0, state.position, n_samples)
         B = state.batch_size
@@ -368,10 +366,10 @@ class Vocoder:
         if nl:
             K._generate_lanes(gi[:nl], int(frame0), int(state.position), self.hop, self._net, inv,
                               state.h_lanes.reshape(-1), state.prev[:nl], state.rng[:nl], out[:nl],
-                              logits_out[:nl], state.work)
-        for b, single in enumerate(state.singles, start=nl):
-            K._generate(gi[b], int(frame0), int(state.position), self.hop, self._net, inv, single.h, single.prev,
-                        single.rng, out[b], logits_out[b], single.work)
+                              logits_out[:nl], state.work_lanes)
+        if nl < B:
+            K._generate_streams(gi[nl:], int(frame0), int(state.position), self.hop, self._net, inv, state.h_streams,
+                                state.prev[nl:], state.rng[nl:], out[nl:], logits_out[nl:], state.work_streams)
         state.position += n_samples
         return out
 

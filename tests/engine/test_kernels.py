@@ -214,7 +214,8 @@ def test_wrappers_validate():
 
 def test_warmup_compiles_everything():
     K.warmup()
-    for f in (K._generate, K._generate_lanes, K._spmv, K._lane_spmm, K._conv_rows, K._fill_uniforms):
+    for f in (K._generate, K._generate_lanes, K._generate_streams, K._spmv, K._spmm, K._lane_spmm, K._conv_rows,
+              K._fill_uniforms):
         if hasattr(f, "signatures"):  # absent under NUMBA_DISABLE_JIT=1
             assert f.signatures
 
