@@ -205,8 +205,9 @@ def batch_costs(runs: int, n_samples: int, render_s: float) -> dict[str, float]:
 
     Keys: ``"H{H} B{B}"`` microseconds of the generating thread's CPU per sample per stream (B
     streams, each on its own frames; median of ``runs``), ``"H{H} single"`` the same for
-    ``Vocoder.generate``, ``"H{H} render"`` seconds of audio per CPU-second of ``Vocoder.render``
-    (``render_s`` seconds of mel, fold 40 + 4 frames, one thread). Uses only API that existed
+    ``Vocoder.generate``, ``"H{H} render {s}s"`` seconds of audio per CPU-second of
+    ``Vocoder.render`` (s = ``render_s`` and 3 ``render_s`` seconds of mel, fold 40 + 4 frames, so
+    about 2 and 6 segments per second of audio in one batch; one thread). Uses only API that existed
     before the lane kernel, so an older checkout runs it too (see :func:`batch_compare`).
     """
     K.warmup()
@@ -236,14 +237,15 @@ def batch_costs(runs: int, n_samples: int, render_s: float) -> dict[str, float]:
             voc.generate(gi1, st, n_samples)
             cpu.append(time.thread_time() - t)
         out[f"H{H} single"] = float(np.median(cpu)) / n_samples * 1e6
-        mel = random_mel(int(render_s * SR / 256), seed=2)
-        voc.render(mel[:50])
-        cpu = []
-        for _ in range(runs):
-            c = time.process_time()
-            voc.render(mel, seed=1)
-            cpu.append(time.process_time() - c)
-        out[f"H{H} render"] = mel.shape[0] * 256 / SR / float(np.median(cpu))
+        voc.render(random_mel(50, seed=2))
+        for seconds in (render_s, 3 * render_s):
+            mel = random_mel(int(seconds * SR / 256), seed=2)
+            cpu = []
+            for _ in range(runs):
+                c = time.process_time()
+                voc.render(mel, seed=1)
+                cpu.append(time.process_time() - c)
+            out[f"H{H} render {seconds:g}s"] = mel.shape[0] * 256 / SR / float(np.median(cpu))
     return out
 
 
@@ -296,12 +298,15 @@ def batch_lines(this: dict[str, float], ref: dict[str, float] | None, ref_name: 
                 row += f" {ref[key]:.2f} | {ref[key] / this[key]:.2f}x |"
             lines.append(row)
     extra = f" before ({ref_name}) | speed-up |" if ref else ""
-    lines += ["", "| H | `Vocoder.render`, x real time per CPU-second |" + extra, "|---:|---:|" + ("---:|---:|" if ref else "")]
+    lines += ["", "| H | mel | segments (40 + 4 frames) | `Vocoder.render`, x real time per CPU-second |" + extra,
+              "|---:|---:|---:|---:|" + ("---:|---:|" if ref else "")]
     for H in BATCH_HIDDEN:
-        row = f"| {H} | {this[f'H{H} render']:.1f} |"
-        if ref:
-            row += f" {ref[f'H{H} render']:.1f} | {this[f'H{H} render'] / ref[f'H{H} render']:.2f}x |"
-        lines.append(row)
+        for key in sorted((k for k in this if k.startswith(f"H{H} render ")), key=lambda k: float(k.split()[-1][:-1])):
+            seconds = float(key.split()[-1][:-1])
+            row = f"| {H} | {seconds:g} s | {-(-int(seconds * SR / 256) // 40)} | {this[key]:.1f} |"
+            if ref:
+                row += f" {ref[key]:.1f} | {this[key] / ref[key]:.2f}x |"
+            lines.append(row)
     return lines
 
 
@@ -435,11 +440,12 @@ def main() -> int:
         "",
         "`Vocoder.generate_batch`: B streams, each on its own frames, 10 % density, "
         f"{batch_kw['n_samples']} samples; CPU time of the generating thread per sample per stream, median of "
-        f"{runs} runs. B >= 8 run in lanes (`kernels._generate_lanes`: state (H, L) stream-minor, each weight "
-        "broadcast into 32 / 24 / 16 / 8 streams, gates and softmax exps vectorised over rows x streams); "
-        "fewer streams, and a remainder of 1-4 after whole groups of 8, run through the one-stream kernel "
-        "(`vocoder.lane_split`). Every stream's samples equal `generate` on it, bit for bit (tested). "
-        f"`Vocoder.render`: {batch_kw['render_s']:g} s of random mel, fold 40 + 4 frames, one thread"
+        f"{runs} runs. From 24 streams, the largest multiple of 8 run in lanes (`kernels._generate_lanes`: "
+        "state (H, L) stream-minor, each weight broadcast into 32 / 24 / 16 / 8 streams, gates and softmax "
+        "exps vectorised over rows x streams); fewer streams, and the 1-7 left over, run stream-major "
+        "(`kernels._generate_streams`: four streams per weight load, one-stream gates and draws; "
+        "`vocoder.lane_split`). Every stream's samples equal `generate` on it, bit for bit (tested). "
+        f"`Vocoder.render`: random mel, fold 40 + 4 frames, all segments one batch, one thread, CPU time"
         + (f"; 'before' is git revision `{args.against}`, measured in fresh processes taking turns with "
            f"this checkout ({args.rounds} each, medians)" if args.against else "")
         + f". Load average {load_before[0]:.1f} when the bench started, {os.getloadavg()[0]:.1f} at the end.",
