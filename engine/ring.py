@@ -8,6 +8,12 @@ lock is needed; the consumer never allocates, logs, locks or raises.
 Counters for the GUI and benchmarks: ``underruns`` (callbacks that found too few samples),
 ``underrun_samples``, ``consumed``, ``min_headroom`` (fewest samples queued at a callback
 since the last reset).
+
+Pre-roll (``prefill``): after the ring has run dry at the end of a request (or before the
+first one), the consumer plays silence until ``prefill`` samples are queued or the producer
+says it is finished, so a stream starts with that much margin instead of one chunk's worth.
+Streamed chunks arrive much faster than real time, so the pre-roll costs the compute time of
+the chunks that fill it (a few ms), not its duration.
 """
 
 from __future__ import annotations
@@ -22,10 +28,14 @@ __all__ = ["AudioRing"]
 class AudioRing:
     """SPSC float32 ring. ``write`` waits (polling) when full; ``read_into`` never blocks or locks."""
 
-    def __init__(self, capacity_samples: int, *, channels: int = 1):
+    def __init__(self, capacity_samples: int, *, channels: int = 1, prefill: int = 0):
         if capacity_samples < 2:
             raise ValueError(f"capacity must be >= 2 samples, found {capacity_samples}")
         cap = 1 << (int(capacity_samples) - 1).bit_length()
+        if not 0 <= prefill <= cap:
+            raise ValueError(f"prefill must be in [0, capacity {cap}] samples, found {prefill}")
+        self.prefill = int(prefill)
+        self._priming = prefill > 0  # consumer-owned: waiting for the pre-roll
         self.capacity = cap
         self._mask = cap - 1
         self._buf = np.zeros(cap, np.float32)
@@ -86,6 +96,11 @@ class AudioRing:
         self.callbacks = 0
 
     # ----------------------------------------------------------------- consumer side
+    @property
+    def priming(self) -> bool:
+        """The consumer is playing silence until the pre-roll is queued (consumer-owned)."""
+        return self._priming
+
     def read_into(self, out: np.ndarray) -> int:
         """Fill ``out`` (1-D float32 view) from the ring; zero-fill a shortfall. Real-time safe.
 
@@ -103,6 +118,11 @@ class AudioRing:
             out[:] = 0.0
             return 0
         avail = self._write - self._read
+        if self._priming:
+            if avail < self.prefill and not (self.finished and avail > 0):
+                out[:] = 0.0  # pre-roll: waiting for the stream to build its margin is not an underrun
+                return 0
+            self._priming = False
         if avail < self.min_headroom:
             self.min_headroom = avail
         n = avail if avail < n_out else n_out
@@ -116,5 +136,7 @@ class AudioRing:
             if not self.finished:
                 self.underruns += 1
                 self.underrun_samples += n_out - n
+            elif self.prefill:
+                self._priming = True  # the request is over: the next one pre-rolls again
         self._read += n
         return n

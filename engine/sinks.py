@@ -11,7 +11,10 @@ shortfall and counts it; it never prints, logs, allocates, locks or raises.
 (benchmarks, machines without audio), so it counts underruns exactly as the device does.
 
 Both are idle (``ring.finished``) until the first ``write``: the wait for the first audio
-is latency, not an underrun. ``end_request`` makes them idle again between requests.
+is latency, not an underrun. ``end_request`` makes them idle again between requests. Both
+pre-roll ``prefill_s`` (40 ms, under the first two chunks of a stream, see
+``engine.voice.RAMP_SAMPLES``) before they start playing a stream, so playback starts with two
+chunks of margin at the cost of making the second chunk (a few ms).
 """
 
 from __future__ import annotations
@@ -250,13 +253,14 @@ class DeviceSink(Sink):
         device: sounddevice device name or index; None = the system default.
         buffer_s: ring capacity in seconds (how far generation may run ahead).
         blocksize: frames per callback (256 ≈ 12 ms at 22.05 kHz: stop acts within a block).
+        prefill_s: pre-roll before a stream starts playing (see the module docstring).
 
     Raises:
         AudioDeviceError: PortAudio missing, no output device, or the device refused every rate.
     """
 
     def __init__(self, *, sample_rate: int, device: str | int | None = None, buffer_s: float = 4.0,
-                 blocksize: int = 256):
+                 blocksize: int = 256, prefill_s: float = 0.04):
         try:
             import sounddevice as sd
         except OSError as e:
@@ -279,7 +283,7 @@ class DeviceSink(Sink):
             self._resampler = StreamingResampler(sample_rate, device_rate)
             log.info("device does not take %d Hz; resampling to %d Hz", sample_rate, device_rate)
         self.device_rate = device_rate
-        self.ring = AudioRing(int(buffer_s * device_rate))
+        self.ring = AudioRing(int(buffer_s * device_rate), prefill=int(prefill_s * device_rate))
         self.ring.finished = True  # idle until the first samples: waiting for them is latency, not underrun
         ring = self.ring
 
@@ -346,12 +350,14 @@ class PacedSink(Sink):
     counts as played on time when its data was there by the time it was read; ``max_late_s``
     says how late the thread ever was while audio was expected, so the resolution of the count
     is known. "Audio expected" (the blocks :meth:`headroom_samples` keeps by default) runs from
-    a write until ``end_request``/``close``: the producer is still at work, not paused.
+    the end of the pre-roll until ``end_request``/``close``: the producer is still at work, the
+    sink is not paused.
 
     Args:
         sample_rate: Hz.
         buffer_s: ring capacity in seconds (how far generation may run ahead).
         blocksize: samples per simulated callback (256 ≈ 11.6 ms at 22.05 kHz, as DeviceSink).
+        prefill_s: pre-roll before a stream starts playing, as DeviceSink.
         wake_s: how often the clock thread wakes.
         keep: keep everything played (tests).
         clock: seconds, monotonic; injectable for tests.
@@ -359,14 +365,15 @@ class PacedSink(Sink):
         max_records: headroom entries kept (later blocks overwrite the oldest).
     """
 
-    def __init__(self, *, sample_rate: int, buffer_s: float = 4.0, blocksize: int = 256, wake_s: float = 0.010,
-                 keep: bool = False, clock=time.perf_counter, start: bool = True, max_records: int = 1 << 20):
+    def __init__(self, *, sample_rate: int, buffer_s: float = 4.0, blocksize: int = 256, prefill_s: float = 0.04,
+                 wake_s: float = 0.010, keep: bool = False, clock=time.perf_counter, start: bool = True,
+                 max_records: int = 1 << 20):
         if blocksize < 1 or wake_s <= 0 or buffer_s <= 0:
             raise ParameterError(f"PacedSink needs blocksize >= 1, wake_s > 0 and buffer_s > 0, found {blocksize}, "
                                  f"{wake_s}, {buffer_s}")
         self.sample_rate = self.device_rate = sample_rate
         self.blocksize = blocksize
-        self.ring = AudioRing(max(int(buffer_s * sample_rate), 2 * blocksize))
+        self.ring = AudioRing(max(int(buffer_s * sample_rate), 2 * blocksize), prefill=int(prefill_s * sample_rate))
         self.ring.finished = True  # idle until the first write
         self._clock = clock
         self._wake_s = wake_s
@@ -395,12 +402,12 @@ class PacedSink(Sink):
             k = self.blocks
             i = k % self._headroom.shape[0]
             self._headroom[i] = self.ring.queued
-            playing = not self.ring.finished and not self.ring.paused
+            n = self.ring.read_into(self._block)
+            playing = not (self.ring.finished or self.ring.paused or self.ring.priming)
             self._playing[i] = playing
             late = now - (self._t0 + k * self.blocksize / self.sample_rate)
             if playing and late > self.max_late_s:
                 self.max_late_s = late
-            n = self.ring.read_into(self._block)
             self.played_samples += n
             if self._keep and n:
                 self._played.append(self._block[:n].copy())

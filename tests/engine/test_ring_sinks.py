@@ -192,7 +192,7 @@ def test_paced_sink_counts_a_too_slow_producer_like_the_card():
 
     now = [0.0]
     sr, block = 1000, 10  # one sample per millisecond, a block every 10 ms
-    sink = PacedSink(sample_rate=sr, blocksize=block, buffer_s=1.0, clock=lambda: now[0], start=False)
+    sink = PacedSink(sample_rate=sr, blocksize=block, buffer_s=1.0, prefill_s=0.0, clock=lambda: now[0], start=False)
     writes = {t: 10 for t in range(0, 200, 20)}  # ticks (ms) -> samples
     for ms in range(0, 200):
         now[0] = ms / sr
@@ -212,7 +212,8 @@ def test_paced_sink_counts_a_too_slow_producer_like_the_card():
     sink.abort()
 
 
-def test_paced_sink_matches_a_naive_card_on_random_schedules():
+@pytest.mark.parametrize("prefill", [0, 25])
+def test_paced_sink_matches_a_naive_card_on_random_schedules(prefill):
     from wavern.engine.sinks import PacedSink
 
     rng = np.random.default_rng(3)
@@ -225,7 +226,8 @@ def test_paced_sink_matches_a_naive_card_on_random_schedules():
             t += int(rng.integers(1, 40))
         n_blocks = t // block + 40
         now = [0.0]
-        sink = PacedSink(sample_rate=sr, blocksize=block, buffer_s=4.0, clock=lambda: now[0], start=False)
+        sink = PacedSink(sample_rate=sr, blocksize=block, buffer_s=4.0, prefill_s=prefill / sr, clock=lambda: now[0],
+                         start=False)
         for ms in range(n_blocks * block):
             now[0] = ms / sr
             if ms in writes:
@@ -233,14 +235,18 @@ def test_paced_sink_matches_a_naive_card_on_random_schedules():
             if ms == max(writes):
                 sink.end_request()
             sink.pump(now[0])
-        # Twin: step block by block; playing from the first write until the last one.
-        queued, started, done, under, heads = 0, False, False, 0, []
+        # Twin: step block by block; playing from the first write until the last one, once
+        # `prefill` samples were queued (or everything was written).
+        queued, started, done, rolling, under, heads = 0, False, False, False, 0, []
         for k in range(n_blocks):
             for ms in range((k - 1) * block + 1 if k else 0, k * block + 1):
                 if ms in writes:
                     queued += writes[ms]
                     started = True
                     done = ms == max(writes)
+            rolling = rolling or (started and (queued >= prefill or done))
+            if not rolling:
+                continue  # pre-roll: silence, nothing consumed
             playing = started and not done
             if playing:
                 heads.append(queued)
@@ -259,7 +265,8 @@ def test_paced_sink_thread_follows_its_clock():
     from wavern.engine.sinks import PacedSink
 
     now = [0.0]
-    sink = PacedSink(sample_rate=1000, blocksize=10, buffer_s=1.0, wake_s=0.001, clock=lambda: now[0], keep=True)
+    sink = PacedSink(sample_rate=1000, blocksize=10, buffer_s=1.0, prefill_s=0.0, wake_s=0.001, clock=lambda: now[0],
+                     keep=True)
     try:
         sink.write(np.arange(35, dtype=np.float32))
         now[0] = 0.025  # blocks 0, 1, 2 are due (read at 0, 10 and 20 ms)
@@ -290,7 +297,7 @@ def test_paced_sink_is_idle_until_the_first_write_and_drains_on_close():
 
 
 def test_voice_stream_through_a_paced_sink_plays_every_sample(tiny_voice):
-    """Real stream, real clock thread (4x faster than real time): what the card played is the stream."""
+    """Real stream, real clock thread (20x faster than real time): what the card played is the stream."""
     import time
 
     from wavern.engine import Voice
@@ -300,9 +307,29 @@ def test_voice_stream_through_a_paced_sink_plays_every_sample(tiny_voice):
     try:
         text = "Two short sentences. Here they are."
         ref = voice.synthesize(text, seed=5)
-        sink = PacedSink(sample_rate=22050, keep=True, clock=lambda: 4.0 * time.perf_counter())
+        sink = PacedSink(sample_rate=22050, keep=True, clock=lambda: 20.0 * time.perf_counter())
         stats = play(voice.stream(text, seed=5), sink)
         np.testing.assert_array_equal(sink.played, ref)
         assert stats.underruns == sink.ring.underruns
     finally:
         voice.close()
+
+
+def test_ring_pre_roll_waits_for_the_margin_then_plays_and_rearms_after_a_request():
+    ring = AudioRing(256, prefill=40)
+    out = np.full(10, 7.0, np.float32)
+    ring.write(np.ones(30, np.float32))
+    assert ring.read_into(out) == 0 and np.all(out == 0) and ring.priming  # 30 < 40: silence
+    assert ring.underruns == 0 and ring.queued == 30
+    ring.write(np.ones(20, np.float32))  # 50 queued: the stream starts
+    assert [ring.read_into(out) for _ in range(5)] == [10] * 5 and not ring.priming
+    assert ring.read_into(out) == 0 and ring.underruns == 1  # mid-stream shortfall: an underrun
+    ring.finished = True
+    assert ring.read_into(out) == 0 and ring.underruns == 1 and ring.priming  # request over: pre-roll again
+    ring.finished = False
+    ring.write(np.ones(10, np.float32))
+    assert ring.read_into(out) == 0 and ring.underruns == 1  # 10 < 40: silence again
+    ring.finished = True  # a request shorter than the pre-roll still plays
+    assert ring.read_into(out) == 10 and np.all(out == 1)
+    with pytest.raises(ValueError, match="prefill"):
+        AudioRing(64, prefill=65)
