@@ -7,19 +7,24 @@ touches only chunks. Public wrappers (``spmv``, ``lane_spmm``, ``conv1d``, ``uni
 write into preallocated buffers and never raise. :mod:`wavern.engine.vocoder` is the runtime that
 drives them.
 
-Two layouts:
+Three layouts:
 
 - one stream (:func:`_generate`): vectors are plain (H,) arrays; the block products vectorise
   over the rows of a block, the gates and softmaxes over H and the 256 classes.
-- a batch of B streams (:func:`_generate_lanes`): every vector is stored stream-minor, (rows, L)
+- a few streams, stream-major (:func:`_generate_streams`): (B, H) arrays; the block products
+  load each weight once for four streams (:func:`_spmm`), the rest is the one-stream code.
+- many streams in lanes (:func:`_generate_lanes`): every vector is stored stream-minor, (rows, L)
   flattened, stream s in lane s, L = B rounded up to 8 (:func:`lanes`; lanes >= B are padding,
   computed on zeros and never drawn). Each block weight is broadcast and fused-multiply-added
-  into 32 / 16 / 8 lanes at a time (:func:`_lane_fma`), the gates and the softmax exps run as
-  flat loops over (rows x L), and only the inverse-CDF scan is per stream.
+  into 32 / 24 / 16 / 8 lanes at a time (:func:`_lane_fma`), the gates and the softmax exps run
+  as flat loops over (rows x L), and only the inverse-CDF scan is per stream. It pays from about
+  24 streams on (:func:`wavern.engine.vocoder.lane_split`, measured).
 
-Every output value is computed by the same sequence of float operations in both layouts (same
+Every output value is computed by the same sequence of float operations in all three (same
 fused multiply-adds in the same order, sums in fixed chains, no ``reassoc``), so a batch
-reproduces single streams bit for bit, and neither depends on where numpy put the buffers.
+reproduces single streams bit for bit, and none depends on where numpy put the buffers.
+The conditioning's dense products (:func:`_conv_rows`) use the same lane code, in a fixed
+order, so frame inputs do not depend on BLAS threads either (vocoder.frame_inputs).
 
 Speed notes (measured, see docs/bench/engine.md and REFERENCES section 7):
 
