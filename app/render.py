@@ -17,6 +17,11 @@ files (temp file + rename) and then the row, so a row marked ``ok`` means the fi
 complete. A rerun skips items with an ``ok`` row whose files exist, so a killed batch resumes
 where it stopped; failed items are tried again. A bad item is recorded as failed and the
 batch goes on; a full disk stops it (exit 2) with nothing half-written left behind.
+
+Workers get items in groups of about :data:`GROUP_SEGMENTS` folded vocoder segments (a sentence
+is ~7-22) and generate a group's segments as shared batches, which lets the kernels run in
+lanes; an item's audio is the same bytes whatever group it lands in, and its results row is
+its own. A killed run loses at most the groups in flight.
 Exit status: 0 all items done, 1 some items failed, 2 a problem with the whole batch.
 """
 
@@ -40,7 +45,8 @@ from typing import Iterable, Iterator
 
 from wavern.errors import DiskFullError, ParameterError, WavernError
 
-__all__ = ["Job", "read_inputs", "render_main", "run_batch", "RenderWorker", "BatchSummary", "RESULTS_NAME"]
+__all__ = ["Job", "read_inputs", "render_main", "run_batch", "RenderWorker", "BatchSummary", "RESULTS_NAME",
+           "GROUP_SEGMENTS"]
 
 log = logging.getLogger(__name__)
 
@@ -261,23 +267,42 @@ class RenderWorker:
 
     def render(self, job: dict) -> dict:
         """Render one job (a :class:`Job` as a dict plus ``voice_key``); never raises for a bad item."""
-        from wavern.engine import SpeakConfig
-        from wavern.engine.batch import render_utterance
+        return self.render_group([job])[0]
 
-        cpu = time.process_time()
+    def render_group(self, jobs: list[dict]) -> list[dict]:
+        """Render several jobs, their vocoder segments in shared batches; one result per job, in order.
+
+        An item's audio does not depend on the others (:func:`wavern.engine.batch.render_utterances`);
+        a bad item fails alone. Never raises for a bad item.
+        """
+        from wavern.engine import SpeakConfig
+        from wavern.engine.batch import UtteranceRequest, render_utterances
+
         worker = f"{os.uname().nodename}:{os.getpid()}"
-        try:
-            voice = self._voice(job["voice_key"])
-            rendered = render_utterance(voice, job["text"], SpeakConfig(speed=job["speed"]), seed=job["seed"],
-                                        fold_frames=self._fold, overlap_frames=self._overlap)
-            return {"id": job["id"], "ok": True, "rendered": rendered, "voice": voice.name,
-                    "cpu_s": time.process_time() - cpu, "worker": worker}
-        except WavernError as e:
-            return {"id": job["id"], "ok": False, "error": str(e), "worker": worker}
-        except Exception as e:  # noqa: BLE001 - one broken item must not stop the batch
-            log.exception("item %s failed", job["id"])
-            return {"id": job["id"], "ok": False, "error": f"internal error: {type(e).__name__}: {e}",
-                    "worker": worker}
+        results: list[dict | None] = [None] * len(jobs)
+        by_voice: dict[str, list[int]] = {}
+        for k, job in enumerate(jobs):
+            by_voice.setdefault(job["voice_key"], []).append(k)
+        for key, idx in by_voice.items():
+            try:
+                voice = self._voice(key)
+                rendered = render_utterances(
+                    voice, [UtteranceRequest(jobs[k]["text"], SpeakConfig(speed=jobs[k]["speed"]), jobs[k]["seed"])
+                            for k in idx], fold_frames=self._fold, overlap_frames=self._overlap)
+            except Exception as e:  # noqa: BLE001 - the voice failed to load: its items fail, the rest go on
+                rendered = [e] * len(idx)
+            for k, r in zip(idx, rendered):
+                job_id = jobs[k]["id"]
+                if isinstance(r, WavernError):
+                    results[k] = {"id": job_id, "ok": False, "error": str(r), "worker": worker}
+                elif isinstance(r, Exception):
+                    log.error("item %s failed", job_id, exc_info=r)
+                    results[k] = {"id": job_id, "ok": False, "error": f"internal error: {type(r).__name__}: {r}",
+                                  "worker": worker}
+                else:
+                    results[k] = {"id": job_id, "ok": True, "rendered": r, "voice": voice.name, "cpu_s": r.cpu_s,
+                                  "worker": worker}
+        return results  # type: ignore[return-value]
 
 
 _WORKER: RenderWorker | None = None
@@ -289,32 +314,88 @@ def _pool_init(voices: dict, fold_frames: int | None, overlap_frames: int | None
     _WORKER = RenderWorker(voices, fold_frames=fold_frames, overlap_frames=overlap_frames)
 
 
-def _pool_render(job: dict) -> dict:
+def _pool_render(jobs: list[dict]) -> list[dict]:
     assert _WORKER is not None, "worker not initialised"
-    return _WORKER.render(job)
+    return _WORKER.render_group(jobs)
 
 
-def _run_inline(jobs: list[dict], voices: dict, fold: int | None, overlap: int | None) -> Iterator[dict]:
+#: Vocoder streams (folded segments) a group of items aims at: the kernels run in lanes from 24
+#: streams and cost ~20 % less per stream at 32+ than at 4-16 (docs/bench/engine.md).
+GROUP_SEGMENTS = 32
+#: Most items in one group (bounds the work a killed run loses and a worker's memory).
+GROUP_MAX_ITEMS = 16
+#: Mel frames per character of text before any result has come back (the default voice speaks
+#: ~19 characters per second, pauses included; a wrong guess only makes the first groups smaller
+#: or larger).
+_FRAMES_PER_CHAR = 4.5
+
+
+class _Grouper:
+    """Cuts the jobs into groups of about ``segments`` vocoder segments each, in order.
+
+    The segment count of an item is estimated from its text length, speed and the frames per
+    character seen so far for its voice (:meth:`learn` from finished items). A group also
+    holds at most ``max_items`` items and at most its worker's fair share of the jobs left, so
+    that every worker gets work up to the end.
+    """
+
+    def __init__(self, jobs: list[dict], *, workers: int, segments: int, fold_frames: int | None,
+                 max_items: int = GROUP_MAX_ITEMS):
+        from wavern.engine.batch import DEFAULT_FOLD_FRAMES
+
+        self._jobs = list(jobs)
+        self._next = 0
+        self.workers = max(1, int(workers))  # the Ray driver sets it once it knows
+        self._segments = max(1, int(segments))
+        self._max_items = max(1, int(max_items))
+        self._fold = DEFAULT_FOLD_FRAMES if fold_frames is None else fold_frames
+        self._rate: dict[str, tuple[float, float]] = {}  # voice key -> (frames, characters / speed)
+
+    def learn(self, job: dict, samples: int) -> None:
+        """Record how many samples an item of this text became."""
+        frames, chars = self._rate.get(job["voice_key"], (0.0, 0.0))
+        self._rate[job["voice_key"]] = (frames + samples / 256, chars + len(job["text"]) / job["speed"])
+
+    def _estimate(self, job: dict) -> float:
+        frames, chars = self._rate.get(job["voice_key"], (0.0, 0.0))
+        per_char = frames / chars if chars > 0 else _FRAMES_PER_CHAR
+        t = per_char * len(job["text"]) / job["speed"]
+        return max(1.0, t / self._fold) if self._fold else 1.0
+
+    def next_group(self) -> list[dict]:
+        """The next group (empty when every job has been handed out)."""
+        left = len(self._jobs) - self._next
+        cap = min(self._max_items, -(-left // self.workers))
+        group: list[dict] = []
+        total = 0.0
+        while self._next < len(self._jobs) and len(group) < cap and total < self._segments:
+            job = self._jobs[self._next]
+            self._next += 1
+            group.append(job)
+            total += self._estimate(job)
+        return group
+
+
+def _run_inline(grouper: _Grouper, voices: dict, fold: int | None, overlap: int | None) -> Iterator[dict]:
     worker = RenderWorker(voices, fold_frames=fold, overlap_frames=overlap)
-    for job in jobs:
-        yield worker.render(job)
+    while group := grouper.next_group():
+        yield from worker.render_group(group)
 
 
-def _run_pool(jobs: list[dict], voices: dict, fold: int | None, overlap: int | None, n: int) -> Iterator[dict]:
+def _run_pool(grouper: _Grouper, voices: dict, fold: int | None, overlap: int | None, n: int) -> Iterator[dict]:
     import multiprocessing
 
     ctx = multiprocessing.get_context("spawn")  # no fork of a process holding threads (torch, numba)
     ex = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_pool_init,
                              initargs=(voices, fold, overlap, logging.getLogger().level))
-    pending = iter(jobs)
     running: set = set()
     try:
         while True:
             while len(running) < 2 * n:  # a short queue: results stream back, memory stays flat
-                job = next(pending, None)
-                if job is None:
+                group = grouper.next_group()
+                if not group:
                     break
-                running.add(ex.submit(_pool_render, job))
+                running.add(ex.submit(_pool_render, group))
             if not running:
                 break
             done, running = wait(running, return_when=FIRST_COMPLETED)
@@ -324,7 +405,7 @@ def _run_pool(jobs: list[dict], voices: dict, fold: int | None, overlap: int | N
                 except BrokenProcessPool as e:
                     raise WavernError(f"a worker process died ({e}); finished items are kept, run the same "
                                       f"command again to resume") from None
-                yield res
+                yield from res
     finally:
         for fut in running:
             fut.cancel()
@@ -339,7 +420,7 @@ def _voice_files(path: str) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(Path(path).iterdir()) if p.is_file()}
 
 
-def _run_ray(jobs: list[dict], voices: dict, fold: int | None, overlap: int | None, n: int | None,
+def _run_ray(grouper: _Grouper, voices: dict, fold: int | None, overlap: int | None, n: int | None,
              address: str) -> Iterator[dict]:
     try:
         import ray
@@ -358,16 +439,16 @@ def _run_ray(jobs: list[dict], voices: dict, fold: int | None, overlap: int | No
             n = max(1, int(ray.cluster_resources().get("CPU", 1)))
         actor_cls = ray.remote(num_cpus=1)(RenderWorker)
         actors = [actor_cls.remote(shipped, fold_frames=fold, overlap_frames=overlap) for _ in range(n)]
+        grouper.workers = n
         idle = list(actors)
-        pending = iter(jobs)
         running: dict = {}
         while True:
             while idle:
-                job = next(pending, None)
-                if job is None:
+                group = grouper.next_group()
+                if not group:
                     break
                 actor = idle.pop()
-                running[actor.render.remote(job)] = actor
+                running[actor.render_group.remote(group)] = actor
             if not running:
                 break
             ready, _ = ray.wait(list(running), num_returns=1)
@@ -378,7 +459,7 @@ def _run_ray(jobs: list[dict], voices: dict, fold: int | None, overlap: int | No
                 except ray.exceptions.RayError as e:
                     raise WavernError(f"a Ray worker failed ({type(e).__name__}: {str(e)[:300]}); finished items "
                                       f"are kept, run the same command again to resume") from None
-                yield res
+                yield from res
     finally:
         for a in actors:
             ray.kill(a)
@@ -472,12 +553,14 @@ def _failed_row(job: Job, message: str, worker: str | None = None) -> dict:
 def run_batch(jobs: list[Job], *, out_dir: Path, fmt: str = "wav", voice: str | None = None,
               sidecars: Iterable[str] = (), workers: int | None = 1, ray_address: str | None = None,
               fold_frames: int | None = None, overlap_frames: int | None = None,
-              progress: bool = False) -> BatchSummary:
+              group_segments: int = GROUP_SEGMENTS, progress: bool = False) -> BatchSummary:
     """Render ``jobs`` into ``out_dir``, skipping finished ones; see the module docstring.
 
     Args:
         workers: processes (1 = in this process) or, with ``ray_address``, Ray actors (None = one per CPU).
         ray_address: ``"local"`` (start or join a local Ray), or a cluster address; None = no Ray.
+        group_segments: a worker renders items in groups of about this many vocoder segments,
+            generated as shared batches (1 = one item at a time). Audio does not depend on it.
 
     Raises:
         DiskFullError: the disk filled up; items finished so far are kept and recorded.
@@ -535,17 +618,21 @@ def run_batch(jobs: list[Job], *, out_dir: Path, fmt: str = "wav", voice: str | 
     by_id = {job.id: (job, name) for job, name, _ in todo}
     res_request = {p["id"]: p["request"] for _, _, p in todo}
     payload = [p for _, _, p in todo]
+    by_payload = {p["id"]: p for p in payload}
+    n_workers = min(workers or 1, len(payload)) if ray_address is None else (workers or 1)
+    grouper = _Grouper(payload, workers=max(1, n_workers), segments=group_segments, fold_frames=fold_frames)
     if ray_address is not None:
-        results = _run_ray(payload, voices, fold_frames, overlap_frames, workers, ray_address)
-    elif (workers or 1) > 1 and len(payload) > 1:
-        results = _run_pool(payload, voices, fold_frames, overlap_frames, min(workers, len(payload)))
+        results = _run_ray(grouper, voices, fold_frames, overlap_frames, workers, ray_address)
+    elif n_workers > 1:
+        results = _run_pool(grouper, voices, fold_frames, overlap_frames, n_workers)
     else:
-        results = _run_inline(payload, voices, fold_frames, overlap_frames)
+        results = _run_inline(grouper, voices, fold_frames, overlap_frames)
     bar = _progress(len(payload), progress)
     try:
         for res in results:
             job, audio_name = by_id[res["id"]]
             if res["ok"]:
+                grouper.learn(by_payload[res["id"]], res["rendered"].samples.shape[0])
                 row = _write_item(res, job, out_dir, audio_name, sidecars, res_request[res["id"]])
                 summary.done += 1
                 summary.audio_s += row["duration_s"]

@@ -10,6 +10,10 @@ and generates them as one batch (REFERENCES section 1, "fold"; :func:`render_fra
 With ``fold_frames=None`` the result is one stream and equals ``voice.synthesize(text)`` sample
 for sample (tested), so folding is the only approximation of the offline path.
 
+A sentence folds into only ~7-22 segments, fewer than the 24+ streams from which the kernels
+run in lanes (:func:`wavern.engine.vocoder.lane_split`); :func:`render_utterances` renders
+several texts with their segments in shared batches, each item's bytes the same as alone.
+
 The rest of this module is what a resumable batch needs besides audio: word-timing sidecars
 (SRT, WebVTT, JSON) and :class:`ResultsLedger`, the append-only record of finished items.
 """
@@ -22,14 +26,17 @@ import json
 import logging
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from wavern.engine import kernels as K
 from wavern.engine.chunk import SpeakConfig
 from wavern.errors import DiskFullError, ParameterError
 
-__all__ = ["RenderedUtterance", "SentenceSpan", "render_utterance", "render_frames", "MAX_TEXT_CHARS",
+__all__ = ["RenderedUtterance", "SentenceSpan", "UtteranceRequest", "render_utterance", "render_utterances",
+           "render_frames", "MAX_TEXT_CHARS",
            "srt_text", "vtt_text", "timing_json", "ResultsLedger", "write_text_atomic"]
 
 log = logging.getLogger(__name__)
@@ -60,7 +67,10 @@ class RenderedUtterance:
         sample_rate: Hz.
         sentences: the voiced sentences in order (empty ones are skipped, as in the stream).
         word_timings: ``WordTiming`` of every word, absolute sample spans.
-        compute_s: wall seconds spent (front end, acoustic model, vocoder).
+        compute_s: wall seconds spent (front end, acoustic model, vocoder); for an item rendered
+            with others (:func:`render_utterances`), its own front end and acoustic model plus
+            its share of the shared vocoder batches, in proportion to its vocoder streams.
+        cpu_s: the same in CPU seconds of this process.
     """
 
     samples: np.ndarray
@@ -68,6 +78,7 @@ class RenderedUtterance:
     sentences: tuple[SentenceSpan, ...]
     word_timings: tuple
     compute_s: float
+    cpu_s: float = 0.0
 
     @property
     def duration_s(self) -> float:
@@ -103,23 +114,24 @@ def render_frames(vocoder, gi: np.ndarray, *, seed: int = 0, temperature: float 
                                        overlap_frames=overlap_frames, threads=threads)
 
 
-def render_utterance(voice, text: str, config: SpeakConfig | None = None, *, seed: int = 0,
-                     fold_frames: int | None = DEFAULT_FOLD_FRAMES, overlap_frames: int = DEFAULT_OVERLAP_FRAMES,
-                     threads: int = 1, max_chars: int = MAX_TEXT_CHARS) -> RenderedUtterance:
-    """Render ``text`` with ``voice`` in one go: acoustic model per sentence, then the folded vocoder.
+@dataclasses.dataclass(frozen=True)
+class _Prepared:
+    """An utterance up to the vocoder: its frame inputs and where each sentence goes."""
 
-    Args:
-        voice: a loaded :class:`wavern.engine.Voice`.
-        text: the utterance; empty, unspeakable or longer than ``max_chars`` raises
-            :class:`ParameterError`.
-        config: speed, temperature, pause, speaker (``volume`` is applied too); None = defaults.
-        seed: sampling seed (same seed, same audio).
-        fold_frames, overlap_frames, threads: see :func:`render_frames`.
+    gi: np.ndarray  # (T, 3H) float32, every voiced sentence's frame inputs, concatenated
+    spans: tuple[SentenceSpan, ...]
+    timings: tuple
+    length: int  # output samples, pauses included
+    volume: float
+    temperature: float
+    seed: int
+    wall_s: float
+    cpu_s: float
 
-    Returns:
-        :class:`RenderedUtterance`. Pauses (``pause_s``) follow every sentence, as in the stream.
-    """
-    t0 = time.perf_counter()
+
+def _prepare(voice, text: str, config: SpeakConfig | None, *, seed: int, max_chars: int) -> _Prepared:
+    """Front end and acoustic model of one utterance, sentence by sentence, as the stream does."""
+    t0, c0 = time.perf_counter(), time.process_time()
     if not isinstance(text, str):
         raise ParameterError(f"text must be a str, found {type(text).__name__}")
     if len(text) > max_chars:
@@ -130,6 +142,7 @@ def render_utterance(voice, text: str, config: SpeakConfig | None = None, *, see
     if speaker not in voice.speakers:
         raise ParameterError(f"unknown speaker '{speaker}'; this voice has {', '.join(voice.speakers)}")
     temperature = cfg.temperature if cfg.temperature is not None else voice.default_temperature
+    K.check_temperature(temperature)
     pause_s = cfg.pause_s if cfg.pause_s is not None else voice.default_pause_s
     gap = int(pause_s * voice.sample_rate)
     voc = voice.vocoder
@@ -150,20 +163,122 @@ def render_utterance(voice, text: str, config: SpeakConfig | None = None, *, see
         pos += T * hop + gap
     if not gis:
         raise ParameterError(f"nothing to say: the text {text[:40]!r} produced no audio frames")
-    voiced = render_frames(voc, np.concatenate(gis), seed=seed, temperature=temperature, fold_frames=fold_frames,
-                           overlap_frames=overlap_frames, threads=threads)
-    if gap or cfg.volume != 1.0:
-        out = np.zeros(pos, np.int16)
+    return _Prepared(np.concatenate(gis), tuple(spans), tuple(timings), pos, float(cfg.volume), float(temperature),
+                     int(seed), time.perf_counter() - t0, time.process_time() - c0)
+
+
+def _finish(voice, prep: _Prepared, voiced: np.ndarray, wall_s: float, cpu_s: float) -> RenderedUtterance:
+    """Place the voiced sentences between their pauses and apply the volume."""
+    if prep.length != voiced.shape[0] or prep.volume != 1.0:
+        out = np.zeros(prep.length, np.int16)
         src = 0
-        for sp in spans:
+        for sp in prep.spans:
             n = sp.end_sample - sp.start_sample
             out[sp.start_sample:sp.end_sample] = voiced[src:src + n]
             src += n
-        if cfg.volume != 1.0:
-            out = np.clip(np.rint(out.astype(np.float64) * cfg.volume), -32768, 32767).astype(np.int16)
+        if prep.volume != 1.0:
+            out = np.clip(np.rint(out.astype(np.float64) * prep.volume), -32768, 32767).astype(np.int16)
     else:
         out = voiced
-    return RenderedUtterance(out, voice.sample_rate, tuple(spans), tuple(timings), time.perf_counter() - t0)
+    return RenderedUtterance(out, voice.sample_rate, prep.spans, prep.timings, prep.wall_s + wall_s,
+                             prep.cpu_s + cpu_s)
+
+
+def render_utterance(voice, text: str, config: SpeakConfig | None = None, *, seed: int = 0,
+                     fold_frames: int | None = DEFAULT_FOLD_FRAMES, overlap_frames: int = DEFAULT_OVERLAP_FRAMES,
+                     threads: int = 1, max_chars: int = MAX_TEXT_CHARS) -> RenderedUtterance:
+    """Render ``text`` with ``voice`` in one go: acoustic model per sentence, then the folded vocoder.
+
+    Args:
+        voice: a loaded :class:`wavern.engine.Voice`.
+        text: the utterance; empty, unspeakable or longer than ``max_chars`` raises
+            :class:`ParameterError`.
+        config: speed, temperature, pause, speaker (``volume`` is applied too); None = defaults.
+        seed: sampling seed (same seed, same audio).
+        fold_frames, overlap_frames, threads: see :func:`render_frames`.
+
+    Returns:
+        :class:`RenderedUtterance`. Pauses (``pause_s``) follow every sentence, as in the stream.
+    """
+    prep = _prepare(voice, text, config, seed=seed, max_chars=max_chars)
+    t0, c0 = time.perf_counter(), time.process_time()
+    voiced = render_frames(voice.vocoder, prep.gi, seed=seed, temperature=prep.temperature, fold_frames=fold_frames,
+                           overlap_frames=overlap_frames, threads=threads)
+    return _finish(voice, prep, voiced, time.perf_counter() - t0, time.process_time() - c0)
+
+
+@dataclasses.dataclass(frozen=True)
+class UtteranceRequest:
+    """One item of :func:`render_utterances`: what :func:`render_utterance` takes for one text."""
+
+    text: str
+    config: SpeakConfig | None = None
+    seed: int = 0
+
+
+def render_utterances(voice, requests: Sequence[UtteranceRequest], *,
+                      fold_frames: int | None = DEFAULT_FOLD_FRAMES, overlap_frames: int = DEFAULT_OVERLAP_FRAMES,
+                      threads: int = 1, max_chars: int = MAX_TEXT_CHARS) -> list[RenderedUtterance | Exception]:
+    """Render several texts, their folded segments generated in shared vocoder batches.
+
+    Item i's samples equal ``render_utterance(voice, text_i, config_i, seed=seed_i, ...)`` bit
+    for bit, whichever items it is rendered with (:meth:`Vocoder.render_many`): batching several
+    items fills the kernels' lanes (24+ streams; a sentence folds into ~7-22 segments), which
+    is the whole point. Items are isolated: one that fails gets its exception in its place
+    and the others render; should a shared vocoder batch fail, each of its items is retried
+    alone, so an error stays with the item that raised it.
+
+    Args:
+        voice: a loaded :class:`wavern.engine.Voice`.
+        requests: the items.
+        fold_frames, overlap_frames, threads, max_chars: as for :func:`render_utterance`.
+
+    Returns:
+        Per request, in order, its :class:`RenderedUtterance` or the exception it raised
+        (:class:`ParameterError` for bad text, as :func:`render_utterance` raises).
+    """
+    results: list[RenderedUtterance | Exception | None] = [None] * len(requests)
+    prepared: dict[int, _Prepared] = {}
+    for i, req in enumerate(requests):
+        try:
+            prepared[i] = _prepare(voice, req.text, req.config, seed=req.seed, max_chars=max_chars)
+        except Exception as e:  # noqa: BLE001 - one bad item must not stop the others
+            results[i] = e
+    by_temperature: dict[float, list[int]] = {}
+    for i, prep in prepared.items():
+        by_temperature.setdefault(prep.temperature, []).append(i)
+    voc = voice.vocoder
+    kw = dict(fold_frames=fold_frames, overlap_frames=overlap_frames, threads=threads)
+    for temperature, idx in by_temperature.items():
+        t0, c0 = time.perf_counter(), time.process_time()
+        try:
+            voiced = voc.render_many([prepared[i].gi for i in idx], [prepared[i].seed for i in idx],
+                                     temperature=temperature, **kw)
+        except Exception:  # noqa: BLE001 - find the item that fails, render the rest
+            log.warning("a shared vocoder batch of %d items failed; rendering them one by one", len(idx),
+                        exc_info=True)
+            for i in idx:
+                t1, c1 = time.perf_counter(), time.process_time()
+                try:
+                    (one,) = voc.render_many([prepared[i].gi], [prepared[i].seed], temperature=temperature, **kw)
+                    results[i] = _finish(voice, prepared[i], one, time.perf_counter() - t1, time.process_time() - c1)
+                except Exception as e:  # noqa: BLE001
+                    results[i] = e
+            continue
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        # Each item's share of the batch: its generated stream-samples (segments x segment length).
+        work = np.array([_streams(prepared[i].gi.shape[0], fold_frames, overlap_frames) for i in idx], np.float64)
+        share = work / work.sum()
+        for k, i in enumerate(idx):
+            results[i] = _finish(voice, prepared[i], voiced[k], wall * share[k], cpu * share[k])
+    return results  # type: ignore[return-value]
+
+
+def _streams(T: int, fold_frames: int | None, overlap_frames: int) -> float:
+    """Frames the vocoder generates for an item of T frames (its share of a batch)."""
+    if fold_frames is None or T <= fold_frames:
+        return float(T)
+    return float(-(-T // fold_frames) * (fold_frames + overlap_frames))
 
 
 # --------------------------------------------------------------------------------------------

@@ -4,7 +4,13 @@ Exactly the torch module of docs/ARCHITECTURE.md ("The WaveRNN", conditioning ne
 ``conv_in`` Conv1d(80 -> C, k 5, pad 2), then ``cond_blocks`` residual blocks
 ``x <- x + conv2(relu(conv1(relu(x))))`` with conv1 Conv1d(C -> C, k 3, pad 1) and conv2
 Conv1d(C -> C, k 1). Zero padding at the ends, so a frame sees +-(2 + cond_blocks) frames.
-Runs once per utterance (a few BLAS matrix products), not per sample.
+Runs once per utterance (or sentence), not per sample.
+
+The convolutions are :func:`wavern.engine.kernels.conv1d_taps`: every output is one fixed chain
+of fused multiply-adds, so frame t's vector depends only on the mel frames within its receptive
+field, never on the mel's length, on how many threads numpy's BLAS uses or on buffer alignment.
+This is the one forward of the net; :meth:`wavern.engine.vocoder.Vocoder.frame_inputs` builds
+on it.
 """
 
 from __future__ import annotations
@@ -13,41 +19,29 @@ import dataclasses
 
 import numpy as np
 
+from wavern.engine import kernels as K
+from wavern.engine.kernels import conv1d
 from wavern.errors import ParameterError, VoiceFileError
 
 __all__ = ["CondNet", "conv1d"]
 
 
-def conv1d(x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarray:
-    """Same-length 1-D convolution over time with zero padding (torch Conv1d, odd kernel).
-
-    Parameters
-    ----------
-    x : (T, C_in) float32, time first.
-    weight : (C_out, C_in, K) float32, K odd; padding is (K - 1) / 2 on each side.
-    bias : (C_out,) float32.
-
-    Returns
-    -------
-    (T, C_out) float32: ``y[t, o] = bias[o] + sum_{i,k} weight[o, i, k] x[t + k - pad, i]``.
-    """
-    c_out, c_in, k = weight.shape
-    if x.ndim != 2 or x.shape[1] != c_in:
-        raise ParameterError(f"conv1d input must be (T, {c_in}), found {x.shape}")
-    pad = (k - 1) // 2
-    t = x.shape[0]
-    xp = np.zeros((t + 2 * pad, c_in), dtype=np.float32)
-    xp[pad:pad + t] = x
-    cols = np.lib.stride_tricks.sliding_window_view(xp, k, axis=0)  # (T, C_in, K)
-    return cols.reshape(t, c_in * k) @ weight.reshape(c_out, c_in * k).T + bias
-
-
 @dataclasses.dataclass(frozen=True)
 class CondNet:
-    """Weights of the conditioning net; call it on a log-mel ``(T, 80)`` to get ``(T, C)``."""
+    """Weights of the conditioning net; call it on a log-mel ``(T, 80)`` to get ``(T, C)``.
+
+    ``conv_in`` and ``blocks`` hold the weights in torch's layout (as in the file); the
+    kernels' layout of the same weights is prepared once, at construction.
+    """
 
     conv_in: tuple[np.ndarray, np.ndarray]  # (C, 80, 5), (C)
     blocks: tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], ...]  # conv1 w, b, conv2 w, b
+    _taps: tuple = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        taps = (K.conv_taps(*self.conv_in),
+                tuple((K.conv_taps(w1, b1), K.conv_taps(w2, b2)) for w1, b1, w2, b2 in self.blocks))
+        object.__setattr__(self, "_taps", taps)
 
     @property
     def channels(self) -> int:
@@ -80,14 +74,16 @@ class CondNet:
         return cls(conv_in=conv_in, blocks=blocks)
 
     def __call__(self, mel: np.ndarray) -> np.ndarray:
-        """mel (T, n_mels) -> cond (T, C) float32."""
+        """mel (T, n_mels) -> cond (T, C) float32; the same mel gives the same bytes in any process."""
         mel = np.asarray(mel, dtype=np.float32)
         if mel.ndim != 2 or mel.shape[1] != self.n_mels or mel.shape[0] < 1:
             raise ParameterError(f"mel must have shape (frames >= 1, {self.n_mels}), found {mel.shape}")
         if not np.all(np.isfinite(mel)):
             raise ParameterError("mel contains NaN or infinite values")
-        x = conv1d(mel, *self.conv_in)  # (T, C)
-        for w1, b1, w2, b2 in self.blocks:
-            y = conv1d(np.maximum(x, 0.0), w1, b1)
-            x = x + conv1d(np.maximum(y, 0.0), w2, b2)
-        return np.ascontiguousarray(x, dtype=np.float32)
+        zero = np.float32(0.0)
+        conv_in, blocks = self._taps
+        x = K.conv1d_taps(mel, conv_in)  # (T, C)
+        for conv1, conv2 in blocks:
+            y = K.conv1d_taps(np.maximum(x, zero), conv1)
+            x = x + K.conv1d_taps(np.maximum(y, zero), conv2)
+        return x

@@ -2,7 +2,7 @@
 
 The WaveRNN per-sample loop (Kalchbrenner et al. 2018, eqns 2-3; the exact maths is in
 docs/ARCHITECTURE.md, "The WaveRNN") runs here whole, for a chunk of samples per call; Python
-touches only chunks. Public wrappers (``spmv``, ``lane_spmm``, ``conv1d``, ``uniforms``,
+touches only chunks. Public wrappers (``spmv``, ``lane_spmm``, ``conv1d``/``conv1d_taps``, ``uniforms``,
 ``sample_class``) validate and allocate; the private ``_name`` kernels take arrays and scalars,
 write into preallocated buffers and never raise. :mod:`wavern.engine.vocoder` is the runtime that
 drives them.
@@ -83,8 +83,8 @@ if not SLP_ACTIVE:
 
 __all__ = [
     "BLOCK_SHAPES", "MEASURED_GFLOPS", "SLP_ACTIVE", "HOP", "N_CLASSES", "LANE_MULTIPLE",
-    "spmv", "lane_spmm", "lanes", "lane_work_size", "conv1d", "vexp", "sample_class", "rng_state", "rng_states",
-    "uniforms", "warmup",
+    "spmv", "lane_spmm", "lanes", "lane_work_size", "conv1d", "conv_taps", "conv1d_taps", "vexp", "sample_class",
+    "rng_state", "rng_states", "uniforms", "warmup",
 ]
 
 # jit options, chosen once: cached, GIL released, numpy's error model (no branch per division).
@@ -1184,6 +1184,31 @@ def lane_spmm(mat: tuple, X: np.ndarray, Y: np.ndarray, *, xoff: int = 0) -> np.
     return Y
 
 
+def conv_taps(weight: np.ndarray, bias: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """A Conv1d weight (C_out, C_in, K), K odd, and bias (C_out,) in the layout of :func:`conv1d_taps`:
+    (weights transposed to (K, C_in, C_out) and flattened, bias, K). Prepare once, convolve often."""
+    weight = np.asarray(weight, np.float32)
+    if weight.ndim != 3 or weight.shape[2] % 2 != 1:
+        raise ParameterError(f"conv1d weight must be (C_out, C_in, K) with K odd, found shape {weight.shape}")
+    bias = np.ascontiguousarray(bias, dtype=np.float32)
+    if bias.shape != (weight.shape[0],):
+        raise ParameterError(f"conv1d bias must have shape ({weight.shape[0]},), found {bias.shape}")
+    return np.ascontiguousarray(weight.transpose(2, 1, 0)).reshape(-1), bias, int(weight.shape[2])
+
+
+def conv1d_taps(x: np.ndarray, taps: tuple[np.ndarray, np.ndarray, int]) -> np.ndarray:
+    """:func:`conv1d` with weights from :func:`conv_taps`: (T, C_in) -> (T, C_out) float32."""
+    wt, b, k = taps
+    c_out = b.shape[0]
+    c_in = wt.shape[0] // (k * c_out)
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    if x.ndim != 2 or x.shape[1] != c_in:
+        raise ParameterError(f"conv1d input must be (T, {c_in}), found {x.shape}")
+    out = np.empty((x.shape[0], c_out), np.float32)
+    _conv_rows(x, wt, b, k, out)
+    return out
+
+
 def conv1d(x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarray:
     """Same-length 1-D convolution over time with zero padding (torch Conv1d, odd kernel), with a
     fixed summation order: (T, C_in) -> (T, C_out) float32.
@@ -1193,16 +1218,7 @@ def conv1d(x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarray:
     the CPU's BLAS or the buffers' alignment (see :func:`_conv_rows`). weight (C_out, C_in, K),
     K odd; bias (C_out,).
     """
-    x = np.ascontiguousarray(x, dtype=np.float32)
-    c_out, c_in, k = weight.shape
-    if x.ndim != 2 or x.shape[1] != c_in:
-        raise ParameterError(f"conv1d input must be (T, {c_in}), found {x.shape}")
-    if k % 2 != 1:
-        raise ParameterError(f"conv1d kernel size must be odd, found {k}")
-    wt = np.ascontiguousarray(np.asarray(weight, np.float32).transpose(2, 1, 0)).reshape(-1)
-    out = np.empty((x.shape[0], c_out), np.float32)
-    _conv_rows(x, wt, np.ascontiguousarray(bias, dtype=np.float32), k, out)
-    return out
+    return conv1d_taps(x, conv_taps(weight, bias))
 
 
 def vexp(x: np.ndarray) -> np.ndarray:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -33,9 +34,13 @@ from wavern.vocoder.format import BlockSparse, load_vocoder_tensors
 log = logging.getLogger(__name__)
 
 __all__ = ["Vocoder", "VocoderState", "BatchState", "lane_split", "to_engine", "engine_dense", "choose_block_kind",
-           "fold_frame_inputs", "crossfade_segments"]
+           "fold_frame_inputs", "crossfade_segments", "MAX_RENDER_STREAMS"]
 
 _SPARSE = ("gru.weight_hh", "O1", "O2", "O3", "O4")
+
+#: Most streams one :meth:`Vocoder.render_many` batch call holds (about 200 KB of frame inputs
+#: per stream at H = 384); larger item groups take several calls.
+MAX_RENDER_STREAMS = 256
 
 
 # --------------------------------------------------------------------------------------------
@@ -216,11 +221,8 @@ class Vocoder:
 
         self.hidden_size = int(H)
         self.cond_channels = int(C)
-        # The conditioning net and the frame part of W_ih as (taps, C_in, C_out) kernels for
-        # kernels._conv_rows (frame_inputs); self.cond keeps the same weights in torch's layout.
-        self._conv_in = _conv_weights(*self.cond.conv_in)
-        self._conv_blocks = tuple((_conv_weights(w1, b1), _conv_weights(w2, b2)) for w1, b1, w2, b2 in self.cond.blocks)
-        self._proj = _conv_weights(w_ih[:, 3:, None], vec("gru.bias_ih", 3 * H))  # (3H, C, 1): a 1-tap conv
+        # The frame part of W_ih as a 1-tap convolution (3H, C, 1) after the conditioning net.
+        self._proj = K.conv_taps(w_ih[:, 3:, None], vec("gru.bias_ih", 3 * H))
         mats = {name: to_engine(sparse[name]) for name in _SPARSE}
         self.block_shapes = {name: K.BLOCK_SHAPES[m[3]] for name, m in mats.items()}
         self.nnz_weights = {name: int(m[0].shape[0]) for name, m in mats.items()}
@@ -257,23 +259,13 @@ class Vocoder:
     def frame_inputs(self, mel: np.ndarray) -> np.ndarray:
         """Per-frame gate inputs ``W_ih[:, 3:] cond_t + b_ih`` (T, 3H) float32 of a log-mel (T, 80).
 
-        The conditioning net (docs/ARCHITECTURE.md) and the projection run in
-        ``kernels._conv_rows``: every output is one fixed chain of fused multiply-adds, so row t
+        The conditioning net (:class:`~wavern.engine.condnet.CondNet`) and the projection run in
+        ``kernels.conv1d_taps``: every output is one fixed chain of fused multiply-adds, so row t
         depends only on the mel frames within the receptive field of t, never on T, on how many
         threads numpy's BLAS uses or on buffer alignment. The same mel gives the same bytes in
         any process, and a window of the mel gives the whole mel's rows away from its edges.
-        (``self.cond(mel)``, numpy/BLAS, agrees to float32 rounding.)
         """
-        mel = np.asarray(mel, dtype=np.float32)
-        if mel.ndim != 2 or mel.shape[1] != self.cond.n_mels or mel.shape[0] < 1:
-            raise ParameterError(f"mel must have shape (frames >= 1, {self.cond.n_mels}), found {mel.shape}")
-        if not np.all(np.isfinite(mel)):
-            raise ParameterError("mel contains NaN or infinite values")
-        x = _conv(mel, self._conv_in)  # (T, C)
-        for conv1, conv2 in self._conv_blocks:
-            y = _conv(np.maximum(x, np.float32(0.0)), conv1)
-            x = x + _conv(np.maximum(y, np.float32(0.0)), conv2)
-        return _conv(x, self._proj)  # (T, 3H)
+        return K.conv1d_taps(self.cond(mel), self._proj)  # (T, C) -> (T, 3H)
 
     def new_state(self, *, seed: int = 0, rng: np.ndarray | None = None) -> VocoderState:
         """A fresh stream: h = 0, previous sample = digital silence (c 128, f 0), position 0."""
@@ -363,6 +355,11 @@ class Vocoder:
         else:
             _check_buffer(logits_out, (B, n_samples, 2, K.N_CLASSES), np.float32, "logits_out")
         nl = state.n_lanes
+        if B == 1:  # one stream: the one-stream kernel (fewer loads than the four-stream product)
+            K._generate(gi[0], int(frame0), int(state.position), self.hop, self._net, inv, state.h_streams[0],
+                        state.prev[0], state.rng[0:1], out[0], logits_out[0], state.work_streams)
+            state.position += n_samples
+            return out
         if nl:
             K._generate_lanes(gi[:nl], int(frame0), int(state.position), self.hop, self._net, inv,
                               state.h_lanes.reshape(-1), state.prev[:nl], state.rng[:nl], out[:nl],
@@ -396,45 +393,107 @@ class Vocoder:
         For callers that compute the conditioning per sentence (each sentence keeps its own
         edges) and render the concatenation in one folded batch.
         """
-        gi = np.ascontiguousarray(gi, dtype=np.float32)
-        T = gi.shape[0]
-        if fold_frames is None or T <= fold_frames:
-            state = self.new_state(seed=seed)
-            return self.generate(gi, state, T * self.hop, temperature=temperature)
-        S, O = int(fold_frames), int(overlap_frames)
-        if S < 1 or not 0 <= O <= S:
-            raise ParameterError(f"need fold_frames >= 1 and 0 <= overlap_frames <= fold_frames, found {S}, {O}")
+        return self.render_many([gi], [seed], temperature=temperature, fold_frames=fold_frames,
+                                overlap_frames=overlap_frames, threads=threads)[0]
+
+    def render_many(self, gis: Sequence[np.ndarray], seeds: Sequence[int], *, temperature: float = 1.0,
+                    fold_frames: int | None = 40, overlap_frames: int = 4, threads: int = 1,
+                    max_streams: int = MAX_RENDER_STREAMS) -> list[np.ndarray]:
+        """Render several utterances at once, their segments sharing batches; item i equals
+        ``render_frame_inputs(gis[i], seed=seeds[i])`` bit for bit, whatever the other items.
+
+        Each stream of a batch computes exactly what it would compute alone
+        (:meth:`generate_batch`), so batching utterances together changes the speed (lanes from
+        24 streams, :func:`lane_split`) and nothing else.
+
+        Parameters
+        ----------
+        gis : per item, (T_i, 3H) float32 frame inputs.
+        seeds : per item, its sampling seed.
+        temperature : shared by all items.
+        fold_frames, overlap_frames : S and O of :meth:`render`. Item i is cut into
+            ceil(T_i / S) segments of O + S frames drawing from ``rng_states(seed_i, N_i)``;
+            an item of T_i <= S frames (or every item when ``fold_frames`` is None) is one
+            stream of its own length from ``rng_state(seed_i)``. Such a one-stream item of at
+            least (O + S) / 2 frames rides along in the batch, its frames edge-padded to O + S
+            and its first T_i hops kept (a sample depends only on the frames before it); a
+            shorter one, or any item when nothing else is batched, runs alone.
+        threads : each batch is split over this many threads (the kernels release the GIL).
+        max_streams : at most this many streams per :meth:`generate_batch` call.
+
+        Returns
+        -------
+        Per item, (T_i * hop,) int16.
+        """
+        if len(gis) != len(seeds):
+            raise ParameterError(f"need one seed per item, found {len(gis)} items and {len(seeds)} seeds")
         if threads < 1:
             raise ParameterError(f"threads must be >= 1, found {threads}")
-        segs = fold_frame_inputs(gi, S, O)  # (N, O + S, 3H)
-        N = segs.shape[0]
-        rngs = K.rng_states(seed, N)
-        n = (O + S) * self.hop
-        parts = np.array_split(np.arange(N), min(threads, N))
+        if max_streams < 1:
+            raise ParameterError(f"max_streams must be >= 1, found {max_streams}")
+        gis = [np.ascontiguousarray(g, dtype=np.float32) for g in gis]
+        D = 3 * self.hidden_size
+        for g in gis:
+            if g.ndim != 2 or g.shape[1] != D:
+                raise ParameterError(f"frame inputs must be (T, {D}) (from frame_inputs), found {g.shape}")
+        folded = fold_frames is not None
+        if folded:
+            S, O = int(fold_frames), int(overlap_frames)
+            if S < 1 or not 0 <= O <= S:
+                raise ParameterError(f"need fold_frames >= 1 and 0 <= overlap_frames <= fold_frames, found {S}, {O}")
+        out: list[np.ndarray | None] = [None] * len(gis)
+        # Streams of the shared batch: frames (O + S, 3H), RNG state, and (item, kind) to reassemble.
+        frames, rngs, owner = [], [], []
+        alone = []
+        for i, (g, seed) in enumerate(zip(gis, seeds)):
+            T = g.shape[0]
+            if T == 0:
+                out[i] = np.zeros(0, np.int16)
+            elif not folded:
+                alone.append(i)
+            elif T > S:
+                segs = fold_frame_inputs(g, S, O)
+                frames.extend(segs)
+                rngs.extend(K.rng_states(seed, segs.shape[0]))
+                owner.extend([i] * segs.shape[0])
+            elif 2 * T >= O + S:
+                frames.append(np.concatenate([g, np.repeat(g[-1:], O + S - T, axis=0)]))
+                rngs.append(K.rng_state(seed)[0])
+                owner.append(i)
+            else:
+                alone.append(i)
+        one_stream = {i for i in owner if gis[i].shape[0] <= S} if folded else set()
+        if len(owner) == 1 and owner[0] in one_stream:  # nothing to share a batch with
+            alone.append(owner.pop())
+            frames, rngs = [], []
+        for i in alone:
+            out[i] = self.generate(gis[i], self.new_state(seed=seeds[i]), gis[i].shape[0] * self.hop,
+                                   temperature=temperature)
+        if owner:
+            n = (O + S) * self.hop
+            audio = np.empty((len(owner), n), np.int16)
+            rngs = np.array(rngs, dtype=np.uint64)
+            for lo in range(0, len(owner), max_streams):
+                hi = min(lo + max_streams, len(owner))
+                parts = np.array_split(np.arange(lo, hi), min(threads, hi - lo))
 
-        def run(idx: np.ndarray) -> np.ndarray:
-            st = self.new_batch_state(rngs[idx])
-            return self.generate_batch(np.ascontiguousarray(segs[idx]), st, n, temperature=temperature)
+                def run(idx: np.ndarray) -> None:
+                    seg = np.ascontiguousarray(np.stack([frames[k] for k in idx]))
+                    self.generate_batch(seg, self.new_batch_state(rngs[idx]), n, temperature=temperature,
+                                        out=audio[idx[0]:idx[-1] + 1])
 
-        if len(parts) == 1:
-            audio = run(parts[0])
-        else:
-            with ThreadPoolExecutor(len(parts)) as pool:
-                audio = np.concatenate(list(pool.map(run, parts)), axis=0)
-        return crossfade_segments(audio, S * self.hop, O * self.hop, T * self.hop)
-
-
-def _conv_weights(weight: np.ndarray, bias: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """A Conv1d weight (C_out, C_in, K) and bias as ``kernels._conv_rows`` takes them."""
-    wt = np.ascontiguousarray(np.asarray(weight, np.float32).transpose(2, 1, 0)).reshape(-1)
-    return wt, np.ascontiguousarray(bias, dtype=np.float32), int(weight.shape[2])
-
-
-def _conv(x: np.ndarray, conv: tuple[np.ndarray, np.ndarray, int]) -> np.ndarray:
-    wt, b, taps = conv
-    out = np.empty((x.shape[0], b.shape[0]), np.float32)
-    K._conv_rows(np.ascontiguousarray(x, dtype=np.float32), wt, b, taps, out)
-    return out
+                if len(parts) == 1:
+                    run(parts[0])
+                else:
+                    with ThreadPoolExecutor(len(parts)) as pool:
+                        list(pool.map(run, parts))
+            owner = np.array(owner)
+            for i in dict.fromkeys(owner.tolist()):
+                rows = audio[owner == i]
+                T = gis[i].shape[0]
+                out[i] = (rows[0, :T * self.hop].copy() if i in one_stream
+                          else crossfade_segments(rows, S * self.hop, O * self.hop, T * self.hop))
+        return out
 
 
 def fold_frame_inputs(gi: np.ndarray, fold_frames: int, overlap_frames: int) -> np.ndarray:

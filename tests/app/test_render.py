@@ -43,6 +43,21 @@ def rows_of(out_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (out_dir / RESULTS_NAME).read_text().splitlines()]
 
 
+def record_rendered(monkeypatch) -> list[str]:
+    """Ids of the items the in-process worker renders from now on, in order."""
+    from wavern.app import render as render_mod
+
+    calls: list[str] = []
+    real = render_mod.RenderWorker.render_group
+
+    def spy(self, jobs):
+        calls.extend(j["id"] for j in jobs)
+        return real(self, jobs)
+
+    monkeypatch.setattr(render_mod.RenderWorker, "render_group", spy)
+    return calls
+
+
 # ---------------------------------------------------------------------------------- inputs
 
 def test_read_inputs_text_lines_paragraphs_manifests_and_stdin(tmp_path):
@@ -203,11 +218,7 @@ def test_batch_renders_records_failures_and_skips_finished_items(tiny_voice, tmp
     assert not list(out.rglob("*.part"))
 
     # A rerun renders nothing that is done; a deleted output is rendered again; failed items are tried again.
-    calls = []
-    from wavern.app import render as render_mod
-
-    real = render_mod.RenderWorker.render
-    monkeypatch.setattr(render_mod.RenderWorker, "render", lambda self, job: calls.append(job["id"]) or real(self, job))
+    calls = record_rendered(monkeypatch)
     (out / "sub" / "fast.ogg").unlink()
     s2 = run_batch(jobs, out_dir=out, voice=str(tiny_voice), sidecars=["srt", "json"], workers=1)
     assert calls == ["emoji", "long", "fast"] and (s2.done, s2.skipped, s2.failed) == (1, 1, 7)
@@ -309,6 +320,51 @@ def test_killed_batch_resumes_without_redoing_or_corrupting(tiny_voice, tmp_path
                                                            + [f"{i}.vtt" for i in ids])
 
 
+def test_grouped_items_write_the_same_files_as_one_at_a_time(tiny_voice, tmp_path, monkeypatch):
+    """render issue #9: the worker renders groups of items in shared vocoder batches; every
+    item's files are the same bytes as when it is rendered alone, and a bad item in a group
+    fails alone."""
+    from wavern.app import render as render_mod
+
+    texts = ["Good morning.", "The rain has stopped, and the streets are drying.", "🙂🙂", "Short.",
+             "A fourth sentence for the group. It has two parts.", "Last."]
+    jobs = [Job(f"g{i}", t, seed=10 + i) for i, t in enumerate(texts)]
+    groups: list[list[str]] = []
+    real = render_mod.RenderWorker.render_group
+    monkeypatch.setattr(render_mod.RenderWorker, "render_group",
+                        lambda self, js: groups.append([j["id"] for j in js]) or real(self, js))
+    outs = {}
+    for name, segments in (("alone", 1), ("grouped", 10_000)):
+        groups.clear()
+        out = outs[name] = tmp_path / name
+        s = run_batch(jobs, out_dir=out, voice=str(tiny_voice), sidecars=["json"], workers=1, group_segments=segments)
+        assert (s.done, s.failed) == (5, 1)
+        assert groups == ([[j.id] for j in jobs] if segments == 1 else [[j.id for j in jobs]])
+    rows = {name: {r["id"]: r for r in rows_of(out)} for name, out in outs.items()}
+    assert "speakable" in rows["grouped"]["g2"]["error"]
+    for j in jobs:
+        if j.id == "g2":
+            continue
+        for f in rows["alone"][j.id]["files"]:
+            assert (outs["alone"] / f).read_bytes() == (outs["grouped"] / f).read_bytes()
+        assert rows["grouped"][j.id]["cpu_s"] > 0
+
+
+def test_grouper_aims_at_the_segment_target_and_shares_the_tail():
+    from wavern.app.render import _Grouper
+
+    jobs = [{"id": str(i), "text": "x" * 100, "speed": 1.0, "voice_key": "v"} for i in range(20)]
+    g = _Grouper(jobs, workers=2, segments=32, fold_frames=40)  # 100 chars ~ 450 frames ~ 11 segments
+    sizes = [len(g.next_group())]
+    assert sizes == [3]
+    g.learn(jobs[0], 100 * 256 * 16)  # this voice makes 16 frames per character: 40 segments an item
+    while grp := g.next_group():
+        sizes.append(len(grp))
+    assert sum(sizes) == 20 and sizes[1:3] == [1, 1]  # each item now fills a group on its own
+    tail = _Grouper(jobs[:5], workers=2, segments=1000, fold_frames=40)
+    assert [len(tail.next_group()) for _ in range(4)] == [3, 1, 1, 0]  # a fair share each, to the end
+
+
 @pytest.fixture()
 def local_ray():
     ray = pytest.importorskip("ray", reason="ray is not installed (optional extra 'cluster')")
@@ -330,11 +386,7 @@ def test_ray_renders_the_same_batch_on_actors(local_ray, voice, tiny_voice, tmp_
 
 
 def test_an_item_whose_request_changed_is_rendered_again(tiny_voice, tmp_path, monkeypatch):
-    from wavern.app import render as render_mod
-
-    calls = []
-    real = render_mod.RenderWorker.render
-    monkeypatch.setattr(render_mod.RenderWorker, "render", lambda self, job: calls.append(job["id"]) or real(self, job))
+    calls = record_rendered(monkeypatch)
     inp = tmp_path / "t.txt"
     inp.write_text("One.\nTwo.\n")
 

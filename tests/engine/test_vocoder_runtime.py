@@ -122,11 +122,12 @@ def test_chunked_generation_equals_one_call(small):
     np.testing.assert_array_equal(np.concatenate(parts), one)
 
 
-@pytest.mark.parametrize("B", [5, 24, 35])
+@pytest.mark.parametrize("B", [1, 5, 24, 35])
 def test_batch_equals_single_streams(small, B):
-    """Stream-major only (5: four through the shared-weight path, one through the matvec), all
-    lanes (24), lanes + stream-major (35 = 32 + 3): every stream equals its own single run,
-    across a chunk boundary, with its logits and final state."""
+    """One stream (1: the one-stream kernel), stream-major only (5: four through the
+    shared-weight path, one through the matvec), all lanes (24), lanes + stream-major (35 = 32
+    + 3): every stream equals its own single run, across a chunk boundary, with its logits and
+    final state."""
     _, _, voc = small
     frames = 3
     gis = np.stack([voc.frame_inputs(naive.random_mel(frames, seed=s)) for s in range(B)])
@@ -199,6 +200,39 @@ def test_folded_render_is_a_batch_of_segments_crossfaded(small):
     for threads in (1, 2):
         np.testing.assert_array_equal(voc.render(mel, seed=5, fold_frames=S, overlap_frames=O, threads=threads),
                                       expect)
+
+
+def test_render_many_gives_each_item_what_it_gives_alone(small, monkeypatch):
+    """Items of 0..80 frames (S = 8, O = 2): empty, one short stream run alone (2 frames), one
+    riding in the batch padded (5), folded ones; 27 streams = 24 in lanes + 3 stream-major, also
+    split over threads and over several calls. Every item's bytes equal its render alone,
+    whatever it is batched with."""
+    _, _, voc = small
+    lengths = [0, 2, 5, 9, 13, 30, 64, 80]
+    gis = [voc.frame_inputs(naive.random_mel(max(T, 1), seed=40 + T))[:T] for T in lengths]
+    seeds = [100 + i for i in range(len(gis))]
+    kw = dict(fold_frames=8, overlap_frames=2, temperature=0.9)
+    alone = [voc.render_frame_inputs(g, seed=s, **kw) for g, s in zip(gis, seeds)]
+    for g, a in zip(gis, alone):
+        assert a.shape == (g.shape[0] * 256,)
+    calls = []
+    real = voc.generate_batch
+    monkeypatch.setattr(voc, "generate_batch", lambda gi, st, n, **k: calls.append(gi.shape[0]) or real(gi, st, n, **k))
+    for order, extra in (([0, 1, 2, 3, 4, 5, 6, 7], {}), ([7, 2, 5], {"threads": 2}),
+                         ([6, 1, 3, 7], {"max_streams": 5})):
+        calls.clear()
+        got = voc.render_many([gis[i] for i in order], [seeds[i] for i in order], **kw, **extra)
+        for i, g in zip(order, got):
+            np.testing.assert_array_equal(g, alone[i])
+        if not extra:
+            assert calls == [27]  # 1 + 2 + 2 + 4 + 8 + 10 streams, one batch (the 2-frame item alone)
+        elif "max_streams" in extra:
+            assert max(calls) <= 5 and sum(calls) == 8 + 2 + 10
+    unfolded = voc.render_many(gis[1:4], seeds[1:4], fold_frames=None)
+    for g, s, u in zip(gis[1:4], seeds[1:4], unfolded):
+        np.testing.assert_array_equal(u, voc.generate(g, voc.new_state(seed=s), g.shape[0] * 256))
+    with pytest.raises(ParameterError, match="one seed per item"):
+        voc.render_many(gis[:2], seeds[:1])
 
 
 def test_unfolded_render_is_one_stream(small):
@@ -276,15 +310,18 @@ def test_generation_does_not_depend_on_buffer_alignment(small):
 
 
 def test_frame_inputs_of_a_window_equal_the_whole_mels_rows(small):
-    """Row t depends only on its receptive field (2 + cond_blocks frames each side), exactly."""
+    """Row t depends only on its receptive field (2 + cond_blocks frames each side), exactly,
+    for the conditioning net (one fixed-order forward, no BLAS) and the frame inputs built on it."""
     _, _, voc = small
     mel = naive.random_mel(50, seed=9)
     whole = voc.frame_inputs(mel)
+    cond = voc.cond(mel)
     R = 2 + voc.cond_blocks
     for lo, hi in ((0, 20), (7, 31), (13, 50), (20, 29)):
         part = voc.frame_inputs(mel[lo:hi])
         a, z = (lo + R if lo else 0), (hi - R if hi < 50 else 50)
         np.testing.assert_array_equal(part[a - lo:z - lo], whole[a:z])
+        np.testing.assert_array_equal(voc.cond(mel[lo:hi])[a - lo:z - lo], cond[a:z])
     np.testing.assert_allclose(whole, voc.cond(mel) @ voc._proj[0].reshape(voc.cond_channels, -1) + voc._proj[1],
                                rtol=1e-5, atol=1e-5)
 
@@ -302,7 +339,7 @@ voc = Vocoder(dense, sparse, cond_blocks=2)
 mel = naive.random_mel(160, seed=3)
 gi = voc.frame_inputs(mel)
 audio = voc.render(mel, seed=5, fold_frames=16, overlap_frames=2)
-print(hashlib.sha256(gi.tobytes() + audio.tobytes()).hexdigest())
+print(hashlib.sha256(voc.cond(mel).tobytes() + gi.tobytes() + audio.tobytes()).hexdigest())
 """
 
 
