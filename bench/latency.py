@@ -68,6 +68,27 @@ def multi_sentence_texts(sentences: list[str]) -> list[str]:
             for start, count in ((5, 5), (12, 10), (17, 20), (18, 40))]
 
 
+def slow_chunks(r: dict) -> str:
+    """Which chunks took longer to make than to play (chunk load above 1), in words."""
+    sr = r["voice"]["sample_rate"]
+    by_request: dict[int, list[dict]] = {}
+    for c in r["chunks"]:
+        by_request.setdefault(c["sentence"], []).append(c)
+    first = ramp = other = 0
+    for cs in by_request.values():
+        for i, c in enumerate(cs):
+            if c["compute_s"] * sr > c["samples"]:
+                if i == 0:
+                    first += 1
+                elif i < 5:
+                    ramp += 1
+                else:
+                    other += 1
+    n = first + ramp + other
+    return (f"{n} of {len(r['chunks'])} chunks took longer to make than to play: {first} first chunks of a request, "
+            f"{ramp} of the next four (the ramp of small chunks) and {other} later ones")
+
+
 def results_section(runs: dict[str, dict], voice_desc: str, cmds: dict[str, str],
                     realtime: tuple[dict, str] | None = None) -> str:
     def row(name: str, r: dict) -> str:
@@ -126,9 +147,10 @@ def results_section(runs: dict[str, dict], voice_desc: str, cmds: dict[str, str]
             f"{s['chunk_load']['max']:.3f} | {1e3 * s['first_audio_s']['max']:.0f} | {1e3 * rt['max_late_s']:.1f} |",
             "",
             "Headroom is the audio queued at each callback while the producer was still at work (the play-out of "
-            "the last buffer is not counted); chunk load is a chunk's compute time over its audio duration (above 1 "
-            "that chunk alone took longer to make than to play: the first chunks of a request, which the buffer "
-            "absorbs).",
+            "the last buffer is not counted). Chunk load is a chunk's compute time over its audio duration; "
+            f"{slow_chunks(r)}. The simulated-player underruns of this run's JSON (`summary.underruns`) do not "
+            "apply here: that player starts empty at each request, while the paced sink still holds the previous "
+            "request's audio.",
         ]
     c = next((r["compare"] for r in runs.values() if r["compare"]), None)
     if c:
