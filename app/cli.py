@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
+from wavern.app.bench_options import add_bench_arguments
 from wavern.errors import WavernError
 
 __all__ = ["main", "build_parser"]
@@ -176,16 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_render)
 
     s = sub.add_parser("bench", help="live latency benchmark through the streaming path")
-    s.add_argument("--json", metavar="PATH", help="write results as JSON")
-    s.add_argument("--compare", choices=["torch"], help="also run the torch reference loop with the same weights")
-    s.add_argument("--voice", metavar="NAME|PATH")
-    s.add_argument("--load", type=int, default=0, metavar="N", help="saturate N other cores while measuring")
-    s.add_argument("--device", action="store_true", help="measure against the real audio device, not the null sink")
-    s.add_argument("--plot", metavar="PATH", help="write a PNG: latency per sentence and buffer headroom over time")
-    s.add_argument("--sentences", metavar="PATH", help="one sentence per line (default: the shipped bench set)")
-    s.add_argument("--repeat", type=int, default=1, metavar="N", help="speak the sentence set N times")
-    s.add_argument("--compare-frames", type=int, default=20, metavar="N",
-                   help="mel frames (x256 samples) the torch loop generates for --compare (it is slow)")
+    add_bench_arguments(s)
     s.set_defaults(func=cmd_bench)
 
     s = sub.add_parser("gui", help="open the desktop window")

@@ -24,6 +24,20 @@ def test_help_exits_zero(cmd, capsys):
     assert cmd in capsys.readouterr().out
 
 
+def test_bench_options_are_the_same_in_the_cli_and_the_module():
+    import argparse
+
+    from wavern.app.bench_options import add_bench_arguments
+
+    ap = argparse.ArgumentParser()
+    add_bench_arguments(ap)
+    module_opts = {o for a in ap._actions for o in a.option_strings} - {"-h", "--help"}
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command").choices["bench"]
+    cli_opts = {o for a in sub._actions for o in a.option_strings} - {"-h", "--help"}
+    assert "--realtime" in cli_opts and cli_opts == module_opts
+
+
 def test_user_error_is_one_line_exit_2(capsys, tmp_path):
     code = main(["say", "--file", str(tmp_path / "missing.txt")])
     err = capsys.readouterr().err
