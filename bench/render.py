@@ -1,14 +1,19 @@
 """Offline throughput: `wavern render` of 200 sentences on 2 worker processes -> docs/bench/render.md.
 
-    .venv/bin/python bench/render.py                   # shipped voice if any, else the tiny test voice
-    .venv/bin/python bench/render.py --hidden 384      # also a random voice of the default vocoder size
-    .venv/bin/python bench/render.py --count 50        # fewer sentences
+    .venv/bin/python bench/render.py                              # the shipped voice (else the tiny test voice)
+    .venv/bin/python bench/render.py --hidden 384                 # also a random voice of the default vocoder size
+    .venv/bin/python bench/render.py --voice PATH                 # that voice folder instead of the shipped one
+    .venv/bin/python bench/render.py --hidden 384 --against REV   # each voice also at git revision REV (before)
+    .venv/bin/python bench/render.py --count 50                   # fewer sentences
 
 Runs the real CLI (`wavern render FILE --out-dir TMP --jobs 2`) in a subprocess on the first
 ``--count`` sentences of assets/sentences/sotu.txt and reports audio seconds produced per wall
 second (x real time), and per CPU second of the whole process tree (the machine is shared, so
 the CPU figure says what 2 free cores would do: audio / (CPU s / 2)). Process start-up (Python,
-torch, numba cache, voice load in each worker) is included in both.
+torch, numba cache, voice load in each worker) is included in both. With ``--against REV`` the
+package folders of REV are exported to a temp folder and run the same way (PYTHONPATH), after
+this checkout for each voice; each checkout first renders two lines once so its numba cache
+is filled (not timed).
 """
 
 from __future__ import annotations
@@ -59,55 +64,129 @@ def children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def render_once(voice: Path, sentences: Path, out: Path, jobs: int) -> dict:
+def export_checkout(rev: str, dest: Path) -> Path:
+    """``git archive`` the package folders of ``rev`` into ``dest`` laid out as the installed
+    package (``wavern/engine``, ...); returns the folder to put on PYTHONPATH."""
+    src = dest / "src"
+    src.mkdir(parents=True)
+    folders = ["wavern", "engine", "vocoder", "conditioning", "training", "app", "assets"]
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, *folders], capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(src)], input=archive.stdout, check=True)
+    pkg = dest / "pkg" / "wavern"
+    pkg.mkdir(parents=True)
+    for f in (src / "wavern").iterdir():
+        (pkg / f.name).symlink_to(f)
+    for name in folders[1:]:
+        (pkg / name).symlink_to(src / name)
+    return dest / "pkg"
+
+
+def vocoder_weights(voice: Path) -> int:
+    """Stored weights of the block-sparse matrices (W_hh, O1-O4) that every sample multiplies."""
+    from wavern.engine import Voice
+
+    v = Voice.load(voice)
+    try:
+        return int(sum(v.vocoder.nnz_weights.values()))
+    finally:
+        v.close()
+
+
+def render_once(voice: Path, sentences: Path, out: Path, jobs: int, env: dict | None = None) -> dict:
     cmd = [sys.executable, "-m", "wavern.app.cli", "render", str(sentences), "--out-dir", str(out),
            "--voice", str(voice), "--jobs", str(jobs), "-q"]
     print("$", shlex.join(cmd), flush=True)
+    load0 = os.getloadavg()[0]
     cpu0, t0 = children_cpu(), time.perf_counter()
-    subprocess.run(cmd, cwd=ROOT, check=True)
+    subprocess.run(cmd, cwd=out.parent, check=True, env=env)
     wall, cpu = time.perf_counter() - t0, children_cpu() - cpu0
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     ok = [r for r in rows if r["status"] == "ok"]
     audio = sum(r["duration_s"] for r in ok)
     return {"items": len(rows), "ok": len(ok), "audio_s": audio, "wall_s": wall, "cpu_s": cpu,
             "xrt_wall": audio / wall, "xrt_2cores_cpu": audio / (cpu / 2), "item_cpu_s": sum(r["cpu_s"] for r in ok),
-            "load": os.getloadavg()[0]}
+            "load_start": load0, "load": os.getloadavg()[0]}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--count", type=int, default=200)
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--voice", type=Path, default=None, help="voice folder (default: the shipped voice)")
     ap.add_argument("--hidden", type=int, nargs="*", default=[], help="also random voices of these hidden sizes")
+    ap.add_argument("--against", metavar="REV", help="also run each voice at git revision REV ('before')")
     args = ap.parse_args()
     lines = (ROOT / "assets" / "sentences" / "sotu.txt").read_text().splitlines()[: args.count]
+    rev = None
+    if args.against:
+        rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", args.against], capture_output=True,
+                             text=True, check=True).stdout.strip()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         src = tmp / "sentences.txt"
         src.write_text("\n".join(lines) + "\n")
+        warm = tmp / "warm.txt"
+        warm.write_text("\n".join(lines[:2]) + "\n")
+        checkouts = [("this checkout", None)]
+        if rev:
+            env = dict(os.environ, PYTHONPATH=str(export_checkout(rev, tmp / "before")))
+            checkouts.append((f"before (`{rev}`)", env))
+        voices = []
         for hidden in [None] + args.hidden:
-            voice, desc = pick_voice(tmp, hidden, 0.1)
-            r = render_once(voice, src, tmp / f"out_{hidden}", args.jobs)
-            print(r, flush=True)
-            rows.append((desc, r))
+            if hidden is None and args.voice is not None:
+                voices.append((args.voice.resolve(), f"`{args.voice}`", f"`{args.voice}`"))
+            elif hidden is None:
+                path, desc = pick_voice(tmp, None, 0.1)
+                voices.append((path, desc, f"`{path.relative_to(ROOT)}`" if path.is_relative_to(ROOT) else path.name))
+            else:
+                from voice_factory import make_tiny_voice
+
+                path = make_tiny_voice(tmp / f"random_h{hidden}", hidden_size=hidden, density=0.1)
+                voices.append((path, f"a random voice from `tests/voice_factory.py`: WaveRNN H={hidden}, W_hh "
+                                     f"pruned to 10 % in 16x4 blocks, O1-O4 dense; tiny acoustic model",
+                               f"the random H={hidden} voice"))
+        voices = [(path, desc, short, vocoder_weights(path)) for path, desc, short in voices]
+        for k, (_, env) in enumerate(checkouts):  # fill each checkout's numba cache (not timed)
+            render_once(voices[0][0], warm, tmp / f"warm_{k}", 1, env)
+        same = []
+        for v, (voice, desc, short, weights) in enumerate(voices):
+            for k, (label, env) in enumerate(checkouts):
+                r = render_once(voice, src, tmp / f"out_{v}_{k}", args.jobs, env)
+                print(label, r, flush=True)
+                rows.append((desc, weights, label, r))
+            if rev:  # same seeds, same folding: the audio should be the same bytes
+                wavs = sorted(p.name for p in (tmp / f"out_{v}_0").glob("*.wav"))
+                same.append((short, sum((tmp / f"out_{v}_0" / w).read_bytes() == (tmp / f"out_{v}_1" / w).read_bytes()
+                                       for w in wavs), len(wavs)))
     cmd = f".venv/bin/python bench/render.py --count {args.count} --jobs {args.jobs}" + (
-        f" --hidden {' '.join(map(str, args.hidden))}" if args.hidden else "")
+        f" --voice {args.voice}" if args.voice else "") + (
+        f" --hidden {' '.join(map(str, args.hidden))}" if args.hidden else "") + (
+        f" --against {args.against}" if args.against else "")
     out = ["## Offline rendering (`wavern render`)\n",
            f"`wavern render` of the first {args.count} sentences of `assets/sentences/sotu.txt` (one item per line) "
            f"with `--jobs {args.jobs}` worker processes, WAV output, folded batched vocoder (40-frame segments, "
-           f"4-frame overlap). Measured by `{cmd}`, which runs the CLI in a subprocess. Wall time includes start-up "
-           f"of every process; CPU time is the whole process tree's. The machine is a shared 2-core box (the "
-           f"load average is shown), so the CPU column, audio / (CPU s / 2), is what 2 free cores would do.\n",
-           "| voice | items ok | audio s | wall s | x real time (wall) | CPU s | x real time on 2 free cores (CPU) "
-           "| load avg |",
-           "|---|---|---|---|---|---|---|---|"]
-    for desc, r in rows:
-        out.append(f"| {desc} | {r['ok']}/{r['items']} | {r['audio_s']:.0f} | {r['wall_s']:.0f} | "
-                   f"{r['xrt_wall']:.1f} | {r['cpu_s']:.0f} | **{r['xrt_2cores_cpu']:.1f}** | {r['load']:.1f} |")
-    out.append("\nThe goal is >= 20x real time on 2 cores. The random acoustic model speaks at its own random "
-               "durations (~9 s of audio per sentence here), so audio seconds differ from a trained voice's; "
-               "throughput per audio second depends on the vocoder size, which is the point of the H=384 row.\n")
+           f"4-frame overlap). Measured by `{cmd}` ({time.strftime('%Y-%m-%d')}), which runs the CLI in a "
+           f"subprocess. Wall time includes start-up of every process; CPU time is the whole process tree's. The "
+           f"machine is a shared 2-core box on which a vocoder training run holds one core all the time (the load "
+           f"average at the start and end of each run is shown), so wall clock is roughly what one core gives, "
+           f"and the CPU column, audio / (CPU s / 2), is what 2 free cores would do.\n",
+           "| voice | vocoder weights per sample | code | items ok | audio s | wall s | x real time (wall) | CPU s | "
+           "x real time on 2 free cores (CPU) | load avg |",
+           "|---|---:|---|---|---|---|---|---|---|---|"]
+    for desc, weights, label, r in rows:
+        out.append(f"| {desc} | {weights:,} | {label} | {r['ok']}/{r['items']} | {r['audio_s']:.0f} | "
+                   f"{r['wall_s']:.0f} | "
+                   f"{r['xrt_wall']:.1f} | {r['cpu_s']:.0f} | **{r['xrt_2cores_cpu']:.1f}** | "
+                   f"{r['load_start']:.1f} / {r['load']:.1f} |")
+    for short, n_same, n in same:
+        out.append(f"\n{short}: {n_same} of {n} WAV files are byte-identical between this checkout and `{rev}`.")
+    out.append("\nThe goal is >= 20x real time on 2 cores. Workers render items in groups of about 32 vocoder "
+               "segments (`app/render.py`, `GROUP_SEGMENTS`), generated as shared batches so the kernels run in "
+               "lanes (since commit b6b5424; until then each item was one batch of its own ~7-22 segments). The "
+               "random acoustic model speaks at its own random durations, so its audio seconds differ from a trained voice's; "
+               "throughput per audio second follows the vocoder's stored weights per sample (W_hh and O1-O4 after "
+               "pruning), given in the second column.\n")
     DOC.write_text("\n".join(out) + "\n" + FORMATS)
     print(f"wrote {DOC}")
     return 0

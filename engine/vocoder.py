@@ -442,7 +442,7 @@ class Vocoder:
             if S < 1 or not 0 <= O <= S:
                 raise ParameterError(f"need fold_frames >= 1 and 0 <= overlap_frames <= fold_frames, found {S}, {O}")
         out: list[np.ndarray | None] = [None] * len(gis)
-        # Streams of the shared batch: frames (O + S, 3H), RNG state, and (item, kind) to reassemble.
+        # Streams of the shared batch: frames (O + S, 3H), RNG state, and the item each belongs to.
         frames, rngs, owner = [], [], []
         alone = []
         for i, (g, seed) in enumerate(zip(gis, seeds)):
