@@ -311,33 +311,32 @@ class Voice:
                 utt, part, off, s_idx = spoken.utt, spoken.part, spoken.char_offset, spoken.sentence
                 sentence = utt.sentences[min(int(part.sentence), len(utt.sentences) - 1)]
                 span = (off + sentence.start, off + sentence.end)
-                mel = part.mel
-                n_total = mel.shape[0] * hop
+                n_total = part.n_frames * hop
                 if n_total:
                     timings = self._word_timings(utt, part, position_total, char_offset=off)
                     state.position = 0  # frame clock restarts per sentence; h and prev carry on
-                    gi_cache = _WindowedFrameInputs(voc, mel)
+                    gi_cache = _WindowedFrameInputs(voc, part)  # decodes the mel as the windows need it
                 done = 0
                 while done < n_total:
                     if control.stopped:
                         return
                     if control.speed != speed:  # re-render the rest of this sentence at the new speed
                         speed = control.speed
-                        mel, done, n_total, gi_cache = self._respeed(utt, part, speaker, speed, done, n_total)
+                        done, n_total, gi_cache = self._respeed(utt, part, speaker, speed, done, n_total)
                         state.position = done
                         if pending is not None and not pending.cancel():
                             concurrent.futures.wait([pending])
                         mels.close()
                         mels = self.sentence_parts(text, speaker=speaker, speed=speed, after=s_idx,
                                                    sentences=sentences)
-                        pending = self._executor.submit(next, mels, None)
+                        pending = self._executor.submit(_prepare, mels)
                         if done >= n_total:
                             break
                     n = min(chunk_samples(k), n_total - done)
                     gi, frame0 = gi_cache.covering(done, n)
                     samples = voc.generate(gi, state, n, frame0=frame0, temperature=temperature)
                     if pending is None and (k + 1 >= len(RAMP_SAMPLES) or done + n >= n_total):
-                        pending = self._executor.submit(next, mels, None)  # past the ramp: prepare the next
+                        pending = self._executor.submit(_prepare, mels)  # past the ramp: prepare the next
                     audio = int16_to_float(samples)
                     if control.volume != 1.0:
                         audio = np.clip(audio * np.float32(control.volume), -1.0, 1.0)
@@ -365,14 +364,13 @@ class Voice:
         frac = done / max(n_total, 1)
         for p in stream_mel(self.acoustic, utt.ids, utt.is_global, utt.sentence_of, speaker=speaker, speed=speed):
             if p.sentence == part.sentence:
-                mel = p.mel
                 break
         else:  # pragma: no cover - the sentence always exists
             raise AssertionError("sentence vanished on re-render")
         hop = self.vocoder.hop
-        n_new = mel.shape[0] * hop
-        new_done = min(int(round(frac * mel.shape[0])) * hop, n_new)
-        return mel, new_done, n_new, _WindowedFrameInputs(self.vocoder, mel)
+        n_new = p.n_frames * hop
+        new_done = min(int(round(frac * p.n_frames)) * hop, n_new)
+        return new_done, n_new, _WindowedFrameInputs(self.vocoder, p)
 
     def _word_timings(self, utt, part, offset: int, *, char_offset: int = 0) -> tuple[WordTiming, ...]:
         hop = self.vocoder.hop
@@ -413,6 +411,14 @@ class Voice:
         return time.perf_counter() - t
 
 
+def _prepare(mels):
+    """The worker's job: the next sentence, its mel decoded whole (off the calling thread)."""
+    spoken = next(mels, None)
+    if spoken is not None:
+        spoken.part.mel  # noqa: B018 - decodes the rest of its mel here, not on the calling thread
+    return spoken
+
+
 class _WindowedFrameInputs:
     """The vocoder's per-frame gate inputs of a sentence, computed window by window.
 
@@ -420,11 +426,21 @@ class _WindowedFrameInputs:
     ``[k W − R, (k + 1) W + R)`` (R = the conditioning net's receptive radius), so each window
     equals the corresponding rows of ``frame_inputs(whole mel)``: the zero padding at the
     sentence ends is reproduced by computing edge windows on the unpadded edges.
+
+    ``mel``: a (T, n_mels) array, or a :class:`~wavern.conditioning.acoustic.SentenceMel`
+    whose rows are decoded only when a window first needs them (so the first chunk waits for
+    the first rows of the acoustic model's last layer, not for the whole sentence).
     """
 
-    def __init__(self, vocoder, mel: np.ndarray, window: int = MEL_WINDOW_FRAMES):
+    def __init__(self, vocoder, mel, window: int = MEL_WINDOW_FRAMES):
         self.voc = vocoder
-        self.mel = np.ascontiguousarray(mel, np.float32)
+        if isinstance(mel, np.ndarray):
+            self.mel = np.ascontiguousarray(mel, np.float32)
+            self.n_frames = self.mel.shape[0]
+            self._rows = lambda a, b: self.mel[a:b]
+        else:
+            self.n_frames = mel.n_frames
+            self._rows = mel.rows
         self.window = window
         self.radius = 2 + vocoder.cond_blocks
         self._cache: dict[int, np.ndarray] = {}
@@ -432,10 +448,10 @@ class _WindowedFrameInputs:
     def _window(self, k: int) -> np.ndarray:
         w = self._cache.get(k)
         if w is None:
-            T = self.mel.shape[0]
+            T = self.n_frames
             a, b = k * self.window, min((k + 1) * self.window, T)
             lo, hi = max(0, a - self.radius), min(T, b + self.radius)
-            gi = self.voc.frame_inputs(self.mel[lo:hi])
+            gi = self.voc.frame_inputs(self._rows(lo, hi))
             w = np.ascontiguousarray(gi[a - lo: b - lo])
             self._cache = {kk: vv for kk, vv in self._cache.items() if kk >= k - 1}
             self._cache[k] = w

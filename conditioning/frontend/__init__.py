@@ -2,11 +2,12 @@
 
 ``analyze(text)`` is the one call inference makes; ``render(text, ...)`` is the same path
 with espeak's audio and per-token durations kept, which is what the training corpus stores.
-Both run :func:`espeak.synthesize` on each sentence's spoken form and turn its events into
-tokens by one rule (see :mod:`.phonemes`), so for the same text and espeak voice the token
-sequence of ``analyze`` equals the one stored in the corpus. espeak-ng's phoneme choice
-does not depend on rate, pitch or pitch range (checked by the corpus builder on every
-utterance), so ``analyze`` renders at espeak's defaults.
+Both take espeak-ng's phoneme events for each sentence's spoken form (``render`` from
+:func:`espeak.synthesize`, ``analyze`` from :func:`espeak.phoneme_events`, which keeps no
+audio and renders at espeak's fastest rate) and turn them into tokens by one rule (see
+:mod:`.phonemes`), so for the same text and espeak voice the token sequence of ``analyze``
+equals the one stored in the corpus. espeak-ng's phoneme choice does not depend on rate,
+pitch or pitch range (checked by the corpus builder on every utterance against ``analyze``).
 
 The token sequence of an utterance::
 
@@ -159,14 +160,16 @@ def _gap_text(spoken: str, prev_pos: int | None, next_pos: int | None) -> str:
     return spoken[k:hi]
 
 
-def _sentence_tokens(sentence: Sentence, syn: Synthesis, table: SymbolTable) -> list[tuple[str, int, int]]:
-    """One sentence's ``(symbol, local_word, duration)`` tokens from its synthesis events."""
+def _sentence_tokens(sentence: Sentence, names: list[str], positions: list[int], durations: Sequence[int],
+                     table: SymbolTable) -> list[tuple[str, int, int]]:
+    """One sentence's ``(symbol, local_word, duration)`` tokens from its phoneme events
+    (names, text positions, durations in samples; the durations change no symbol)."""
     words = tuple(sentence.words)
     starts = [w.spoken_start for w in words]
     # 1. events → items [symbol (None = pause), word, duration, espeak word position]; pause
     #    runs merged
     items: list[list] = []
-    for name, pos, dur in zip(syn.phonemes, syn.text_positions.tolist(), syn.durations.tolist()):
+    for name, pos, dur in zip(names, positions, durations):
         if name == "":
             if items and items[-1][0] is None:
                 items[-1][2] += dur
@@ -216,6 +219,40 @@ def _check_voice(voice: str) -> str:
     return voice.strip()
 
 
+class _Tokens:
+    """The token sequence of an utterance, built sentence by sentence (``render`` and ``analyze``)."""
+
+    def __init__(self) -> None:
+        self.words: list[Word] = []
+        self.symbols: list[str] = [BOS]
+        self.durations: list[int] = [0]
+        self.word_of: list[int] = [-1]
+        self.sentence_of: list[int] = [0]
+        self.is_global: list[bool] = [True]
+
+    def add(self, s: int, sentence: Sentence, tokens: list[tuple[str, int, int]], lead: int = 0) -> None:
+        base = len(self.words) - len(sentence.words)
+        self.durations[-1] += lead  # onset before the first event: to the token before
+        for k, (sym, w, dur) in enumerate(tokens):
+            self.symbols.append(sym)
+            self.durations.append(dur)
+            self.word_of.append(base + w if w >= 0 else -1)
+            self.sentence_of.append(s)
+            self.is_global.append(k == 0 or sym in PAUSE_SYMBOLS)
+
+    def utterance(self, sentences: tuple[Sentence, ...], table: SymbolTable, voice: str) -> Utterance:
+        return Utterance(
+            sentences=sentences,
+            words=tuple(self.words),
+            symbols=self.symbols + [EOS],
+            ids=table.encode(self.symbols + [EOS]),
+            is_global=np.asarray(self.is_global + [True], bool),
+            word_of=np.asarray(self.word_of + [-1], np.int64),
+            sentence_of=np.asarray(self.sentence_of + [max(len(sentences) - 1, 0)], np.int64),
+            voice=voice,
+        )
+
+
 def render(
     text: str,
     *,
@@ -247,47 +284,22 @@ def render(
     voice = _check_voice(voice)
     table = table or _default_table()
     sentences = tuple(segment(text, lexicon=lexicon))
-    words: list[Word] = []
-    symbols: list[str] = [BOS]
-    durations: list[int] = [0]
-    word_of: list[int] = [-1]
-    sentence_of: list[int] = [0]
-    is_global: list[bool] = [True]
+    out = _Tokens()
     audio: list[np.ndarray] = []
     for s, sentence in enumerate(sentences):
-        base = len(words)
-        words.extend(sentence.words)
+        out.words.extend(sentence.words)
         if not sentence.spoken.strip():
             continue
         syn = synthesize(sentence.spoken, voice=voice, rate=rate, pitch=pitch, pitch_range=pitch_range,
                          noise_seed=(noise_seed + s) % 2**31)
         audio.append(syn.audio)
-        durations[-1] += syn.lead_samples  # onset before the first event: to the token before
-        for k, (sym, w, dur) in enumerate(_sentence_tokens(sentence, syn, table)):
-            symbols.append(sym)
-            durations.append(dur)
-            word_of.append(base + w if w >= 0 else -1)
-            sentence_of.append(s)
-            is_global.append(k == 0 or sym in PAUSE_SYMBOLS)
-    symbols.append(EOS)
-    durations.append(0)
-    word_of.append(-1)
-    sentence_of.append(max(len(sentences) - 1, 0))
-    is_global.append(True)
+        tokens = _sentence_tokens(sentence, syn.phonemes, syn.text_positions.tolist(), syn.durations.tolist(), table)
+        out.add(s, sentence, tokens, lead=syn.lead_samples)
+    out.durations.append(0)  # <eos>
     audio_a = np.concatenate(audio) if audio else np.zeros(0, np.int16)
-    utt = Utterance(
-        sentences=sentences,
-        words=tuple(words),
-        symbols=symbols,
-        ids=table.encode(symbols),
-        is_global=np.asarray(is_global, bool),
-        word_of=np.asarray(word_of, np.int64),
-        sentence_of=np.asarray(sentence_of, np.int64),
-        voice=voice,
-    )
-    dur_a = np.asarray(durations, np.int64)
+    dur_a = np.asarray(out.durations, np.int64)
     assert dur_a.sum() == audio_a.size and (dur_a >= 0).all(), "token durations must tile the audio"
-    return Rendering(utterance=utt, audio=audio_a, durations=dur_a)
+    return Rendering(utterance=out.utterance(sentences, table, voice), audio=audio_a, durations=dur_a)
 
 
 def analyze(
@@ -296,6 +308,20 @@ def analyze(
     """Text → :class:`Utterance` (tokens, ids, global flags, word and sentence maps).
 
     The token sequence equals the one :func:`render` (and so the corpus) produces for the same
-    text and espeak voice; espeak's audio is rendered and discarded.
+    text and espeak voice. Only espeak's phoneme events are taken
+    (:func:`espeak.phoneme_events`: no audio kept, about half the time of a rendering).
     """
-    return render(text, voice=voice, lexicon=lexicon, table=table).utterance
+    if not isinstance(text, str):
+        raise ParameterError(f"text must be a str, found {type(text).__name__}")
+    voice = _check_voice(voice)
+    table = table or _default_table()
+    sentences = tuple(segment(text, lexicon=lexicon))
+    out = _Tokens()
+    for s, sentence in enumerate(sentences):
+        out.words.extend(sentence.words)
+        if not sentence.spoken.strip():
+            continue
+        ev = espeak.phoneme_events(sentence.spoken, voice=voice)
+        zeros = [0] * len(ev.phonemes)
+        out.add(s, sentence, _sentence_tokens(sentence, ev.phonemes, ev.text_positions.tolist(), zeros, table))
+    return out.utterance(sentences, table, voice)

@@ -252,13 +252,13 @@ def test_stream_mel_windows_are_bounded(monkeypatch):
     m = _model()
     ids, glob, sent = _paragraph()
     seen = []
-    real = AcousticModel.infer
+    real = AcousticModel.infer_lazy
 
     def spy(self, i, g, **kw):
         seen.append(len(i))
         return real(self, i, g, **kw)
 
-    monkeypatch.setattr(AcousticModel, "infer", spy)
+    monkeypatch.setattr(AcousticModel, "infer_lazy", spy)
     parts = list(stream_mel(m, ids, glob, sent, speaker=1, context_sentences=1))
     assert seen == [7, 12, 10, 7]  # sentences [0,1], [0,1,2], [1,2,3], [2,3]
     for p in parts:
@@ -266,6 +266,103 @@ def test_stream_mel_windows_are_bounded(monkeypatch):
     assert sum(len(p.durations) for p in parts) == len(ids)
     with pytest.raises(ParameterError, match="non-decreasing"):
         list(stream_mel(m, ids, glob, sent[::-1], speaker=0))
+
+
+# ----------------------------------------------------------------------------- rows on demand
+@pytest.mark.parametrize("layers", [0, 1, 3])
+def test_last_rows_equal_the_whole_decoder(layers):
+    """FrameDecoder.last_rows against the plain forward over the whole sequence: any window,
+    global frames inside, at and beyond its edges (window 6: bands of 3 each side)."""
+    m = _model(decoder_layers=layers)
+    dec = m.decoder
+    rng = np.random.default_rng(layers)
+    n = 90
+    x = torch.randn(1, n, 16)
+    for trial in range(4):
+        glob = torch.zeros(n, dtype=torch.bool)
+        glob[rng.choice(n, size=int(rng.integers(0, 9)), replace=False)] = True
+        glob[0] = trial % 2 == 0
+        with torch.no_grad():
+            x_last = dec.prefix(x, global_mask=glob[None], padding_mask=None)
+            whole = dec(x, global_mask=glob[None], padding_mask=None)[0]
+            cache: dict = {}
+            for start, stop in [(0, 1), (0, 7), (3, 4), (5, 40), (40, 89), (88, 90), (0, 90), (17, 18)]:
+                rows = dec.last_rows(x_last, glob, start, stop, cache)[0]
+                np.testing.assert_allclose(rows.numpy(), whole[start:stop].numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_lazy_mel_rows_equal_the_one_shot_mel_and_decode_only_what_is_asked(monkeypatch):
+    m = _model()
+    rng = np.random.default_rng(5)
+    ids = rng.integers(1, PUNCT, 60)
+    ids[[0, 20, 41, 59]] = PUNCT
+    glob = ids == PUNCT
+    ref, dur = m.infer(ids, glob, speaker=0)
+    t = ref.shape[0]
+    assert t > 3 * ac.FIRST_DECODE_FRAMES
+    calls = []
+    real = AcousticModel._mel_rows
+
+    def spy(self, x, g, start, stop, cache):
+        calls.append((start, stop))
+        return real(self, x, g, start, stop, cache)
+
+    monkeypatch.setattr(AcousticModel, "_mel_rows", spy)
+    lazy, dur2 = m.infer_lazy(ids, glob, speaker=0)
+    np.testing.assert_array_equal(dur, dur2)
+    assert calls == [] and lazy.n_frames == t and not lazy.started
+    np.testing.assert_allclose(lazy.rows(10, 15), ref[10:15], rtol=0, atol=1e-5)
+    np.testing.assert_allclose(lazy.rows(3, 12), ref[3:12], rtol=0, atol=1e-5)  # before and inside
+    np.testing.assert_allclose(lazy.rows(30, 40), ref[30:40], rtol=0, atol=1e-5)  # a gap is filled too
+    assert calls == [(10, 15), (3, 10), (15, 40)]
+    np.testing.assert_allclose(lazy.full(), ref, rtol=0, atol=1e-5)
+    assert calls[-2:] == [(0, 3), (40, t)]
+    # full() before any row is the one-shot decode itself
+    fresh, _ = m.infer_lazy(ids, glob, speaker=0)
+    np.testing.assert_array_equal(fresh.full(), ref)
+    with pytest.raises(ParameterError, match="outside"):
+        fresh.rows(5, t + 1)
+
+
+def test_sentence_rows_come_in_two_passes_and_equal_the_whole_sentence(monkeypatch):
+    m = _model()
+    rng = np.random.default_rng(6)
+    ids = rng.integers(1, PUNCT, 90)
+    ids[[29, 59, 89]] = PUNCT
+    sent = np.repeat([0, 1, 2], 30)
+    glob = (ids == PUNCT) | np.r_[True, np.diff(sent) > 0]
+    whole = list(stream_mel(m, ids, glob, sent, speaker=0))
+    calls = []
+    real = AcousticModel._mel_rows
+
+    def spy(self, x, g, start, stop, cache):
+        calls.append((start, stop))
+        return real(self, x, g, start, stop, cache)
+
+    monkeypatch.setattr(AcousticModel, "_mel_rows", spy)
+    for ref, part in zip(whole, stream_mel(m, ids, glob, sent, speaker=0)):
+        n = part.n_frames
+        assert n == ref.n_frames == ref.mel.shape[0] > 2 * ac.FIRST_DECODE_FRAMES
+        calls.clear()
+        first = part.rows(0, 5)
+        assert [b - a for a, b in calls] == [ac.FIRST_DECODE_FRAMES]  # the first pass only
+        rest = part.rows(20, n)
+        assert len(calls) == 2 and calls[1][1] - calls[0][0] == n  # then the rest of the sentence, once
+        part.rows(0, n)
+        assert len(calls) == 2
+        np.testing.assert_allclose(first, ref.mel[:5], rtol=0, atol=1e-5)
+        np.testing.assert_allclose(rest, ref.mel[20:], rtol=0, atol=1e-5)
+        np.testing.assert_allclose(part.mel, ref.mel, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["strided", "conv"])
+def test_other_decoders_decode_at_once(kind):
+    m = _model(kind)
+    ids, glob = np.array([1, 5, 7, 3, PUNCT, 4, 2]), np.array([True, False, False, False, True, False, False])
+    lazy, dur = m.infer_lazy(ids, glob, speaker=0)
+    ref, _ = m.infer(ids, glob, speaker=0)
+    assert lazy.started
+    np.testing.assert_array_equal(lazy.rows(1, 3), ref[1:3])
 
 
 # ----------------------------------------------------------------------------- config

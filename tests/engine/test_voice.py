@@ -327,6 +327,31 @@ def test_first_sentence_runs_on_the_calling_thread_and_the_worker_waits_for_the_
     assert chunks[0].samples.shape[0] == FIRST_CHUNK_SAMPLES
 
 
+def test_first_chunk_waits_only_for_the_first_rows_of_the_last_decoder_layer(voice, monkeypatch):
+    """The first chunk needs the mel of the first conditioning window: the acoustic model's last
+    layer runs on its first rows only; the rest of the sentence is decoded once, later."""
+    from wavern.conditioning import acoustic as ac
+
+    calls = []
+    real = ac.AcousticModel._mel_rows
+
+    def spy(self, x, g, start, stop, cache):
+        calls.append((start, stop, x.shape[1], threading.current_thread().name))
+        return real(self, x, g, start, stop, cache)
+
+    monkeypatch.setattr(ac.AcousticModel, "_mel_rows", spy)
+    text = ("This first sentence is long enough, with a great many words in it, that its mel has "
+            "far more frames than the first conditioning window needs.")
+    it = voice.stream(text, seed=4)
+    next(it)
+    caller = threading.current_thread().name
+    (start, stop, frames, name), = calls
+    assert (start, stop) == (0, ac.FIRST_DECODE_FRAMES) and frames > 2 * ac.FIRST_DECODE_FRAMES
+    assert name == caller
+    list(it)
+    assert [c[:2] for c in calls] == [(0, ac.FIRST_DECODE_FRAMES), (ac.FIRST_DECODE_FRAMES, frames)]
+
+
 def test_voice_runs_torch_and_blas_single_threaded_by_default(tiny_voice):
     import torch
     from threadpoolctl import threadpool_info

@@ -75,6 +75,21 @@ def test_phonemes_do_not_depend_on_prosody_or_history():
         assert synthesize(text, voice="en-gb-scotland+m3", rate=rate, pitch=pitch, pitch_range=rng).phonemes == base
 
 
+@pytest.mark.parametrize("voice", ["en-us", "en-gb-scotland+m3", "en-029"])
+def test_phoneme_events_are_the_synthesis_events(voice):
+    """The audio-less path gives the events of a rendering at any rate: same names, same text
+    positions (but the leading pause's, which espeak carries over from the previous call)."""
+    for text in SENTENCES + ["Dr. Smith paid $12.50 on 3/4/2021, didn't he?", "A"]:
+        for rate in (espeak.DEFAULT_RATE, 130, 230):
+            syn = synthesize(text, voice=voice, rate=rate)
+            ev = espeak.phoneme_events(text, voice=voice)
+            assert ev.phonemes == syn.phonemes
+            assert ev.text_positions.dtype == np.int64
+            assert ev.text_positions[1:].tolist() == syn.text_positions[1:].tolist()
+            if ev.phonemes[0]:  # a leading pause's position is the previous call's
+                assert ev.text_positions[0] == syn.text_positions[0]
+
+
 def test_phonemize_matches_synthesis_events():
     assert phonemize(SENTENCES[0], voice="en-us") == synthesize(SENTENCES[0], voice="en-us").phonemes
 

@@ -125,6 +125,24 @@ def test_render_durations_sum_and_match_analyze():
     assert r.durations[np.isin(sym, [",", ";", "."])].min() > 1000
 
 
+def test_analyze_equals_the_rendered_tokens():
+    """analyze takes espeak's events without audio (at its fastest rate); every field of the
+    utterance equals the one render gives at espeak's defaults (and so the corpus's)."""
+    from pathlib import Path
+
+    sotu = Path(__file__).resolve().parents[3] / "assets" / "sentences" / "sotu.txt"
+    lines = [line for line in sotu.read_text().splitlines() if line.strip()][::250]
+    texts = lines + ["Dr. Smith paid $12.50 on 3/4/2021 at 10:30am. Really?!", "I.B.M., NASA; e.g. the U.S.A.",
+                     "\"Quoted,\" she said (bracketed) -- yes... 1st, 2nd and 21st.", "A", "42"]
+    for voice in ("en-us", "en-gb-x-rp+f4", "en-us-nyc"):
+        for text in texts:
+            a, b = render(text, voice=voice).utterance, analyze(text, voice=voice)
+            assert b.symbols == a.symbols, (voice, text)
+            assert b.words == a.words and b.sentences == a.sentences
+            for field in ("ids", "is_global", "word_of", "sentence_of"):
+                np.testing.assert_array_equal(getattr(b, field), getattr(a, field))
+
+
 def test_multi_sentence_structure():
     r = render("Go home. Now, please!")
     u = r.utterance
