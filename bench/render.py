@@ -184,9 +184,9 @@ def main() -> int:
     out.append("\nThe goal is >= 20x real time on 2 cores. Workers render items in groups of about 32 vocoder "
                "segments (`app/render.py`, `GROUP_SEGMENTS`), generated as shared batches so the kernels run in "
                "lanes (since commit b6b5424; until then each item was one batch of its own ~7-22 segments). The "
-               "random acoustic model speaks at its own random durations, so its audio seconds differ from a trained voice's; "
-               "throughput per audio second follows the vocoder's stored weights per sample (W_hh and O1-O4 after "
-               "pruning), given in the second column.\n")
+               "random acoustic model speaks at its own random durations, so its audio seconds differ from a "
+               "trained voice's; throughput per audio second follows the vocoder's stored weights per sample "
+               "(W_hh and O1-O4 after pruning), given in the second column.\n")
     DOC.write_text("\n".join(out) + "\n" + FORMATS)
     print(f"wrote {DOC}")
     return 0

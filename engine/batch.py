@@ -31,7 +31,6 @@ from pathlib import Path
 
 import numpy as np
 
-from wavern.engine import kernels as K
 from wavern.engine.chunk import SpeakConfig
 from wavern.errors import DiskFullError, ParameterError
 
@@ -142,7 +141,6 @@ def _prepare(voice, text: str, config: SpeakConfig | None, *, seed: int, max_cha
     if speaker not in voice.speakers:
         raise ParameterError(f"unknown speaker '{speaker}'; this voice has {', '.join(voice.speakers)}")
     temperature = cfg.temperature if cfg.temperature is not None else voice.default_temperature
-    K.check_temperature(temperature)
     pause_s = cfg.pause_s if cfg.pause_s is not None else voice.default_pause_s
     gap = int(pause_s * voice.sample_rate)
     voc = voice.vocoder
