@@ -5,6 +5,7 @@
     .venv/bin/python bench/latency.py --realtime 0    # skip the 10-minute real-time run
     .venv/bin/python bench/latency.py --realtime-json r.json  # take that run from an earlier JSON
     .venv/bin/python bench/latency.py --schema-only   # rewrite only the JSON schema section
+    .venv/bin/python bench/latency.py --first-audio --against REV   # first audio, CPU and wall, vs REV
 
 Runs `wavern bench` four ways: alone, with one other core kept busy (``--load 1``), with
 ``--compare torch``, and on multi-sentence texts (the shipped lines joined, 5 to 40 sentences
@@ -12,6 +13,11 @@ long); then ``--realtime 600 --load 1`` (10 minutes of audio through a sink pace
 card: ~10 min of wall clock, little CPU). The JSON of each goes to a temp folder, the plot of the
 first to docs/bench/latency.png, and the tables plus the JSON schema (from
 ``wavern.app.bench.SCHEMA``) to docs/bench/latency.md.
+
+``--first-audio`` measures only the time to the first chunk, in wall and CPU time (the process's,
+all threads), of every shipped line and of texts of 1 to 40 lines, in fresh processes; with
+``--against REV`` the processes of this checkout take turns with those of git revision REV (so
+both see the same load), and the table of both replaces the "First audio" section of the doc.
 """
 
 from __future__ import annotations
@@ -24,13 +30,15 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "bench" / "latency.md"
+SENTENCES = ROOT / "assets" / "bench" / "sentences.txt"
+VOICE = ROOT / "assets" / "voices" / "default"
+FIRST_AUDIO_HEAD = "### First audio: wall and CPU time"
 sys.path.insert(0, str(ROOT / "tests"))
-
-from wavern.app.bench import SCHEMA, SCHEMA_VERSION, bench_sentences  # noqa: E402
 
 
 def pick_voice(tmp: Path, hidden: int | None, density: float) -> tuple[Path, str]:
@@ -48,6 +56,8 @@ def pick_voice(tmp: Path, hidden: int | None, density: float) -> tuple[Path, str
 
 
 def schema_section() -> str:
+    from wavern.app.bench import SCHEMA, SCHEMA_VERSION
+
     rows = "\n".join(f"| `{k}` | {v} |" for k, v in SCHEMA.items())
     return (f"### JSON schema (`wavern bench --json`, version {SCHEMA_VERSION})\n\n"
             "Stable: fields are only added; a change of meaning or a removal bumps `schema_version`. "
@@ -91,6 +101,8 @@ def slow_chunks(r: dict) -> str:
 
 def results_section(runs: dict[str, dict], voice_desc: str, cmds: dict[str, str],
                     realtime: tuple[dict, str] | None = None) -> str:
+    from wavern.app.bench import bench_sentences
+
     def row(name: str, r: dict) -> str:
         s, t = r["summary"], r["timings"]
         h = s["headroom_s"]
@@ -162,6 +174,145 @@ def results_section(runs: dict[str, dict], voice_desc: str, cmds: dict[str, str]
 
 
 
+# ---- first audio, wall and CPU, this checkout against another --------------------------------
+def first_audio_texts(lines: list[str]) -> dict[str, list[str]]:
+    """The requests: every shipped line alone, and texts of 1 to 40 lines (four starting lines each)."""
+    n = len(lines)
+    multi = [" ".join(lines[(start + i) % n] for i in range(count))
+             for count in (1, 2, 5, 10, 20, 40) for start in (0, 6, 12, 18)]
+    return {"lines": lines, "texts": multi}
+
+
+def first_audio_child(repeats: int) -> None:
+    """In this process: load the voice, warm up, then time every request's first chunk ``repeats``
+    times; prints one JSON line {group: [[wall_s, cpu_s] per request, median of the repeats]}."""
+    import numpy as np
+
+    from wavern.engine.voice import Voice
+
+    lines = [ln.strip() for ln in SENTENCES.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    voice = Voice.load(VOICE)
+    voice.warmup()
+    out = {}
+    for group, texts in first_audio_texts(lines).items():
+        rows = []
+        for text in texts:
+            walls, cpus = [], []
+            for _ in range(repeats):
+                t, c = time.perf_counter(), time.process_time()
+                it = voice.stream(text)
+                next(it)
+                walls.append(time.perf_counter() - t)
+                cpus.append(time.process_time() - c)
+                it.close()
+            rows.append([float(np.median(walls)), float(np.median(cpus))])
+        out[group] = rows
+    voice.close()
+    print(json.dumps(out))
+
+
+def _export_checkout(rev: str, dest: Path) -> Path:
+    """``git archive`` the package folders of ``rev`` laid out as the installed package; returns
+    the folder to put on PYTHONPATH (as bench/engine.py does)."""
+    src = dest / "src"
+    src.mkdir(parents=True)
+    folders = ["wavern", "engine", "vocoder", "conditioning"]
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, *folders], capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(src)], input=archive.stdout, check=True)
+    pkg = dest / "pkg" / "wavern"
+    pkg.mkdir(parents=True)
+    for f in (src / "wavern").iterdir():
+        (pkg / f.name).symlink_to(f)
+    for name in folders[1:]:
+        (pkg / name).symlink_to(src / name)
+    return dest / "pkg"
+
+
+def first_audio_compare(against: str | None, rounds: int, repeats: int) -> dict:
+    """Fresh processes of this checkout (and of ``against``) taking turns, ``rounds`` each; per
+    request the median over rounds, then p50 / p90 / max over the requests of each group."""
+    import numpy as np
+
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--first-audio-child", "--repeats", str(repeats)]
+    runs: dict[str, list[dict]] = {"this": [], "before": []}
+    load: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        envs = {"this": dict(os.environ)}
+        if against:
+            envs["before"] = dict(os.environ, PYTHONPATH=str(_export_checkout(against, Path(tmp))))
+        for r in range(rounds):
+            for which, env in envs.items():
+                res = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True)
+                if res.returncode:
+                    raise SystemExit(f"{which} round {r + 1} failed:\n{res.stderr[-3000:]}")
+                runs[which].append(json.loads(res.stdout.strip().splitlines()[-1]))
+                load.append(os.getloadavg()[0])
+                print(f"round {r + 1}/{rounds} {which}: done (load {load[-1]:.1f})", flush=True)
+    summary: dict = {"rounds": rounds, "repeats": repeats, "against": against,
+                     "load_min": min(load), "load_max": max(load), "results": {}}
+    for which, rs in runs.items():
+        if not rs:
+            continue
+        res = {}
+        for group in rs[0]:
+            per = np.median(np.array([r[group] for r in rs]), axis=0)  # (requests, 2): median over rounds
+            res[group] = {kind: {"p50": float(np.percentile(per[:, i], 50)), "p90": float(np.percentile(per[:, i], 90)),
+                                 "max": float(per[:, i].max())} for i, kind in enumerate(("wall", "cpu"))}
+            res[group]["n"] = int(per.shape[0])
+        summary["results"][which] = res
+    return summary
+
+
+def first_audio_section(summary: dict, cmd: str) -> str:
+    """The doc's "First audio" section from :func:`first_audio_compare`."""
+    groups = {"lines": "the 20 shipped lines", "texts": "texts of 1-40 lines"}
+    names = {"this": "this checkout", "before": f"before (`{summary['against']}`)"}
+    head = ("| checkout | requests | wall ms p50 / p90 / max | CPU ms p50 / p90 / max |\n"
+            "|---|---|---|---|")
+    rows = []
+    for group, label in groups.items():
+        for which in ("before", "this"):
+            r = summary["results"].get(which, {}).get(group)
+            if r is None:
+                continue
+            w, c = r["wall"], r["cpu"]
+            rows.append(f"| {names[which]} | {label} ({r['n']}) | {1e3 * w['p50']:.1f} / {1e3 * w['p90']:.1f} / "
+                        f"{1e3 * w['max']:.1f} | {1e3 * c['p50']:.1f} / {1e3 * c['p90']:.1f} / {1e3 * c['max']:.1f} |")
+    return "\n".join([
+        FIRST_AUDIO_HEAD, "",
+        f"`{cmd}`: time from `Voice.stream(text)` to its first chunk, wall (`perf_counter`) and CPU "
+        "(`process_time`, all threads of the process), in fresh processes of the shipped voice after "
+        f"`warmup()`; every request {summary['repeats']} times per process (median), "
+        f"{summary['rounds']} processes per checkout taking turns (median per request), then percentiles over "
+        "the requests. The texts of 1-40 lines start at lines 1, 7, 13 and 19 (24 texts). One core is held by "
+        f"the training run; 1-minute load average {summary['load_min']:.1f}-{summary['load_max']:.1f} during "
+        "the runs.", "", head, *rows, ""])
+
+
+def write_first_audio_section(section: str) -> None:
+    """Put ``section`` in the doc in place of its old "First audio" section (else before the schema)."""
+    text = DOC.read_text() if DOC.is_file() else ""
+    if FIRST_AUDIO_HEAD in text:
+        before, rest = text.split(FIRST_AUDIO_HEAD, 1)
+        after = rest[rest.index("\n### "):] if "\n### " in rest else ""
+        text = before + section + after
+    elif "### JSON schema" in text:
+        before, after = text.split("### JSON schema", 1)
+        text = before + section + "\n### JSON schema" + after
+    else:
+        text += "\n" + section
+    DOC.write_text(text)
+
+
+def old_first_audio_section() -> str | None:
+    """The doc's current "First audio" section, kept when the other tables are regenerated."""
+    text = DOC.read_text() if DOC.is_file() else ""
+    if FIRST_AUDIO_HEAD not in text:
+        return None
+    rest = text.split(FIRST_AUDIO_HEAD, 1)[1]
+    return FIRST_AUDIO_HEAD + (rest[:rest.index("\n### ")] if "\n### " in rest else rest).rstrip("\n") + "\n"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hidden", type=int, default=None, help="random voice of this hidden size")
@@ -172,7 +323,24 @@ def main() -> int:
                     help="take the real-time run from this JSON (python -m wavern.app.bench --realtime 600 --load 1 "
                          "--json PATH) instead of running it")
     ap.add_argument("--schema-only", action="store_true")
+    ap.add_argument("--first-audio", action="store_true", help="measure only the time to the first chunk")
+    ap.add_argument("--against", metavar="REV", help="with --first-audio: also measure git revision REV")
+    ap.add_argument("--rounds", type=int, default=3, help="with --first-audio: processes per checkout")
+    ap.add_argument("--repeats", type=int, default=3, help="with --first-audio: each request's runs per process")
+    ap.add_argument("--first-audio-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.first_audio_child:
+        first_audio_child(args.repeats)
+        return 0
+    if args.first_audio:
+        summary = first_audio_compare(args.against, args.rounds, args.repeats)
+        cmd = (".venv/bin/python bench/latency.py --first-audio" + (f" --against {args.against}" if args.against
+               else "") + f" --rounds {args.rounds} --repeats {args.repeats}")
+        section = first_audio_section(summary, cmd)
+        print(section)
+        write_first_audio_section(section)
+        print(f"wrote {DOC}")
+        return 0
     head = ("## Live latency (`wavern bench`)\n\n"
             "Through the real streaming path: time to first audio, RTF (compute / audio), chunk load (a chunk's "
             "compute time / its audio duration), buffer headroom of a simulated real-time player (audio still "
@@ -186,6 +354,8 @@ def main() -> int:
         DOC.write_text(body + schema_section())
         print(f"wrote {DOC}")
         return 0
+    from wavern.app.bench import bench_sentences
+
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         voice, desc = pick_voice(tmp, args.hidden, args.density)
@@ -215,8 +385,9 @@ def main() -> int:
             cmd = [sys.executable, "-m", "wavern.app.bench", "--voice", str(voice), "--realtime", f"{args.realtime:g}",
                    "--load", "1", "--json", str(tmp / "r.json")]
             realtime = (run(cmd), shown(cmd))
+        kept = old_first_audio_section()
         DOC.write_text(head + results_section(runs, desc, {k: shown(v) for k, v in cmds.items()}, realtime) + "\n"
-                       + schema_section())
+                       + (kept + "\n" if kept else "") + schema_section())
     print(f"wrote {DOC} ({platform.node()})")
     return 0
 

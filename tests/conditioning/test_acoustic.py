@@ -163,6 +163,24 @@ def test_infer_contract_and_determinism():
     np.testing.assert_array_equal(dur, dur2)
 
 
+def test_infer_runs_a_partly_training_model_in_eval_mode_and_restores_it():
+    m = _model()
+    ids, glob = np.array([1, 5, 7, 3, PUNCT]), np.array([True, False, False, False, True])
+    ref, _ = m.infer(ids, glob, speaker=0)
+    m.decoder.train()  # the root in eval mode, a child training (dropout 0.1)
+    mel, _ = m.infer(ids, glob, speaker=0)
+    assert m.decoder.training and not m.training
+    np.testing.assert_array_equal(mel, ref)
+
+
+def test_position_table_slices_equal_fresh_tables():
+    from wavern.conditioning.encoder import sinusoidal_positions
+
+    for d in (16, 128):
+        for n in (1, 7, 1023, 1024, 1025, 3000, 20):
+            assert torch.equal(ac._positions(n, d, device="cpu", dtype=torch.float32), sinusoidal_positions(n, d))
+
+
 def test_speed_scales_durations():
     m = _model()
     ids, glob = np.array([1, 2, 3, 4, 5, 6, 7, 8]), np.zeros(8, bool)
