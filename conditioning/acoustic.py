@@ -655,17 +655,16 @@ def _positions(n: int, d: int, *, device, dtype) -> torch.Tensor:
 
 @contextlib.contextmanager
 def _eval_mode(module: nn.Module):
-    """Eval mode inside, the caller's mode after. A model already all in eval mode (a loaded
-    voice) is left alone: ``eval()`` walks every submodule (~0.8 ms for the shipped model)."""
-    if not any(m.training for m in module.modules()):
-        yield
-        return
-    was = module.training
-    module.eval()
+    """Eval mode inside; after, every submodule is back in its own mode. Only the modules in
+    training mode are touched (``eval()`` sets every one, ~0.8 ms for the shipped model)."""
+    training = [m for m in module.modules() if m.training]
+    for m in training:
+        m.training = False
     try:
         yield
     finally:
-        module.train(was)
+        for m in training:
+            m.training = True
 
 
 # ----------------------------------------------------------------------------- streaming
