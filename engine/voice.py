@@ -13,8 +13,9 @@ the acoustic model in a worker thread (the vocoder kernel releases the GIL).
 The first audio waits only for the first sentence's phonemes, its mel up to the last decoder
 layer, that layer's first rows, and one small chunk (:func:`chunk_samples`): the first
 sentence is analysed on the calling thread (no hand-off to the worker), and the acoustic
-model's last layer runs on the rows the vocoder's conditioning windows ask for (its first 32
-frames, then the rest of the sentence in one pass; :class:`~wavern.conditioning.acoustic.SentenceMel`).
+model's last layer runs on the rows the vocoder's conditioning windows ask for (its first 48
+frames, enough for the ramp, then the rest of the sentence in one pass after the ramp;
+:class:`~wavern.conditioning.acoustic.SentenceMel`).
 The worker decodes the sentences it prepares whole. Chunks then grow gently (512, 512, 768, 1024, 1536, then 2048 samples) so
 each is made within the audio already queued, and the worker starts on the next sentence only
 after that ramp (or at the end of a shorter first sentence), so it competes with neither the

@@ -332,24 +332,28 @@ def test_first_chunk_waits_only_for_the_first_rows_of_the_last_decoder_layer(voi
     layer runs on its first rows only; the rest of the sentence is decoded once, later."""
     from wavern.conditioning import acoustic as ac
 
+    from wavern.engine.voice import RAMP_SAMPLES
+
     calls = []
+    chunks = []
     real = ac.AcousticModel._mel_rows
 
     def spy(self, x, g, start, stop, cache):
-        calls.append((start, stop, x.shape[1], threading.current_thread().name))
+        calls.append((start, stop, x.shape[1], threading.current_thread().name, len(chunks)))
         return real(self, x, g, start, stop, cache)
 
     monkeypatch.setattr(ac.AcousticModel, "_mel_rows", spy)
     text = ("This first sentence is long enough, with a great many words in it, that its mel has "
-            "far more frames than the first conditioning window needs.")
+            "far more frames than the first conditioning windows need, several times over in fact.")
     it = voice.stream(text, seed=4)
-    next(it)
+    chunks.append(next(it))
     caller = threading.current_thread().name
-    (start, stop, frames, name), = calls
+    (start, stop, frames, name, _), = calls
     assert (start, stop) == (0, ac.FIRST_DECODE_FRAMES) and frames > 2 * ac.FIRST_DECODE_FRAMES
     assert name == caller
-    list(it)
+    chunks.extend(it)
     assert [c[:2] for c in calls] == [(0, ac.FIRST_DECODE_FRAMES), (ac.FIRST_DECODE_FRAMES, frames)]
+    assert calls[1][4] >= len(RAMP_SAMPLES)  # the second pass comes after the ramp of small chunks
 
 
 def test_voice_runs_torch_and_blas_single_threaded_by_default(tiny_voice):
