@@ -4,6 +4,7 @@
     .venv/bin/python bench/latency.py --hidden 384    # a random voice with the default vocoder size
     .venv/bin/python bench/latency.py --realtime 0    # skip the 10-minute real-time run
     .venv/bin/python bench/latency.py --realtime-json r.json  # take that run from an earlier JSON
+    .venv/bin/python bench/latency.py --realtime-keep REV     # keep the doc's real-time section (run at REV)
     .venv/bin/python bench/latency.py --schema-only   # rewrite only the JSON schema section
     .venv/bin/python bench/latency.py --first-audio --against REV   # first audio, CPU and wall, vs REV
 
@@ -100,7 +101,7 @@ def slow_chunks(r: dict) -> str:
 
 
 def results_section(runs: dict[str, dict], voice_desc: str, cmds: dict[str, str],
-                    realtime: tuple[dict, str] | None = None) -> str:
+                    realtime: tuple[dict, str] | None = None, realtime_text: str | None = None) -> str:
     from wavern.app.bench import bench_sentences
 
     def row(name: str, r: dict) -> str:
@@ -164,6 +165,8 @@ def results_section(runs: dict[str, dict], voice_desc: str, cmds: dict[str, str]
             "apply here: that player starts empty at each request, while the paced sink still holds the previous "
             "request's audio.",
         ]
+    if realtime is None and realtime_text:
+        lines += ["", realtime_text.rstrip("\n")]
     c = next((r["compare"] for r in runs.values() if r["compare"]), None)
     if c:
         lines.append(f"\nEngine vs torch reference loop (same weights, mel and uniforms, {c['samples']} samples, one "
@@ -211,6 +214,58 @@ def first_audio_child(repeats: int) -> None:
     print(json.dumps(out))
 
 
+def first_audio_breakdown_child(repeats: int) -> None:
+    """In this process: CPU time (this thread) of each stage of the first chunk of the longest
+    shipped line; prints one JSON line {stage: ms (median of ``repeats``)}."""
+    import functools
+
+    import numpy as np
+
+    from wavern.conditioning import acoustic
+    from wavern.conditioning import frontend
+    from wavern.engine.voice import Voice
+
+    lines = [ln.strip() for ln in SENTENCES.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    text = max(lines, key=lambda ln: len(frontend.segment(ln)[0].text))
+    voice = Voice.load(VOICE)
+    voice.warmup()
+    spent: dict[str, list[float]] = {}
+
+    def timed(owner, name: str, label: str) -> None:
+        real = getattr(owner, name)
+
+        @functools.wraps(real)
+        def wrapper(*a, **k):
+            t = time.thread_time()
+            try:
+                return real(*a, **k)
+            finally:
+                spent.setdefault(label, []).append(time.thread_time() - t)
+        setattr(owner, name, wrapper)
+
+    for owner, name, label in [
+            (frontend, "segment", "segment the text"), (voice, "analyze", "espeak-ng events + tokens"),
+            (acoustic.AcousticModel, "encode", "encoder + durations"),
+            (acoustic.AcousticModel, "_frames", "length regulator + frame fusion"),
+            (acoustic.FrameDecoder, "prefix", "decoder layers but the last (all frames)"),
+            (acoustic.AcousticModel, "_mel_rows", "last decoder layer, first rows"),
+            (voice.vocoder, "frame_inputs", "vocoder conditioning net"),
+            (voice.vocoder, "generate", "vocoder, first 512 samples")]:
+        timed(owner, name, label)
+    total = []
+    for _ in range(repeats):
+        c = time.process_time()
+        it = voice.stream(text)
+        next(it)
+        total.append(time.process_time() - c)
+        it.close()
+    out = {label: 1e3 * float(np.median(v)) * len(v) / repeats for label, v in spent.items()}
+    out["total (process CPU)"] = 1e3 * float(np.median(total))
+    out["_words"] = len(frontend.segment(text)[0].words)
+    voice.close()
+    print(json.dumps(out))
+
+
 def _export_checkout(rev: str, dest: Path) -> Path:
     """``git archive`` the package folders of ``rev`` laid out as the installed package; returns
     the folder to put on PYTHONPATH (as bench/engine.py does)."""
@@ -248,7 +303,11 @@ def first_audio_compare(against: str | None, rounds: int, repeats: int) -> dict:
                 runs[which].append(json.loads(res.stdout.strip().splitlines()[-1]))
                 load.append(os.getloadavg()[0])
                 print(f"round {r + 1}/{rounds} {which}: done (load {load[-1]:.1f})", flush=True)
-    summary: dict = {"rounds": rounds, "repeats": repeats, "against": against,
+    res = subprocess.run([*cmd[:-3], "--first-audio-breakdown", "--repeats", "15"], capture_output=True, text=True,
+                         check=True)
+    breakdown = json.loads(res.stdout.strip().splitlines()[-1])
+    load.append(os.getloadavg()[0])
+    summary: dict = {"rounds": rounds, "repeats": repeats, "against": against, "breakdown": breakdown,
                      "load_min": min(load), "load_max": max(load), "results": {}}
     for which, rs in runs.items():
         if not rs:
@@ -278,6 +337,17 @@ def first_audio_section(summary: dict, cmd: str) -> str:
             w, c = r["wall"], r["cpu"]
             rows.append(f"| {names[which]} | {label} ({r['n']}) | {1e3 * w['p50']:.1f} / {1e3 * w['p90']:.1f} / "
                         f"{1e3 * w['max']:.1f} | {1e3 * c['p50']:.1f} / {1e3 * c['p90']:.1f} / {1e3 * c['max']:.1f} |")
+    b = dict(summary["breakdown"])
+    words = b.pop("_words")
+    total = b.pop("total (process CPU)")
+    stages = "; ".join(f"{label} {ms:.1f}" for label, ms in b.items())
+    note = (f"Where the CPU goes in this checkout, for the longest first sentence of the shipped lines ({words} "
+            f"words), ms (this thread, median of 15; the analysis includes its own segmentation of the block): {stages}; total {total:.1f} (the process). The decoder's "
+            "window attention has global frames (sentence starts, pauses), and each global row attends to every "
+            "frame, so all layers but the last must run over the whole sentence before any mel row is exact; "
+            "the last layer runs on the rows the vocoder asks for (`SentenceMel.rows`: 48, then the rest after "
+            "the chunk ramp), equal to the one-shot decode within 4e-6 in log-mel. espeak-ng is asked for its "
+            "events only (`espeak.phoneme_events`: rendered at 449 words per minute, audio not copied).")
     return "\n".join([
         FIRST_AUDIO_HEAD, "",
         f"`{cmd}`: time from `Voice.stream(text)` to its first chunk, wall (`perf_counter`) and CPU "
@@ -286,7 +356,7 @@ def first_audio_section(summary: dict, cmd: str) -> str:
         f"{summary['rounds']} processes per checkout taking turns (median per request), then percentiles over "
         "the requests. The texts of 1-40 lines start at lines 1, 7, 13 and 19 (24 texts). One core is held by "
         f"the training run; 1-minute load average {summary['load_min']:.1f}-{summary['load_max']:.1f} during "
-        "the runs.", "", head, *rows, ""])
+        "the runs.", "", head, *rows, "", note, ""])
 
 
 def write_first_audio_section(section: str) -> None:
@@ -302,6 +372,22 @@ def write_first_audio_section(section: str) -> None:
     else:
         text += "\n" + section
     DOC.write_text(text)
+
+
+def old_realtime_section(rev: str) -> str | None:
+    """The doc's "Ten minutes in real time" section, kept (with a note naming ``rev``) when the
+    other tables are regenerated without the 10-minute run."""
+    text = DOC.read_text() if DOC.is_file() else ""
+    head = "### Ten minutes in real time"
+    if head not in text:
+        return None
+    rest = text.split(head, 1)[1]
+    ends = [rest.index(m) for m in ("\nEngine vs torch", "\n![", "\n### ") if m in rest]
+    body = rest[:min(ends)] if ends else rest
+    note = f"\n\n(Kept from the run at `{rev}`: not re-run with the tables above.)"
+    if "(Kept from the run at" in body:
+        body = body[:body.index("\n\n(Kept from the run at")]
+    return head + body.rstrip("\n") + note + "\n"
 
 
 def old_first_audio_section() -> str | None:
@@ -322,15 +408,21 @@ def main() -> int:
     ap.add_argument("--realtime-json", metavar="PATH",
                     help="take the real-time run from this JSON (python -m wavern.app.bench --realtime 600 --load 1 "
                          "--json PATH) instead of running it")
+    ap.add_argument("--realtime-keep", metavar="REV",
+                    help="keep the doc's real-time section as it is (measured at git revision REV) instead of a run")
     ap.add_argument("--schema-only", action="store_true")
     ap.add_argument("--first-audio", action="store_true", help="measure only the time to the first chunk")
     ap.add_argument("--against", metavar="REV", help="with --first-audio: also measure git revision REV")
     ap.add_argument("--rounds", type=int, default=3, help="with --first-audio: processes per checkout")
     ap.add_argument("--repeats", type=int, default=3, help="with --first-audio: each request's runs per process")
     ap.add_argument("--first-audio-child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--first-audio-breakdown", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.first_audio_child:
         first_audio_child(args.repeats)
+        return 0
+    if args.first_audio_breakdown:
+        first_audio_breakdown_child(args.repeats)
         return 0
     if args.first_audio:
         summary = first_audio_compare(args.against, args.rounds, args.repeats)
@@ -381,12 +473,14 @@ def main() -> int:
             voice_arg = str(Path(r["voice"]["path"])).replace(str(ROOT) + "/", "")
             realtime = (r, f"python -m wavern.app.bench --voice {voice_arg} --realtime {r['realtime']['target_s']:g} "
                            f"--load {r['system']['load_processes']} --json $TMP/r.json")
-        elif args.realtime > 0:
+        elif args.realtime > 0 and not args.realtime_keep:
             cmd = [sys.executable, "-m", "wavern.app.bench", "--voice", str(voice), "--realtime", f"{args.realtime:g}",
                    "--load", "1", "--json", str(tmp / "r.json")]
             realtime = (run(cmd), shown(cmd))
         kept = old_first_audio_section()
-        DOC.write_text(head + results_section(runs, desc, {k: shown(v) for k, v in cmds.items()}, realtime) + "\n"
+        kept_rt = old_realtime_section(args.realtime_keep) if args.realtime_keep and realtime is None else None
+        DOC.write_text(head + results_section(runs, desc, {k: shown(v) for k, v in cmds.items()}, realtime,
+                                              kept_rt) + "\n"
                        + (kept + "\n" if kept else "") + schema_section())
     print(f"wrote {DOC} ({platform.node()})")
     return 0
