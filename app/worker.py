@@ -13,10 +13,12 @@ While pulling chunks it also prepares what the views draw (:class:`ChunkView`: a
 envelope and spectrogram columns), so painting is only painting.
 
 Output: a :class:`~wavern.engine.sinks.DeviceSink` when a sound card is there; otherwise (or
-when asked) :class:`SilentPlayback`, a sound card that plays nothing: the same
-:class:`~wavern.engine.ring.AudioRing`, drained block by block by a clock thread paced in real
-time (``clock_speed`` times real time; 1 in the app), so time to first audio, headroom,
-underruns, the scrolling views and word highlighting behave as they would with a device.
+when asked) :class:`SilentPlayback`, a sound card that plays nothing: the engine's
+:class:`~wavern.engine.sinks.PacedSink`, whose clock thread drains the same
+:class:`~wavern.engine.ring.AudioRing` block by block with the device callback's code, paced in
+real time (``clock_speed`` times real time; 1 in the app), so time to first audio (pre-roll
+included), headroom, underruns, the scrolling views and word highlighting behave as they would
+with a device.
 
 Timeline ("stream clock"): every sample handed to an output gets an absolute index, counted
 across requests and sinks. :class:`ChunkView` positions and :class:`Meters.position` are on that
@@ -38,8 +40,7 @@ import numpy as np
 from PySide6.QtCore import QObject, Signal
 
 from wavern.engine.chunk import SpeakConfig
-from wavern.engine.ring import AudioRing
-from wavern.engine.sinks import Sink
+from wavern.engine.sinks import PacedSink, Sink
 from wavern.errors import AudioDeviceError, ParameterError, VoiceFileError, WavernError
 
 __all__ = ["SpeechWorker", "SilentPlayback", "OutputDevice", "usable_output_devices", "ChunkView",
@@ -222,79 +223,25 @@ class SpectrumTap:
 
 
 # ----------------------------------------------------------------------------- silent output
-class SilentPlayback(Sink):
-    """An output that plays nothing, paced like a sound card: an AudioRing drained by a clock.
-
-    A clock thread reads ``blocksize`` samples from the ring every ``blocksize / (rate ·
-    clock_speed)`` seconds, exactly as DeviceSink's callback would (underruns, headroom and
-    pause are the ring's own counters). With ``keep=True`` the samples it "played" are kept.
+class SilentPlayback(PacedSink):
+    """An output that plays nothing, paced like a sound card: :class:`~wavern.engine.sinks.PacedSink`
+    (the device callback's own reads of the ring, its pre-roll, underrun and headroom counters),
+    its clock running ``clock_speed`` times real time (1 in the app; faster in tests).
+    With ``keep=True`` the samples it "played" are kept (:attr:`played`).
     """
 
     def __init__(self, *, sample_rate: int, buffer_s: float = 4.0, blocksize: int = 256, clock_speed: float = 1.0,
                  keep: bool = False):
         if clock_speed <= 0:
             raise ParameterError(f"clock_speed must be > 0, found {clock_speed}")
-        self.sample_rate = self.device_rate = sample_rate
-        self.blocksize = blocksize
-        self.ring = AudioRing(max(int(buffer_s * sample_rate), 2 * blocksize))
-        self._period_s = blocksize / (sample_rate * clock_speed)
-        self._block = np.zeros(blocksize, np.float32)
-        self._keep = keep
-        self._played: list[np.ndarray] = []
-        self.played_samples = 0
+        clock = time.perf_counter if clock_speed == 1.0 else (lambda: clock_speed * time.perf_counter())
+        super().__init__(sample_rate=sample_rate, buffer_s=buffer_s, blocksize=blocksize, keep=keep, clock=clock)
         self.played_at_abort: int | None = None  # played_samples when abort() was called
-        self._quit = threading.Event()
-        self._thread = threading.Thread(target=self._clock, name="wavern-silent-clock", daemon=True)
-        self._thread.start()
-
-    def _clock(self) -> None:
-        due = time.perf_counter()
-        while not self._quit.is_set():
-            due += self._period_s
-            late = time.perf_counter() - due
-            if late < 0:
-                if self._quit.wait(-late):
-                    break
-            elif late > 0.25:  # the machine stalled: do not catch up in a burst
-                due = time.perf_counter()
-            n = self.ring.read_into(self._block)
-            self.played_samples += n
-            if self._keep and n:
-                self._played.append(self._block[:n].copy())
-
-    @property
-    def played(self) -> np.ndarray:
-        """Everything the clock consumed (``keep=True`` only)."""
-        return np.concatenate(self._played) if self._played else np.zeros(0, np.float32)
-
-    @property
-    def underruns(self) -> int:
-        return self.ring.underruns
-
-    def write(self, samples: np.ndarray) -> None:
-        self.ring.write(samples)
-
-    def pause(self, paused: bool = True) -> None:
-        self.ring.paused = paused
-
-    def _halt(self) -> None:
-        self._quit.set()
-        if threading.current_thread() is not self._thread:
-            self._thread.join()
-
-    def close(self) -> None:
-        """Play out what is queued (in clock time), then stop the clock."""
-        self.ring.finished = True
-        while self.ring.queued > 0 and not self._quit.is_set():
-            time.sleep(0.005)
-        self._halt()
 
     def abort(self) -> None:
         """Drop the queue and stop the clock at once (a block being read still completes)."""
         self.played_at_abort = self.played_samples
-        self.ring.clear()
-        self.ring.close()
-        self._halt()
+        super().abort()
 
 
 # ----------------------------------------------------------------------------- requests
