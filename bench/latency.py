@@ -342,7 +342,8 @@ def first_audio_section(summary: dict, cmd: str) -> str:
     total = b.pop("total (process CPU)")
     stages = "; ".join(f"{label} {ms:.1f}" for label, ms in b.items())
     note = (f"Where the CPU goes in this checkout, for the longest first sentence of the shipped lines ({words} "
-            f"words), ms (this thread, median of 15; the analysis includes its own segmentation of the block): {stages}; total {total:.1f} (the process). The decoder's "
+            f"words), ms (this thread, median of 15; the analysis includes its own segmentation of the block): "
+            f"{stages}; total {total:.1f} (the process). The decoder's "
             "window attention has global frames (sentence starts, pauses), and each global row attends to every "
             "frame, so all layers but the last must run over the whole sentence before any mel row is exact; "
             "the last layer runs on the rows the vocoder asks for (`SentenceMel.rows`: 48, then the rest after "

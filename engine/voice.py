@@ -16,8 +16,8 @@ sentence is analysed on the calling thread (no hand-off to the worker), and the 
 model's last layer runs on the rows the vocoder's conditioning windows ask for (its first 48
 frames, enough for the ramp, then the rest of the sentence in one pass after the ramp;
 :class:`~wavern.conditioning.acoustic.SentenceMel`).
-The worker decodes the sentences it prepares whole. Chunks then grow gently (512, 512, 768, 1024, 1536, then 2048 samples) so
-each is made within the audio already queued, and the worker starts on the next sentence only
+The worker decodes the sentences it prepares whole. Chunks then grow gently (512, 512, 768,
+1024, 1536, then 2048 samples) so each is made within the audio already queued, and the worker starts on the next sentence only
 after that ramp (or at the end of a shorter first sentence), so it competes with neither the
 ramp's CPU nor its GIL hand-offs; a sentence nobody prepared ahead is analysed on the
 calling thread.
