@@ -17,10 +17,10 @@ model's last layer runs on the rows the vocoder's conditioning windows ask for (
 frames, enough for the ramp, then the rest of the sentence in one pass after the ramp;
 :class:`~wavern.conditioning.acoustic.SentenceMel`).
 The worker decodes the sentences it prepares whole. Chunks then grow gently (512, 512, 768,
-1024, 1536, then 2048 samples) so each is made within the audio already queued, and the worker starts on the next sentence only
-after that ramp (or at the end of a shorter first sentence), so it competes with neither the
-ramp's CPU nor its GIL hand-offs; a sentence nobody prepared ahead is analysed on the
-calling thread.
+1024, 1536, then 2048 samples) so each is made within the audio already queued, and the
+worker starts on the next sentence only after that ramp (or at the end of a shorter first
+sentence), so it competes with neither the ramp's CPU nor its GIL hand-offs; a sentence
+nobody prepared ahead is analysed on the calling thread.
 Torch and BLAS run single-threaded by default (``Voice.load(threads=1)``): with another
 process on the second core, a two-thread OpenBLAS or OpenMP pool spin-waits for a thread
 that is not running, which cost 50-110 ms per small product on the shared 2-core machine.
