@@ -10,9 +10,11 @@ makes the audio a function of the seed alone, whatever the number of jobs. Two b
 the same arguments are byte-identical.
 
 Tokens are the front end's (``wavern.conditioning.frontend.render``); every utterance is
-checked against ``analyze`` of the same text and voice (which renders at espeak's default
-rate), and on a mismatch it is rendered again at the defaults, so the stored tokens always
-equal what inference produces.
+checked against a default-settings rendering of the same text and voice (whose tokens are what
+``analyze`` returns, tested), and on a mismatch it is rendered again at the defaults, so the
+stored tokens always equal what inference produces. Not ``analyze`` itself: its events-only espeak
+pass leaves espeak's waveform state, carried into the next rendering, different, and the corpus
+bytes would change (tests/training/corpus: a golden hash guards them).
 """
 
 from __future__ import annotations

@@ -185,3 +185,24 @@ def test_truncated_mel_is_refused_on_read(built, tmp_path):
     np.save(r.mel_path, r.mel()[:-1])
     with pytest.raises(CorpusError, match="expected float32"):
         r.mel()
+
+
+# sha256 of the 6 wav files (sorted by name) of build_corpus(utterances=6, seed=0, jobs=1), as
+# built by every version of wavern since the default voice's training corpus was made.
+GOLDEN_SEED0_6 = "c4734fdffd22522582a0fa76e195ae14bde3f94961348d83a8c0a4b1822be655"
+
+
+def test_build_bytes_have_not_changed(tmp_path):
+    """The default voice's training runs resume across machines on a corpus rebuilt from its
+    seed (assets/training/resume.sh), so a code change must not change the corpus bytes. This
+    failed when the builder's token check started using ``analyze``'s faster events-only espeak
+    pass, which leaves espeak's waveform state different for the next rendering."""
+    import hashlib
+
+    build_corpus(tmp_path / "c", utterances=6, seed=0, jobs=1, progress=False)
+    h = hashlib.sha256()
+    for p in sorted((tmp_path / "c" / "wavs").iterdir()):
+        h.update(p.read_bytes())
+    assert h.hexdigest() == GOLDEN_SEED0_6, (
+        "corpus bytes changed: a rebuilt corpus would no longer be the one the default voice trained on; "
+        "if that is intended, record it in assets/training/README.md and update this hash")
