@@ -36,6 +36,9 @@ import numpy as np  # noqa: E402
 
 from wavern.vocoder.format import BlockSparse  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from checkout import export_checkout  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 SR = 22050
 C, COND_BLOCKS = 128, 3  # VocoderConfig defaults
@@ -249,23 +252,6 @@ def batch_costs(runs: int, n_samples: int, render_s: float) -> dict[str, float]:
     return out
 
 
-def _export_checkout(rev: str, dest: Path) -> Path:
-    """``git archive`` the package folders of ``rev`` into ``dest`` laid out as the installed
-    package (``wavern/engine``, ...); returns the folder to put on PYTHONPATH."""
-    src = dest / "src"
-    src.mkdir(parents=True)
-    folders = ["wavern", "engine", "vocoder", "conditioning"]
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, *folders], capture_output=True, check=True)
-    subprocess.run(["tar", "-x", "-C", str(src)], input=archive.stdout, check=True)
-    pkg = dest / "pkg" / "wavern"
-    pkg.mkdir(parents=True)
-    for f in (src / "wavern").iterdir():
-        (pkg / f.name).symlink_to(f)
-    for name in folders[1:]:
-        (pkg / name).symlink_to(src / name)
-    return dest / "pkg"
-
-
 def batch_compare(ref: str, rounds: int, runs: int, n_samples: int, render_s: float
                   ) -> tuple[dict[str, float], dict[str, float]]:
     """:func:`batch_costs` of this checkout and of git revision ``ref``, each in ``rounds`` fresh
@@ -274,7 +260,7 @@ def batch_compare(ref: str, rounds: int, runs: int, n_samples: int, render_s: fl
             "--samples", str(n_samples), "--render-s", str(render_s)]
     results: dict[str, list[dict[str, float]]] = {"this": [], "ref": []}
     with tempfile.TemporaryDirectory() as tmp:
-        env_ref = dict(os.environ, PYTHONPATH=str(_export_checkout(ref, Path(tmp))))
+        env_ref = dict(os.environ, PYTHONPATH=str(export_checkout(ref, Path(tmp), folders=("wavern", "engine", "vocoder", "conditioning"))))
         for r in range(rounds):
             for which, env in (("ref", env_ref), ("this", dict(os.environ))):
                 res = subprocess.run(args, cwd=tmp, env=env, capture_output=True, text=True, check=True)

@@ -40,6 +40,8 @@ SENTENCES = ROOT / "assets" / "bench" / "sentences.txt"
 VOICE = ROOT / "assets" / "voices" / "default"
 FIRST_AUDIO_HEAD = "### First audio: wall and CPU time"
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "bench"))
+from checkout import export_checkout  # noqa: E402
 
 
 def pick_voice(tmp: Path, hidden: int | None, density: float) -> tuple[Path, str]:
@@ -266,23 +268,6 @@ def first_audio_breakdown_child(repeats: int) -> None:
     print(json.dumps(out))
 
 
-def _export_checkout(rev: str, dest: Path) -> Path:
-    """``git archive`` the package folders of ``rev`` laid out as the installed package; returns
-    the folder to put on PYTHONPATH (as bench/engine.py does)."""
-    src = dest / "src"
-    src.mkdir(parents=True)
-    folders = ["wavern", "engine", "vocoder", "conditioning"]
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, *folders], capture_output=True, check=True)
-    subprocess.run(["tar", "-x", "-C", str(src)], input=archive.stdout, check=True)
-    pkg = dest / "pkg" / "wavern"
-    pkg.mkdir(parents=True)
-    for f in (src / "wavern").iterdir():
-        (pkg / f.name).symlink_to(f)
-    for name in folders[1:]:
-        (pkg / name).symlink_to(src / name)
-    return dest / "pkg"
-
-
 def first_audio_compare(against: str | None, rounds: int, repeats: int) -> dict:
     """Fresh processes of this checkout (and of ``against``) taking turns, ``rounds`` each; per
     request the median over rounds, then p50 / p90 / max over the requests of each group."""
@@ -294,7 +279,7 @@ def first_audio_compare(against: str | None, rounds: int, repeats: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         envs = {"this": dict(os.environ)}
         if against:
-            envs["before"] = dict(os.environ, PYTHONPATH=str(_export_checkout(against, Path(tmp))))
+            envs["before"] = dict(os.environ, PYTHONPATH=str(export_checkout(against, Path(tmp), folders=("wavern", "engine", "vocoder", "conditioning"))))
         for r in range(rounds):
             for which, env in envs.items():
                 res = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True)

@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "bench" / "render.md"
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests"))
+from checkout import export_checkout  # noqa: E402
 
 from latency import pick_voice  # noqa: E402  (same voice choice as the latency benchmark)
 
@@ -62,23 +63,6 @@ item. The seed of an item is a hash of its id (or the manifest's `seed`).
 def children_cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
-
-
-def export_checkout(rev: str, dest: Path) -> Path:
-    """``git archive`` the package folders of ``rev`` into ``dest`` laid out as the installed
-    package (``wavern/engine``, ...); returns the folder to put on PYTHONPATH."""
-    src = dest / "src"
-    src.mkdir(parents=True)
-    folders = ["wavern", "engine", "vocoder", "conditioning", "training", "app", "assets"]
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, *folders], capture_output=True, check=True)
-    subprocess.run(["tar", "-x", "-C", str(src)], input=archive.stdout, check=True)
-    pkg = dest / "pkg" / "wavern"
-    pkg.mkdir(parents=True)
-    for f in (src / "wavern").iterdir():
-        (pkg / f.name).symlink_to(f)
-    for name in folders[1:]:
-        (pkg / name).symlink_to(src / name)
-    return dest / "pkg"
 
 
 def vocoder_weights(voice: Path) -> int:
