@@ -38,8 +38,12 @@ _FLOAT_DTYPES = (torch.float16, torch.float32)
 
 def expected_tensors(config: AcousticConfig) -> dict[str, tuple[tuple[int, ...], bool]]:
     """Name -> (shape, is_floating) of every tensor an ``acoustic.safetensors`` for ``config`` holds."""
-    with torch.device("meta"):  # shapes only: no memory, no initialisation cost
+    with torch.device("meta"):  # shapes only: no memory (but the meta path imports torch._dynamo, ~1 s once)
         model = AcousticModel(config)
+    return _tensor_specs(model)
+
+
+def _tensor_specs(model: torch.nn.Module) -> dict[str, tuple[tuple[int, ...], bool]]:
     return {k: (tuple(v.shape), v.dtype.is_floating_point) for k, v in model.state_dict().items()}
 
 
@@ -122,7 +126,8 @@ def load_acoustic(path: str | os.PathLike, config: AcousticConfig | None = None,
         field = _first_difference(config.to_dict(), file_config.to_dict())
         raise VoiceFileError(f"{path}: acoustic config field '{field}' differs between voice.json and the "
                              f"weights file; re-export the voice")
-    expected = expected_tensors(config)
+    model = AcousticModel(config)  # built once and its shapes read from it: no meta-device pass at start-up
+    expected = _tensor_specs(model)
     missing = sorted(set(expected) - set(tensors))
     extra = sorted(set(tensors) - set(expected))
     if missing:
@@ -143,7 +148,6 @@ def load_acoustic(path: str | os.PathLike, config: AcousticConfig | None = None,
         elif t.dtype.is_floating_point:
             raise VoiceFileError(f"{path}: tensor '{name}' must be an integer tensor, found {t.dtype}")
         state[name] = t
-    model = AcousticModel(config)
     _check_pruning(path, model, state)
     model.load_state_dict(state, strict=True)
     return model.to(device).eval()
