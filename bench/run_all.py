@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ORDER = ["engine", "train_vocoder", "attention", "yellowfin", "pretrain", "eval_vocoder", "render", "latency"]
+ORDER = ["engine", "train_vocoder", "attention", "yellowfin", "pretrain", "eval_vocoder", "render", "latency",
+         "cold_start"]
 
 
 def _nest(md: str) -> str:
