@@ -21,7 +21,7 @@ a few MB, for git; a run can start from it with ``init_from``, not bit-exactly),
 Data-parallel under ``torchrun`` (:mod:`wavern.training.distributed`; gloo on CPU, nccl on GPUs)::
 
     torchrun --standalone --nproc-per-node 2 -m wavern.training.vocoder_trainer --corpus data/corpus \\
-        --run runs/vocoder --batch 32 --threads 1
+        --run-dir runs/vocoder --batch 32 --threads 1
 
 ``--batch`` is the global batch: every process draws the step's segments from the step seed and
 keeps rows ``rank::world``; gradients are averaged before clipping. Rank 0 builds the data
@@ -455,7 +455,8 @@ def _parse(argv: list[str] | None) -> VocoderTrainConfig:
     v = VocoderConfig()
     p = argparse.ArgumentParser(prog="python -m wavern.training.vocoder_trainer", description=__doc__.split("\n")[0])
     p.add_argument("--corpus", default=d.corpus_dir)
-    p.add_argument("--run", default=d.run_dir)
+    # --run-dir: under torchrun, a bare --run is taken as an abbreviation of torchrun's own --run-path
+    p.add_argument("--run-dir", "--run", dest="run", default=d.run_dir)
     p.add_argument("--cache", default=None, help="corpus cache folder (default: RUN/cache)")
     p.add_argument("--hidden", type=int, default=v.hidden_size)
     p.add_argument("--cond-channels", type=int, default=v.cond_channels)

@@ -87,3 +87,21 @@ def test_pick_device():
         from wavern.errors import ParameterError
         with pytest.raises(ParameterError, match="no CUDA"):
             pick_device("cuda")
+
+
+def test_documented_torchrun_commands_reach_the_trainer_intact():
+    """torchrun's own parser must leave every trainer option to the trainer: a bare ``--run`` was
+    taken as an abbreviation of torchrun's ``--run-path`` and refused."""
+    from torch.distributed.run import get_args_parser
+
+    from wavern.training import vocoder_trainer as vt
+
+    trainer_args = ["--corpus", "data/corpus", "--run-dir", "runs/vocoder", "--batch", "32", "--threads", "1",
+                    "--hidden", "384", "--log-every", "10", "--resume"]
+    args = get_args_parser().parse_args(["--standalone", "--nproc-per-node", "2", "-m",
+                                         "wavern.training.vocoder_trainer", *trainer_args])
+    assert args.module and args.training_script == "wavern.training.vocoder_trainer"
+    assert args.training_script_args == trainer_args
+    cfg = vt._parse(args.training_script_args)
+    assert cfg.run_dir == "runs/vocoder" and cfg.batch_size == 32 and cfg.resume
+    assert vt._parse(["--run", "x"]).run_dir == "x"  # the old spelling still works outside torchrun
