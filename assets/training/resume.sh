@@ -23,7 +23,7 @@ echo "acoustic training: PID $!, log runs/acoustic.log"
 
 # Vocoder: 1 thread (2 threads collapse when the other core is busy), bf16, block pruning to 10 %.
 if [ -f runs/vocoder/checkpoint.pt ]; then START="--resume"; else START="--init-from assets/training/vocoder-compact.pt"; fi
-nohup $PY -m wavern.training.vocoder_trainer --corpus data/corpus --run runs/vocoder \
+nohup $PY -m wavern.training.vocoder_trainer --corpus data/corpus --run-dir runs/vocoder \
   --hidden 384 --cond-channels 128 --cond-blocks 3 --block 16x4 --density 0.1 --prune-start 2000 --prune-ramp 8000 \
   --prune-every 200 --steps 200000 --batch 16 --segment-frames 4 --lr 3e-4 --warmup 100 --lr-half-life 40000 \
   --lr-min 5e-5 --optimizer adam --grad-clip 1.0 --threads 1 --bf16 on --seed 0 --checkpoint-interval 300 \
