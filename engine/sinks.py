@@ -305,8 +305,7 @@ class DeviceSink(Sink):
         x = np.asarray(samples, np.float32)
         if self._resampler is not None:
             x = self._resampler.process(x)
-        if self.ring.write(x):
-            self.ring.finished = False  # playing: a shortfall from now on is an underrun
+        _write_playing(self.ring, x)
 
     def end_request(self) -> None:
         """The request's audio is all written: running dry after it is not an underrun."""
@@ -437,8 +436,7 @@ class PacedSink(Sink):
 
     # ---- producer
     def write(self, samples: np.ndarray) -> None:
-        if self.ring.write(samples):
-            self.ring.finished = False  # playing: a shortfall from now on is an underrun
+        _write_playing(self.ring, samples)
 
     def end_request(self) -> None:
         """The request's audio is all written: running dry after it is not an underrun."""
@@ -465,6 +463,22 @@ class PacedSink(Sink):
         self.ring.clear()
         self.ring.close()
         self._halt()
+
+
+def _write_playing(ring: AudioRing, samples: np.ndarray) -> None:
+    """Write ``samples`` and mark the ring as playing: a shortfall from then on is an underrun.
+
+    With a pre-roll, ``finished`` goes False before the copy: a card reading between the copy
+    and the flag would otherwise take a first write shorter than the pre-roll for a whole
+    (finished) request and start playing it without the pre-roll. A pre-rolling card reads
+    an empty ring as silence, not an underrun, so the early flag costs nothing. Without a
+    pre-roll it goes False after the copy, as the card would count the empty ring as underrun.
+    """
+    x = np.asarray(samples, np.float32).reshape(-1)
+    if ring.prefill and x.size:
+        ring.finished = False
+    if ring.write(x):
+        ring.finished = False
 
 
 @dataclasses.dataclass

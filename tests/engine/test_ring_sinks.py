@@ -296,6 +296,30 @@ def test_paced_sink_is_idle_until_the_first_write_and_drains_on_close():
         PacedSink(sample_rate=1000, blocksize=0, start=False)
 
 
+def test_a_card_reading_during_the_first_write_still_waits_for_the_pre_roll():
+    """Review: the flag ``finished`` went False only after the copy, so a card read right after
+    the copy of a first chunk shorter than the pre-roll saw a finished request and played it
+    at once, skipping the pre-roll. The card is made to read exactly there."""
+    from wavern.engine.sinks import PacedSink
+
+    sr = 1000
+    now = [0.0]
+    sink = PacedSink(sample_rate=sr, blocksize=10, prefill_s=0.04, clock=lambda: now[0], start=False)
+    real = sink.ring.write
+
+    def write_then_card_reads(x, **kw):
+        n = real(x, **kw)
+        now[0] += 0.01
+        sink.pump(now[0])  # the card's callback between the copy and the caller's next statement
+        return n
+
+    sink.ring.write = write_then_card_reads
+    sink.write(np.ones(20, np.float32))  # half the 40-sample pre-roll
+    assert sink.ring.priming and sink.played_samples == 0 and sink.ring.queued == 20
+    sink.write(np.ones(20, np.float32))  # the pre-roll is there: it plays
+    assert not sink.ring.priming and sink.played_samples > 0 and sink.underruns == 0
+
+
 def test_voice_stream_through_a_paced_sink_plays_every_sample(tiny_voice):
     """Real stream, real clock thread (20x faster than real time): what the card played is the stream."""
     import time
