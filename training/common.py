@@ -17,7 +17,6 @@ Conventions (shared by ``acoustic_trainer``, ``vocoder_trainer`` and ``pretrain`
 
 from __future__ import annotations
 
-import errno
 import importlib.util
 import json
 import logging
@@ -32,7 +31,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from wavern.errors import DiskFullError, ParameterError
+from wavern.errors import ParameterError
+from wavern.fileio import atomic_write
 
 __all__ = ["resolve_device", "step_seed", "seed_step", "atomic_save", "compact_checkpoint", "StopFlag", "CheckpointTimer", "MetricsLog"]
 
@@ -74,18 +74,9 @@ def seed_step(seed: int, step: int, rank: int = 0) -> np.random.Generator:
 
 
 def atomic_save(obj: Any, path: str | os.PathLike) -> Path:
-    """``torch.save`` to ``path`` via a temporary file and a rename."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        torch.save(obj, tmp)
-        os.replace(tmp, path)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        if e.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise DiskFullError(f"no space left writing checkpoint {path}: free disk space, then resume") from None
-        raise
-    return path
+    """``torch.save`` to ``path`` via a temporary file and a rename (:func:`wavern.fileio.atomic_write`:
+    a full disk raises DiskFullError and leaves no temporary behind)."""
+    return atomic_write(path, lambda tmp: torch.save(obj, tmp))
 
 
 class StopFlag:
