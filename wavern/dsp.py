@@ -85,6 +85,19 @@ def frames_for_samples(n_samples: int, cfg: MelConfig = DEFAULT_MEL) -> int:
     return 1 + n_samples // cfg.hop_length
 
 
+@functools.lru_cache(maxsize=1)
+def _blas_controller():
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()  # inspecting the loaded libraries costs ~ms: once per process
+
+
+def _one_blas_thread():
+    """BLAS limited to one thread for a block, so a log-mel has the same bytes whatever thread
+    count the process runs BLAS with (the corpus builder's workers and a test process differ)."""
+    return _blas_controller().limit(limits=1, user_api="blas")
+
+
 def log_mel(audio: np.ndarray, cfg: MelConfig = DEFAULT_MEL) -> np.ndarray:
     """Log-mel spectrogram of mono float audio in [-1, 1].
 
@@ -116,7 +129,8 @@ def log_mel(audio: np.ndarray, cfg: MelConfig = DEFAULT_MEL) -> np.ndarray:
         xp, shape=(n_frames, cfg.n_fft), strides=(xp.strides[0] * cfg.hop_length, xp.strides[0]), writeable=False
     )
     spec = np.abs(np.fft.rfft(frames * _window(cfg.win_length, cfg.n_fft), axis=1)).astype(np.float32)
-    mel = spec @ mel_filterbank(cfg).T
+    with _one_blas_thread():  # OpenBLAS rounds sgemm differently with 1 and 2 threads
+        mel = spec @ mel_filterbank(cfg).T
     return np.log(np.maximum(mel, cfg.log_floor)).astype(np.float32)
 
 
