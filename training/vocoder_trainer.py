@@ -83,6 +83,7 @@ class VocoderTrainConfig:
     lr_min: float = 5e-5
     optimizer: str = "adam"  # one of OPTIMIZERS
     grad_clip: float = 1.0  # global grad-norm clip (Adam)
+    input_noise: float = 0.0  # largest std (int16 units) of the noise on the fed-back samples; 0: teacher forcing
     threads: int = 2  # torch intra-op threads on the CPU
     bf16: str = "auto"  # "auto" (bf16 autocast where the CPU has native bf16), "on", "off"
     seed: int = 0
@@ -105,6 +106,8 @@ class VocoderTrainConfig:
         for name in ("steps", "batch_size", "segment_frames", "threads", "log_every_steps", "lr_half_life_steps"):
             if getattr(self, name) < 1:
                 raise ParameterError(f"{name} must be >= 1, found {getattr(self, name)}")
+        if not 0 <= self.input_noise <= 8192:
+            raise ParameterError(f"input_noise must be in [0, 8192] int16 units, found {self.input_noise}")
         if not self.lr > 0 or self.lr_min < 0:
             raise ParameterError(f"lr must be > 0 and lr_min >= 0, found {self.lr} and {self.lr_min}")
 
@@ -150,6 +153,17 @@ def keep_freed_memory(enable: bool = True) -> bool:
         ok = mallopt(m_mmap_max, 65536) and mallopt(m_trim_threshold, 128 * 1024)
         libc.malloc_trim(0)
     return bool(ok)
+
+
+def noisy_inputs(audio: np.ndarray, rng: np.random.Generator, max_std: float) -> np.ndarray:
+    """A copy of int16 ``audio`` (B, N) with Gaussian noise, its std drawn per row from U(0, max_std).
+
+    Fed back as the previous-sample inputs while the clean samples stay the targets, so the
+    model learns to steer back after the sampling errors it makes when it runs free.
+    """
+    std = rng.uniform(0.0, max_std, size=(audio.shape[0], 1))
+    noise = np.rint(rng.standard_normal(audio.shape) * std)
+    return np.clip(audio.astype(np.float64) + noise, -32768, 32767).astype(np.int16)
 
 
 def lr_at(step: int, cfg: VocoderTrainConfig) -> float:
@@ -225,17 +239,20 @@ class VocoderTrainer:
         rng = seed_step(cfg.seed, self.step, self.dist.rank)
         batch = self.data.batch(rng, batch_size=cfg.batch_size, segment_frames=cfg.segment_frames,
                                 mel_pad=self.mel_pad)
+        noisy = noisy_inputs(batch.audio, rng, cfg.input_noise) if cfg.input_noise > 0 else None
         if self.dist.enabled:  # this rank's rows of the global batch
             rows = self.dist.rows(cfg.batch_size)
             batch = type(batch)(*(a[rows] for a in batch))
+            noisy = None if noisy is None else noisy[rows]
         mel, audio, prev = self._to_tensors(batch)
+        inputs = None if noisy is None else torch.from_numpy(noisy).to(self.device)
         lr = lr_at(self.step, cfg)
         if cfg.optimizer == "adam":
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
         self.model.train()
         with self._autocast():
-            loss = self.model.loss(mel, audio, prev_audio=prev, mel_pad=self.mel_pad)
+            loss = self.model.loss(mel, audio, prev_audio=prev, mel_pad=self.mel_pad, input_audio=inputs)
         self.optimizer.zero_grad(set_to_none=True)
         (w,) = loss_weights([audio.shape[0]], self.dist)  # 1.0 alone; else this rank's share of the rows
         (loss.total * w if self.dist.enabled else loss.total).backward()
@@ -475,6 +492,8 @@ def _parse(argv: list[str] | None) -> VocoderTrainConfig:
     p.add_argument("--lr-min", type=float, default=d.lr_min)
     p.add_argument("--optimizer", choices=OPTIMIZERS, default=d.optimizer)
     p.add_argument("--grad-clip", type=float, default=d.grad_clip)
+    p.add_argument("--input-noise", type=float, default=d.input_noise,
+                   help="largest std (int16 units) of Gaussian noise on the fed-back samples (0: none)")
     p.add_argument("--threads", type=int, default=d.threads)
     p.add_argument("--bf16", choices=("auto", "on", "off"), default=d.bf16)
     p.add_argument("--seed", type=int, default=d.seed)
@@ -497,7 +516,8 @@ def _parse(argv: list[str] | None) -> VocoderTrainConfig:
     return VocoderTrainConfig(
         corpus_dir=a.corpus, run_dir=a.run, vocoder=voc, steps=a.steps, batch_size=a.batch,
         segment_frames=a.segment_frames, lr=a.lr, warmup_steps=a.warmup, lr_half_life_steps=a.lr_half_life,
-        lr_min=a.lr_min, optimizer=a.optimizer, grad_clip=a.grad_clip, threads=a.threads, bf16=a.bf16,
+        lr_min=a.lr_min, optimizer=a.optimizer, grad_clip=a.grad_clip, input_noise=a.input_noise,
+        threads=a.threads, bf16=a.bf16,
         seed=a.seed, checkpoint_interval_s=a.checkpoint_interval, resume=a.resume, init_from=a.init_from,
         device=a.device, eval_every_steps=a.eval_every, eval_batches=a.eval_batches, log_every_steps=a.log_every,
         cache_dir=a.cache, progress=not a.no_progress)

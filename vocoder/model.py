@@ -188,20 +188,27 @@ class WaveRNN(nn.Module):
         return coarse_logits.transpose(0, 1), fine_logits.transpose(0, 1)
 
     def loss(self, mel: torch.Tensor, audio: torch.Tensor, *, prev_audio: torch.Tensor | None = None,
-             mel_pad: int = 0) -> VocoderLoss:
+             mel_pad: int = 0, input_audio: torch.Tensor | None = None) -> VocoderLoss:
         """Mean cross-entropy (nats per sample) of the coarse and the fine byte, and their sum.
 
-        Arguments as :meth:`forward`. A uniform guess scores 2 ln 256 ≈ 11.09.
+        Arguments as :meth:`hidden`. A uniform guess scores 2 ln 256 ≈ 11.09.
         """
-        coarse_logits, fine_logits = self._logits(mel, audio, prev_audio=prev_audio, mel_pad=mel_pad)
+        coarse_logits, fine_logits = self._logits(mel, audio, prev_audio=prev_audio, mel_pad=mel_pad,
+                                                  input_audio=input_audio)
         coarse, fine = split_bytes(audio.t())  # (N, B), time-major like the logits
         ce_c = F.cross_entropy(coarse_logits.reshape(-1, N_CLASSES).float(), coarse.reshape(-1))
         ce_f = F.cross_entropy(fine_logits.reshape(-1, N_CLASSES).float(), fine.reshape(-1))
         return VocoderLoss(ce_c + ce_f, ce_c, ce_f)
 
     def hidden(self, mel: torch.Tensor, audio: torch.Tensor, *, prev_audio: torch.Tensor | None = None,
-               mel_pad: int = 0) -> torch.Tensor:
-        """Teacher-forced GRU states h_1..h_N, time-major (N, B, H); arguments as :meth:`forward`."""
+               mel_pad: int = 0, input_audio: torch.Tensor | None = None) -> torch.Tensor:
+        """Teacher-forced GRU states h_1..h_N, time-major (N, B, H); arguments as :meth:`forward`.
+
+        ``input_audio`` (B, N) int16, optional: the samples fed back as the previous-sample inputs
+        ``c_{t-1}, f_{t-1}`` (default: ``audio`` itself). A noisy copy of ``audio`` there, with the
+        clean ``audio`` as targets and as the fine half's ``c_t``, trains the model to return to
+        the clean signal after its own sampling errors (LPCNet's noise injection).
+        """
         if audio.ndim != 2 or mel.ndim != 3 or mel.shape[0] != audio.shape[0] or mel.shape[2] != self.config.n_mels:
             raise ParameterError(
                 f"expected mel (B, T, {self.config.n_mels}) and audio (B, T * {self.hop_length}), found "
@@ -221,7 +228,15 @@ class WaveRNN(nn.Module):
             prev_audio = torch.zeros(b, 1, dtype=torch.int64, device=audio.device)  # x = 0: (128, 0)
         seq = torch.cat([prev_audio.reshape(b, 1).to(torch.int64), audio.to(torch.int64)], dim=1)
         c_all, f_all = split_bytes(seq)  # (B, N + 1)
-        bytes_in = _unit(torch.stack([c_all[:, :-1], f_all[:, :-1], c_all[:, 1:]], dim=-1))  # (B, N, 3)
+        if input_audio is not None:
+            if input_audio.shape != audio.shape:
+                raise ParameterError(f"input_audio must have audio's shape {tuple(audio.shape)}, "
+                                     f"found {tuple(input_audio.shape)}")
+            c_in, f_in = split_bytes(torch.cat([prev_audio.reshape(b, 1).to(torch.int64),
+                                                input_audio[:, :-1].to(torch.int64)], dim=1))
+        else:
+            c_in, f_in = c_all[:, :-1], f_all[:, :-1]
+        bytes_in = _unit(torch.stack([c_in, f_in, c_all[:, 1:]], dim=-1))  # (B, N, 3)
         if self.gru_impl == "nn":  # the stock fused nn.GRU over the full (3 + C) input
             cond_s = cond.repeat_interleave(self.hop_length, dim=1)  # (B, N, C)
             x = torch.cat([bytes_in.to(cond_s.dtype), cond_s], dim=-1)  # (B, N, 3 + C)
@@ -230,9 +245,9 @@ class WaveRNN(nn.Module):
         return self._gru_loop(bytes_in, cond)  # (N, B, H)
 
     def _logits(self, mel: torch.Tensor, audio: torch.Tensor, *, prev_audio: torch.Tensor | None,
-                mel_pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+                mel_pad: int, input_audio: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Time-major teacher-forced logits, (N, B, 256) each."""
-        hs = self.hidden(mel, audio, prev_audio=prev_audio, mel_pad=mel_pad)  # (N, B, H)
+        hs = self.hidden(mel, audio, prev_audio=prev_audio, mel_pad=mel_pad, input_audio=input_audio)  # (N, B, H)
         half = self.config.hidden_size // 2
         coarse_logits = self.O2(F.relu(self.O1(hs[..., :half])))
         fine_logits = self.O4(F.relu(self.O3(hs[..., half:])))

@@ -205,3 +205,33 @@ def test_yellowfin_optimizer_trains_and_resumes(corpus, tmp_path):
     assert type(resumed.optimizer).__name__ == "YellowFin"
     for k, v in straight.model.state_dict().items():
         assert torch.equal(resumed.model.state_dict()[k], v), k
+
+
+def test_noisy_inputs_draw_a_std_per_row_and_stay_int16():
+    from wavern.training.vocoder_trainer import noisy_inputs
+
+    audio = np.zeros((64, 4000), np.int16)
+    audio[0] = 32767  # clipped, not wrapped
+    rng = np.random.default_rng(3)
+    noisy = noisy_inputs(audio, rng, 300.0)
+    assert noisy.dtype == np.int16 and noisy.shape == audio.shape
+    assert noisy[0].max() == 32767 and noisy[0].min() > 30000
+    std = noisy[1:].astype(np.float64).std(axis=1)
+    assert std.max() <= 300 * 1.1 and std.min() < 60 and std.max() > 240  # spread over U(0, 300)
+    again = noisy_inputs(audio, np.random.default_rng(3), 300.0)
+    assert np.array_equal(noisy, again)
+
+
+def test_input_noise_trains_and_is_checked(corpus, tmp_path):
+    root, _ = corpus
+    with pytest.raises(ParameterError, match="input_noise"):
+        _cfg(root, tmp_path / "bad", input_noise=-1.0)
+    clean = VocoderTrainer(_cfg(root, tmp_path / "clean", steps=2))
+    noisy = VocoderTrainer(_cfg(root, tmp_path / "noisy", steps=2, input_noise=2000.0))
+    for t in (clean, noisy):
+        t.open_data()
+    a, b = clean.train_step(), noisy.train_step()
+    assert np.isfinite(b["loss"]) and b["loss"] != a["loss"]  # same weights and batch: only the inputs differ
+    from wavern.training.vocoder_trainer import _parse
+
+    assert _parse(["--input-noise", "256"]).input_noise == 256.0 and _parse([]).input_noise == 0.0

@@ -226,3 +226,34 @@ def test_forward_rejects_mismatched_lengths():
         m(mel, audio[:, :-1])
     with pytest.raises(ParameterError, match="int16"):
         m(mel, audio.float())
+
+
+# ---------------------------------------------------------------- noise injection (input_audio)
+def test_input_audio_feeds_only_the_previous_sample_inputs():
+    """With ``input_audio`` X, the states are those of teacher forcing on X whenever X and the
+    targets A share their coarse bytes (the fine half's c_t comes from A); the loss still scores A."""
+    m = _model()
+    mel, audio = _inputs(2, 4)
+    g = torch.Generator().manual_seed(5)
+    fine = torch.randint(0, 256, audio.shape, generator=g)
+    same_coarse = (((audio.to(torch.int64) + 32768) >> 8 << 8) + fine - 32768).to(torch.int16)
+    assert not torch.equal(same_coarse, audio)
+    with torch.no_grad():
+        torch.testing.assert_close(m.hidden(mel, audio, input_audio=audio), m.hidden(mel, audio), atol=0, rtol=0)
+        noisy = m.hidden(mel, audio, input_audio=same_coarse)
+        torch.testing.assert_close(noisy, m.hidden(mel, same_coarse), atol=0, rtol=0)
+        assert not torch.allclose(noisy, m.hidden(mel, audio), atol=1e-3)
+        half = TINY.hidden_size // 2
+        coarse_logits = m.O2(F.relu(m.O1(noisy[..., :half])))
+        fine_logits = m.O4(F.relu(m.O3(noisy[..., half:])))
+        c, f = (torch.as_tensor(b, dtype=torch.int64) for b in split_coarse_fine(audio.t().numpy()))
+        expected = (F.cross_entropy(coarse_logits.reshape(-1, 256), c.reshape(-1))
+                    + F.cross_entropy(fine_logits.reshape(-1, 256), f.reshape(-1)))
+        torch.testing.assert_close(m.loss(mel, audio, input_audio=same_coarse).total, expected, atol=1e-5, rtol=0)
+    # the last input sample is never fed back (it would feed sample N + 1)
+    tail = audio.clone()
+    tail[:, -1] = 0
+    with torch.no_grad():
+        torch.testing.assert_close(m.hidden(mel, audio, input_audio=tail), m.hidden(mel, audio), atol=0, rtol=0)
+    with pytest.raises(ParameterError, match="input_audio must have audio's shape"):
+        m.hidden(mel, audio, input_audio=audio[:, :-1])
