@@ -47,8 +47,7 @@ def end_to_end(voice, records, *, seed: int = 0) -> dict:
         durations = np.zeros(len(utt.symbols), np.int64)
         for p in parts:
             durations[p.token_start:p.token_start + len(p.durations)] = np.asarray(p.durations) * hop
-        voc = voice.vocoder
-        audio = int16_to_float(voc.generate(voc.frame_inputs(mel), voc.new_state(seed=seed), mel.shape[0] * hop))
+        audio = int16_to_float(voice.render_mel(mel, seed=seed))  # one stream, as the real-time path
         compute += time.perf_counter() - t
         secs += audio.size / voice.sample_rate
         acc_e2e.append(phone_accuracy(audio, utt.symbols, durations))
@@ -82,9 +81,13 @@ def main() -> int:
 
     voice = Voice.load(args.voice)
     t0 = time.time()
-    copy = evaluate_copy_synthesis(
-        lambda mel: int16_to_float(voice.vocoder.render(mel, seed=args.seed, fold_frames=None)),
-        args.corpus, args.n_utts, args.seed)
+    copy = evaluate_copy_synthesis(  # what a user hears: the vocoder and the voice's post-filter, if any
+        lambda mel: int16_to_float(voice.render_mel(mel, seed=args.seed)), args.corpus, args.n_utts, args.seed)
+    raw = None
+    if voice.postfilter is not None:  # the vocoder alone, comparable with rows from before the post-filter
+        raw = evaluate_copy_synthesis(
+            lambda mel: int16_to_float(voice.vocoder.render(mel, seed=args.seed, fold_frames=None)),
+            args.corpus, args.n_utts, args.seed)
     gl = evaluate_griffin_lim(args.corpus, args.n_utts, args.seed)
     held = sorted(load_corpus(args.corpus).held_out, key=lambda r: r.id)
     pick = np.sort(np.random.default_rng(args.seed).choice(len(held), size=min(args.n_utts, len(held)),
@@ -97,7 +100,9 @@ def main() -> int:
            round(sum(voice.vocoder.nnz_weights.values()) /
                  (3 * voice.vocoder.hidden_size ** 2 + 2 * (voice.vocoder.hidden_size // 2) ** 2
                   + 2 * 256 * voice.vocoder.hidden_size // 2), 3),
+           "postfilter": voice.postfilter.config.to_dict() if voice.postfilter is not None else None,
            "copy": {k: copy[k] for k in ("stoi", "pesq_wb", "mcd_db", "phone_acc")},
+           **({"copy_vocoder_only": {k: raw[k] for k in ("stoi", "pesq_wb", "mcd_db", "phone_acc")}} if raw else {}),
            "griffin_lim": {k: gl[k] for k in ("stoi", "pesq_wb", "mcd_db", "phone_acc")},
            "end_to_end": e2e, "n_utts": args.n_utts, "eval_wall_s": round(time.time() - t0, 1)}
     hist = Path(args.history)
@@ -143,7 +148,7 @@ def write_examples(folder: Path, voice, records, rows: list[dict], metrics: Path
     first = picked[0]
     ref = int16_to_float(first.audio())
     mel = log_mel(ref)
-    copy = int16_to_float(voice.vocoder.render(mel, seed=seed, fold_frames=None))
+    copy = int16_to_float(voice.render_mel(mel, seed=seed))
     e2e = sf.read(folder / "example_1.wav", dtype="float32")[0]
     fig, axes = plt.subplots(3, 1, figsize=(10, 7), sharex=True)
     for ax, (title, m) in zip(axes, (("espeak-ng (the training audio)", mel),
@@ -161,7 +166,10 @@ def write_examples(folder: Path, voice, records, rows: list[dict], metrics: Path
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.6))
     steps = [r["vocoder_step"] for r in rows]
     for key, label in (("phone_acc", "copy phone acc"), ("stoi", "copy STOI")):
-        a1.plot(steps, [r["copy"][key] for r in rows], "o-", label=label)
+        a1.plot(steps, [r.get("copy_vocoder_only", r["copy"])[key] for r in rows], "o-", label=label + " (vocoder)")
+        pf = [(r["vocoder_step"], r["copy"][key]) for r in rows if r.get("postfilter")]
+        if pf:
+            a1.plot(*zip(*pf), "^", label=label + " (+ post-filter)")
     a1.plot(steps, [r["end_to_end"]["phone_acc_end_to_end"] for r in rows], "s-", label="end-to-end phone acc")
     a1.axhline(0.93, ls=":", c="gray")
     a1.set_xlabel("vocoder step")
@@ -196,8 +204,10 @@ def write_doc(out: Path, row: dict, rows: list[dict], cmd: str, voice, examples:
         "",
         "| | STOI | PESQ-WB | MCD-DTW dB | phone accuracy |",
         "|---|---:|---:|---:|---:|",
-        f"| vocoder copy synthesis (true mel → WaveRNN) | {c['stoi']:.3f} | {c['pesq_wb']:.2f} | {c['mcd_db']:.2f} | "
-        f"{c['phone_acc']:.3f} |",
+        f"| vocoder copy synthesis (true mel → WaveRNN{' → post-filter' if row.get('postfilter') else ''}) | "
+        f"{c['stoi']:.3f} | {c['pesq_wb']:.2f} | {c['mcd_db']:.2f} | {c['phone_acc']:.3f} |",
+        *([f"| the same without the post-filter (WaveRNN alone) | {r0['stoi']:.3f} | {r0['pesq_wb']:.2f} | "
+           f"{r0['mcd_db']:.2f} | {r0['phone_acc']:.3f} |"] if (r0 := row.get("copy_vocoder_only")) else []),
         f"| Griffin-Lim, 32 iterations (yardstick) | {g['stoi']:.3f} | {g['pesq_wb']:.2f} | {g['mcd_db']:.2f} | "
         f"{g['phone_acc']:.3f} |",
         f"| acoustic model alone (predicted mel → Griffin-Lim) | | | | {e['phone_acc_acoustic_gl']:.3f} |",
@@ -209,16 +219,24 @@ def write_doc(out: Path, row: dict, rows: list[dict], cmd: str, voice, examples:
         "classifier (`assets/eval/`, 0.957 on true espeak audio, 0.06 on noise) against the espeak timings "
         "(copy synthesis) or the model's predicted timings (acoustic, end to end). MCD-DTW of noise-like audio "
         "is about 6.4 dB whatever it is, so it cannot rank very bad vocoders.",
+        *(["", f"Post-filter: the engine's formant post-filter (`engine/postfilter.py`, settings "
+            f"{row['postfilter']}) is part of the voice (`voice.json`, `inference.postfilter`), so copy synthesis "
+            "and end to end include it; the row without it measures the WaveRNN alone."] if row.get("postfilter") else []),
         "",
         "## As training goes on",
         "",
-        "| date | acoustic step | vocoder step | copy STOI | copy PESQ | copy phone acc | acoustic (GL) phone acc "
-        "| end-to-end phone acc |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "Copy-synthesis columns: the WaveRNN alone, then (where the voice has one) with the post-filter.",
+        "",
+        "| date | acoustic step | vocoder step | copy STOI | copy PESQ | copy phone acc | + post-filter: STOI / PESQ / "
+        "phone acc | acoustic (GL) phone acc | end-to-end phone acc |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        lines.append(f"| {r['date']} | {r['acoustic_step']} | {r['vocoder_step']} | {r['copy']['stoi']:.3f} | "
-                     f"{r['copy']['pesq_wb']:.2f} | {r['copy']['phone_acc']:.3f} | "
+        v = r.get("copy_vocoder_only", r["copy"])
+        p = (f"{r['copy']['stoi']:.3f} / {r['copy']['pesq_wb']:.2f} / {r['copy']['phone_acc']:.3f}"
+             if r.get("postfilter") else "")
+        lines.append(f"| {r['date']} | {r['acoustic_step']} | {r['vocoder_step']} | {v['stoi']:.3f} | "
+                     f"{v['pesq_wb']:.2f} | {v['phone_acc']:.3f} | {p} | "
                      f"{r['end_to_end']['phone_acc_acoustic_gl']:.3f} | {r['end_to_end']['phone_acc_end_to_end']:.3f} |")
     if examples:
         rel = _rel(examples["folder"])

@@ -118,6 +118,7 @@ class _Prepared:
     """An utterance up to the vocoder: its frame inputs and where each sentence goes."""
 
     gi: np.ndarray  # (T, 3H) float32, every voiced sentence's frame inputs, concatenated
+    mel: np.ndarray | None  # (T, n_mels) their mel, kept for the post-filter (None: the voice has none)
     spans: tuple[SentenceSpan, ...]
     timings: tuple
     length: int  # output samples, pauses included
@@ -145,7 +146,7 @@ def _prepare(voice, text: str, config: SpeakConfig | None, *, seed: int, max_cha
     gap = int(pause_s * voice.sample_rate)
     voc = voice.vocoder
     hop = voc.hop
-    gis, spans, timings = [], [], []
+    gis, mels, spans, timings = [], [], [], []
     pos = 0  # output sample of the next sentence (pauses included)
     # The stream's own sentence source (ParameterError for empty or unspeakable text).
     for spoken in voice.sentence_parts(text, speaker=speaker, speed=cfg.speed):
@@ -158,15 +159,19 @@ def _prepare(voice, text: str, config: SpeakConfig | None, *, seed: int, max_cha
         timings.extend(voice._word_timings(utt, part, pos, char_offset=off))  # the stream's own rule
         spans.append(SentenceSpan(s_idx, off + sentence.start, off + sentence.end, pos, pos + T * hop))
         gis.append(voc.frame_inputs(part.mel))
+        mels.append(part.mel)
         pos += T * hop + gap
     if not gis:
         raise ParameterError(f"nothing to say: the text {text[:40]!r} produced no audio frames")
-    return _Prepared(np.concatenate(gis), tuple(spans), tuple(timings), pos, float(cfg.volume), float(temperature),
-                     int(seed), time.perf_counter() - t0, time.process_time() - c0)
+    mel = np.concatenate(mels) if getattr(voice, "postfilter", None) is not None else None
+    return _Prepared(np.concatenate(gis), mel, tuple(spans), tuple(timings), pos, float(cfg.volume),
+                     float(temperature), int(seed), time.perf_counter() - t0, time.process_time() - c0)
 
 
 def _finish(voice, prep: _Prepared, voiced: np.ndarray, wall_s: float, cpu_s: float) -> RenderedUtterance:
-    """Place the voiced sentences between their pauses and apply the volume."""
+    """Post-filter the voiced sentences, place them between their pauses and apply the volume."""
+    if prep.mel is not None:  # one pass over the sentences in order: the stream's filter memories
+        voiced = voice.apply_postfilter(voiced, prep.mel)
     if prep.length != voiced.shape[0] or prep.volume != 1.0:
         out = np.zeros(prep.length, np.int16)
         src = 0

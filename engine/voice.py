@@ -179,6 +179,15 @@ class Voice:
         self.default_temperature: float = float(infer.get("temperature", 1.0))
         self.default_speaker: str = infer.get("speaker") or acoustic.config.speakers[0]
         self.default_pause_s: float = float(infer.get("pause_s", 0.0))
+        #: The formant post-filter on the vocoder's output (``inference.postfilter``); None = off.
+        self.postfilter = None
+        if infer.get("postfilter"):
+            from wavern.engine.postfilter import Postfilter, PostfilterConfig
+
+            try:
+                self.postfilter = Postfilter(PostfilterConfig.from_dict(infer["postfilter"]), hop=vocoder.hop)
+            except (ParameterError, TypeError) as e:
+                raise VoiceFileError(f"{path}/voice.json: field 'inference.postfilter' is invalid ({e})") from None
         #: User pronunciations (a front-end ``Lexicon``) used by ``analyze`` and so by ``stream``;
         #: None = none. Assign a new object rather than mutating one a running stream may read.
         self.lexicon = None
@@ -307,6 +316,7 @@ class Voice:
         mels = self.sentence_parts(text, speaker=speaker, speed=speed, sentences=sentences)
         pending = None  # the next sentence, being prepared by the worker
         state = voc.new_state(seed=seed)
+        pf_state = self.postfilter.new_state() if self.postfilter is not None else None
         position_total = 0  # samples yielded so far in this request
         k = 0  # chunks of audio yielded so far in this request
         try:
@@ -319,7 +329,7 @@ class Voice:
                 if n_total:
                     timings = self._word_timings(utt, part, position_total, char_offset=off)
                     state.position = 0  # frame clock restarts per sentence; h and prev carry on
-                    gi_cache = _WindowedFrameInputs(voc, part)  # decodes the mel as the windows need it
+                    gi_cache = _WindowedFrameInputs(voc, part, postfilter=self.postfilter)  # mel decoded as needed
                 done = 0
                 while done < n_total:
                     if control.stopped:
@@ -339,6 +349,10 @@ class Voice:
                     n = min(chunk_samples(k), n_total - done)
                     gi, frame0 = gi_cache.covering(done, n)
                     samples = voc.generate(gi, state, n, frame0=frame0, temperature=temperature)
+                    if pf_state is not None:  # its memories carry over chunks and sentences, like h
+                        pf_state.position = done
+                        samples = self.postfilter.apply(samples, gi_cache.coefs_covering(done, n), pf_state,
+                                                        frame0=frame0)
                     if pending is None and (k + 1 >= len(RAMP_SAMPLES) or done + n >= n_total):
                         pending = self._executor.submit(_prepare, mels)  # past the ramp: prepare the next
                     audio = int16_to_float(samples)
@@ -374,7 +388,7 @@ class Voice:
         hop = self.vocoder.hop
         n_new = p.n_frames * hop
         new_done = min(int(round(frac * p.n_frames)) * hop, n_new)
-        return new_done, n_new, _WindowedFrameInputs(self.vocoder, p)
+        return new_done, n_new, _WindowedFrameInputs(self.vocoder, p, postfilter=self.postfilter)
 
     def _word_timings(self, utt, part, offset: int, *, char_offset: int = 0) -> tuple[WordTiming, ...]:
         hop = self.vocoder.hop
@@ -403,9 +417,25 @@ class Voice:
         if x.ndim != 1 or x.size == 0:
             raise ParameterError(f"vocode expects mono audio with samples, found shape {x.shape}")
         mel = log_mel(x, DEFAULT_MEL)
+        return int16_to_float(self.render_mel(mel, seed=seed, temperature=temperature)[: x.size])
+
+    def render_mel(self, mel: np.ndarray, *, seed: int = 0, temperature: float | None = None,
+                   fold_frames: int | None = None) -> np.ndarray:
+        """(T, n_mels) log-mel → (T * hop,) int16 through the vocoder and the post-filter (if any).
+
+        ``fold_frames``: None generates one stream, as the real-time path does; an int folds
+        the mel into segments generated as a batch (:meth:`Vocoder.render`).
+        """
         t = self.default_temperature if temperature is None else temperature
-        y = self.vocoder.render(mel, seed=seed, temperature=t)
-        return int16_to_float(y[: x.size])
+        y = self.vocoder.render(mel, seed=seed, temperature=t, fold_frames=fold_frames)
+        return self.apply_postfilter(y, mel)
+
+    def apply_postfilter(self, samples: np.ndarray, mel: np.ndarray) -> np.ndarray:
+        """The post-filter over a whole utterance's samples (int16), its frames from ``mel``; a
+        no-op for a voice without one."""
+        if self.postfilter is None or len(samples) == 0:
+            return samples
+        return self.postfilter.apply(samples, self.postfilter.coefficients(mel), self.postfilter.new_state())
 
     def warmup(self) -> float:
         """Compile and touch everything once (kernels, acoustic model); returns seconds taken."""
@@ -436,8 +466,9 @@ class _WindowedFrameInputs:
     the first rows of the acoustic model's last layer, not for the whole sentence).
     """
 
-    def __init__(self, vocoder, mel, window: int = MEL_WINDOW_FRAMES):
+    def __init__(self, vocoder, mel, window: int = MEL_WINDOW_FRAMES, *, postfilter=None):
         self.voc = vocoder
+        self.postfilter = postfilter
         if isinstance(mel, np.ndarray):
             self.mel = np.ascontiguousarray(mel, np.float32)
             self.n_frames = self.mel.shape[0]
@@ -447,19 +478,33 @@ class _WindowedFrameInputs:
             self._rows = mel.rows
         self.window = window
         self.radius = 2 + vocoder.cond_blocks
-        self._cache: dict[int, np.ndarray] = {}
+        self._cache: dict[int, tuple[np.ndarray, np.ndarray | None]] = {}
 
-    def _window(self, k: int) -> np.ndarray:
+    def _both(self, k: int) -> tuple[np.ndarray, np.ndarray | None]:
         w = self._cache.get(k)
         if w is None:
             T = self.n_frames
             a, b = k * self.window, min((k + 1) * self.window, T)
             lo, hi = max(0, a - self.radius), min(T, b + self.radius)
-            gi = self.voc.frame_inputs(self._rows(lo, hi))
-            w = np.ascontiguousarray(gi[a - lo: b - lo])
+            rows = self._rows(lo, hi)
+            gi = self.voc.frame_inputs(rows)
+            coefs = None
+            if self.postfilter is not None:  # frame t's filter depends on mel row t alone
+                coefs = self.postfilter.coefficients(np.asarray(rows)[a - lo: b - lo])
+            w = (np.ascontiguousarray(gi[a - lo: b - lo]), coefs)
             self._cache = {kk: vv for kk, vv in self._cache.items() if kk >= k - 1}
             self._cache[k] = w
         return w
+
+    def _window(self, k: int) -> np.ndarray:
+        return self._both(k)[0]
+
+    def coefs_covering(self, position: int, n: int) -> np.ndarray:
+        """The post-filter coefficients of the frames :meth:`covering` returns (same first frame)."""
+        hop = self.voc.hop
+        k0, k1 = position // hop // self.window, (position + n - 1) // hop // self.window
+        parts = [self._both(k)[1] for k in range(k0, k1 + 1)]
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def covering(self, position: int, n: int) -> tuple[np.ndarray, int]:
         hop = self.voc.hop

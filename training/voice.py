@@ -198,18 +198,26 @@ def load_vocoder_checkpoint(path: str | Path):
 
 def assemble_from_runs(out_dir: str | Path, *, acoustic_checkpoint: str | Path, vocoder_checkpoint: str | Path,
                        corpus_dir: str | Path, name: str = "default", metrics: dict[str, Any] | None = None,
-                       card: str = "") -> Path:
+                       card: str = "", postfilter: bool | dict = True) -> Path:
     """Write a voice folder from the current checkpoints of an acoustic and a vocoder run.
 
     This is how the shipped voice is refreshed while the long runs continue: whatever step
     each run has reached is exported, with the steps and wall time in the provenance.
+    ``postfilter``: the engine's formant post-filter (``wavern.engine.postfilter``) with its
+    default settings (True), these settings (a dict), or none (False).
     """
+    from wavern.engine.postfilter import PostfilterConfig
+
     from wavern.training.acoustic_trainer import load_checkpoint
 
     acoustic, ack = load_checkpoint(acoustic_checkpoint)
     vocoder, vck = load_vocoder_checkpoint(vocoder_checkpoint)
     corpus_meta = json.loads((Path(corpus_dir) / "corpus.json").read_text())
     symbols = corpus_meta["symbols"]
+    pf = {}
+    if postfilter:
+        pf_cfg = PostfilterConfig() if postfilter is True else PostfilterConfig.from_dict(postfilter)
+        pf = {"postfilter": pf_cfg.to_dict()}
     speakers = acoustic.config.speakers
     speaker = "en-us+m1" if "en-us+m1" in speakers else speakers[0]
     prov = {
@@ -223,4 +231,4 @@ def assemble_from_runs(out_dir: str | Path, *, acoustic_checkpoint: str | Path, 
     }
     return assemble_voice(out_dir, acoustic=acoustic, vocoder=vocoder, symbols=symbols, name=name,
                           espeak_voice=speaker.split("+")[0], provenance=prov,
-                          inference={"speaker": speaker}, card=card)
+                          inference={"speaker": speaker, **pf}, card=card)

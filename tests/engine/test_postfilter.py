@@ -1,0 +1,176 @@
+"""Formant post-filter: against scipy's lfilter, chunk invariance, the envelope it reads from a
+mel, what it does to noise in spectral valleys, and its place in a voice's every path."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+from scipy.signal import lfilter
+
+from wavern.dsp import MelConfig, log_mel
+from wavern.engine.chunk import SpeakConfig
+from wavern.engine.postfilter import Postfilter, PostfilterConfig, postfilter_coefficients
+from wavern.errors import ParameterError, VoiceFileError
+
+SR = 22050
+
+
+def _resonance(n: int, freq: float, seed: int = 0, *, bw: float = 80.0) -> np.ndarray:
+    """White noise through a two-pole resonance at ``freq`` Hz (a one-formant 'vowel')."""
+    r = np.exp(-np.pi * bw / SR)
+    a = [1.0, -2 * r * np.cos(2 * np.pi * freq / SR), r * r]
+    x = lfilter([1.0], a, np.random.default_rng(seed).standard_normal(n))
+    return (0.3 * x / np.abs(x).max()).astype(np.float32)
+
+
+def test_constant_coefficients_equal_scipy_lfilter_of_the_whole_filter():
+    pf = Postfilter(PostfilterConfig(order=4), hop=32)
+    rng = np.random.default_rng(1)
+    a = np.array([1.0, -0.9, 0.5, -0.2, 0.1])
+    lag = np.arange(5)
+    num, den = 0.7 * a * 0.8 ** lag, a * 0.95 ** lag
+    tilt = np.array([1.0, -0.3, 0, 0, 0])
+    coefs = np.tile(np.stack([num, den, tilt])[None], (10, 1, 1))
+    x = rng.standard_normal(320)
+    y = pf.apply(x.astype(np.float32), coefs, pf.new_state())
+    ref = lfilter(np.convolve(num, [1.0, -0.3]), den, x.astype(np.float32).astype(np.float64))
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.int16, np.float32])
+def test_chunked_filtering_is_bit_identical_to_one_pass(dtype):
+    mel = log_mel(np.concatenate([_resonance(3000, 500), _resonance(3000, 1500, 1)]))
+    pf = Postfilter()
+    coefs = pf.coefficients(mel)
+    assert coefs.shape == (mel.shape[0], 3, 17)
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal(mel.shape[0] * 256) * 0.1
+    x = (x * 32767).astype(np.int16) if dtype == np.int16 else x.astype(np.float32)
+    whole = pf.apply(x, coefs, pf.new_state())
+    assert whole.dtype == (np.int16 if dtype == np.int16 else np.float32)
+    state, parts, i = pf.new_state(), [], 0
+    while i < x.size:
+        n = int(rng.integers(1, 700))
+        f0 = max(0, (i // 256) - 2)  # each call gets the coefficients from some earlier frame on
+        parts.append(pf.apply(x[i:i + n], coefs[f0:], state, frame0=f0))
+        i += n
+    assert np.array_equal(np.concatenate(parts), whole)
+
+
+def test_envelope_peaks_at_the_formant_and_target_spectrum_energy_is_kept():
+    for freq in (400.0, 1200.0, 2500.0):
+        x = _resonance(22050, freq)
+        mel = log_mel(x)
+        coefs = postfilter_coefficients(mel, PostfilterConfig())
+        den = coefs[len(coefs) // 2, 1] / PostfilterConfig().gamma_den ** np.arange(17)  # undo the expansion: A(z)
+        freqs = np.fft.rfftfreq(4096, 1 / SR)
+        env = 1 / np.abs(np.fft.rfft(den, 4096))
+        assert abs(freqs[np.argmax(env)] - freq) < 0.1 * freq + 60
+        pf = Postfilter()
+        y = pf.apply(x, coefs, pf.new_state())
+        ratio = np.sqrt(np.mean(y[2048:-2048] ** 2) / np.mean(x[2048:-2048] ** 2))
+        assert 0.8 < ratio < 1.25  # g_t: a signal with the target spectrum keeps its energy
+
+
+def test_noise_in_the_valleys_is_reduced():
+    """Formant + white noise, filtered with the clean formant's mel: the noise between the
+    formants drops more than the formant does (the point of the filter)."""
+    clean = _resonance(44100, 700.0, bw=120.0)
+    noise = np.random.default_rng(5).standard_normal(clean.size).astype(np.float32) * 0.01
+    pf = Postfilter()
+    coefs = pf.coefficients(log_mel(clean))
+    f_clean = pf.apply(clean, coefs, pf.new_state())
+    f_noise = pf.apply(noise, coefs, pf.new_state())  # linear filter: each part filtered alone
+
+    total_before = 10 * np.log10(np.sum(clean ** 2) / np.sum(noise ** 2))
+    total_after = 10 * np.log10(np.sum(f_clean ** 2) / np.sum(f_noise ** 2))
+    assert total_after > total_before + 3.0
+
+
+def test_config_and_input_errors():
+    with pytest.raises(ParameterError, match="gamma"):
+        PostfilterConfig(gamma_num=0.95, gamma_den=0.9)
+    with pytest.raises(ParameterError, match="tilt"):
+        PostfilterConfig(tilt=1.0)
+    with pytest.raises(ParameterError, match="keys"):
+        PostfilterConfig.from_dict({"gamma": 0.5})
+    assert PostfilterConfig.from_dict(PostfilterConfig().to_dict()) == PostfilterConfig()
+    with pytest.raises(ParameterError, match="mel must have shape"):
+        postfilter_coefficients(np.zeros((4, 10)))
+    pf = Postfilter()
+    with pytest.raises(ParameterError, match="coefs must have shape"):
+        pf.apply(np.zeros(10, np.int16), np.zeros((2, 3, 5)), pf.new_state())
+    with pytest.raises(ParameterError, match="mono"):
+        pf.apply(np.zeros((2, 10), np.int16), pf.coefficients(np.zeros((2, 80))), pf.new_state())
+    silent = pf.coefficients(np.full((3, 80), np.log(MelConfig().log_floor)))
+    assert np.isfinite(silent).all()  # digital silence gives a usable filter
+
+
+# ---------------------------------------------------------------- in a voice
+@pytest.fixture(scope="module")
+def pf_voice(tiny_voice, tmp_path_factory):
+    from wavern.engine.voice import Voice
+
+    path = tmp_path_factory.mktemp("pfvoice") / "v"
+    shutil.copytree(tiny_voice, path)
+    meta = json.loads((path / "voice.json").read_text())
+    meta["inference"]["postfilter"] = PostfilterConfig().to_dict()
+    (path / "voice.json").write_text(json.dumps(meta))
+    v = Voice.load(path)
+    yield v
+    v.close()
+
+
+def test_stream_equals_one_pass_over_the_unfiltered_stream(pf_voice, tiny_voice):
+    """Two sentences, chunked, windowed: the post-filtered stream equals the plain voice's stream
+    filtered in one pass with the coefficients of the sentences' mel."""
+    from wavern.engine.voice import Voice
+
+    text = "The quick brown fox jumps over the lazy dog. It was not amused."
+    plain = Voice.load(tiny_voice)
+    try:
+        raw = np.concatenate([c.samples for c in plain.stream(text, SpeakConfig(), seed=3)])
+        mel = np.concatenate([s.part.mel for s in plain.sentence_parts(text, speaker=plain.default_speaker,
+                                                                         speed=1.0)])
+    finally:
+        plain.close()
+    chunks = list(pf_voice.stream(text, SpeakConfig(), seed=3))
+    assert len({c.sentence_index for c in chunks}) == 2 and len(chunks) > 4
+    got = np.concatenate([c.samples for c in chunks])
+    raw16 = np.rint(raw * 32768).astype(np.int16)
+    pf = pf_voice.postfilter
+    want = pf.apply(raw16, pf.coefficients(mel), pf.new_state()).astype(np.float32) / 32768
+    assert got.shape == want.shape
+    assert np.mean(got != want) < 1e-3  # the windowed conditioning: rare rounding-level draws differ
+    assert not np.allclose(got, raw)
+
+
+def test_render_and_render_mel_use_the_filter(pf_voice):
+    from wavern.engine.batch import render_utterance
+
+    text = "Hello there."
+    out = render_utterance(pf_voice, text, seed=1)
+    mel = np.concatenate([s.part.mel for s in pf_voice.sentence_parts(text, speaker=pf_voice.default_speaker,
+                                                                       speed=1.0)])
+    from wavern.engine.batch import render_frames
+
+    raw = render_frames(pf_voice.vocoder, pf_voice.vocoder.frame_inputs(mel), seed=1)
+    assert np.array_equal(out.samples, pf_voice.apply_postfilter(raw, mel))
+    assert not np.array_equal(out.samples, raw)
+    one = pf_voice.render_mel(mel, seed=4)
+    assert np.array_equal(one, pf_voice.apply_postfilter(pf_voice.vocoder.render(mel, seed=4, fold_frames=None), mel))
+
+
+def test_a_bad_postfilter_entry_is_a_voice_file_error(tiny_voice, tmp_path):
+    from wavern.engine.voice import Voice
+
+    path = tmp_path / "v"
+    shutil.copytree(tiny_voice, path)
+    meta = json.loads((path / "voice.json").read_text())
+    meta["inference"]["postfilter"] = {"gamma_num": 0.99, "gamma_den": 0.5}
+    (path / "voice.json").write_text(json.dumps(meta))
+    with pytest.raises(VoiceFileError, match="inference.postfilter"):
+        Voice.load(path)
