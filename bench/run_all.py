@@ -19,7 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 ORDER = ["engine", "train_vocoder", "attention", "yellowfin", "pretrain", "eval_vocoder", "render", "latency",
-         "cold_start"]
+         "cold_start", "postfilter"]
 
 
 def _nest(md: str) -> str:
