@@ -23,7 +23,7 @@ import functools
 
 import numpy as np
 
-from wavern.dsp import MelConfig, mel_filterbank
+from wavern.dsp import MelConfig
 from wavern.errors import ParameterError
 
 __all__ = ["PostfilterConfig", "PostfilterState", "postfilter_coefficients", "Postfilter"]
@@ -58,10 +58,35 @@ class PostfilterConfig:
         return cls(**d)
 
 
+def _hz_to_mel(f: np.ndarray) -> np.ndarray:
+    """Slaney's mel scale: linear below 1 kHz (200/3 Hz per mel), logarithmic above."""
+    f = np.asarray(f, np.float64)
+    log_part = 15.0 + np.log(np.maximum(f, 1e-10) / 1000.0) / (np.log(6.4) / 27.0)
+    return np.where(f >= 1000.0, log_part, f / (200.0 / 3.0))
+
+
+def _mel_to_hz(m: np.ndarray) -> np.ndarray:
+    m = np.asarray(m, np.float64)
+    return np.where(m >= 15.0, 1000.0 * np.exp((np.log(6.4) / 27.0) * (m - 15.0)), m * (200.0 / 3.0))
+
+
+def slaney_filterbank(cfg: MelConfig) -> np.ndarray:
+    """The Slaney-normalised mel filterbank of :func:`wavern.dsp.mel_filterbank` (librosa's), in
+    float64 numpy: importing librosa would add half a second to the engine's cold start."""
+    freqs = np.fft.rfftfreq(cfg.n_fft, 1.0 / cfg.sample_rate)
+    edges = _mel_to_hz(np.linspace(_hz_to_mel(cfg.fmin), _hz_to_mel(cfg.fmax), cfg.n_mels + 2))
+    width = np.diff(edges)
+    ramps = edges[:, None] - freqs[None, :]
+    lower = -ramps[:-2] / width[:-1, None]
+    upper = ramps[2:] / width[1:, None]
+    fb = np.maximum(0.0, np.minimum(lower, upper))
+    return fb * (2.0 / (edges[2:] - edges[:-2]))[:, None]
+
+
 @functools.lru_cache(maxsize=4)
 def _interpolation(cfg: MelConfig) -> tuple[np.ndarray, np.ndarray]:
     """(n_mels, n_bins) matrix taking band magnitude densities to linear bins, and the bin freqs."""
-    fb = mel_filterbank(cfg).astype(np.float64)
+    fb = slaney_filterbank(cfg)
     area = fb.sum(axis=1)
     freqs = np.fft.rfftfreq(cfg.n_fft, 1.0 / cfg.sample_rate)
     centres = fb @ freqs / area

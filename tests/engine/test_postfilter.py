@@ -90,6 +90,14 @@ def test_noise_in_the_valleys_is_reduced():
     assert total_after > total_before + 3.0
 
 
+def test_numpy_filterbank_equals_the_feature_filterbank():
+    from wavern.dsp import mel_filterbank
+    from wavern.engine.postfilter import slaney_filterbank
+
+    for cfg in (MelConfig(), MelConfig(n_mels=40, fmax=11025.0, n_fft=512, win_length=512)):
+        np.testing.assert_allclose(slaney_filterbank(cfg), mel_filterbank(cfg), rtol=1e-5, atol=1e-8)
+
+
 def test_config_and_input_errors():
     with pytest.raises(ParameterError, match="gamma"):
         PostfilterConfig(gamma_num=0.95, gamma_den=0.9)
