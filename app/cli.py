@@ -48,7 +48,7 @@ def cmd_say(args: argparse.Namespace) -> int:
 
     text = read_text_arg(args.text, args.file)
     return say(text, out=args.out, voice=args.voice, speed=args.speed, volume=args.volume,
-               temperature=args.temperature, device=args.device)
+               temperature=args.temperature, device=args.device, postfilter=False if args.no_postfilter else None)
 
 
 def cmd_vocode(args: argparse.Namespace) -> int:
@@ -147,6 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--temperature", type=_float_in(0.05, 2.0), default=None,
                    help="sampling temperature of the vocoder (default: the voice's)")
     s.add_argument("--device", metavar="NAME|INDEX", help="audio output device (default: the system's)")
+    s.add_argument("--no-postfilter", action="store_true",
+                   help="skip the voice's formant post-filter (hear the vocoder alone)")
     s.set_defaults(func=cmd_say)
 
     s = sub.add_parser("vocode", help="copy synthesis: wav → mel → vocoder → wav",

@@ -163,7 +163,8 @@ def _prepare(voice, text: str, config: SpeakConfig | None, *, seed: int, max_cha
         pos += T * hop + gap
     if not gis:
         raise ParameterError(f"nothing to say: the text {text[:40]!r} produced no audio frames")
-    mel = np.concatenate(mels) if getattr(voice, "postfilter", None) is not None else None
+    keep = getattr(voice, "postfilter", None) is not None and cfg.postfilter is not False
+    mel = np.concatenate(mels) if keep else None
     return _Prepared(np.concatenate(gis), mel, tuple(spans), tuple(timings), pos, float(cfg.volume),
                      float(temperature), int(seed), time.perf_counter() - t0, time.process_time() - c0)
 

@@ -51,6 +51,8 @@ class SpeakConfig:
     temperature: vocoder sampling temperature.
     pause_s: extra silence between sentences, seconds.
     speaker: speaker name for multi-speaker voices.
+    postfilter: False turns the voice's formant post-filter off for this request (None: the
+        voice's setting; True cannot add one to a voice that has none).
     """
 
     speed: float = 1.0
@@ -58,8 +60,11 @@ class SpeakConfig:
     temperature: float | None = None
     pause_s: float | None = None
     speaker: str | None = None
+    postfilter: bool | None = None
 
     def __post_init__(self):
+        if self.postfilter is not None and not isinstance(self.postfilter, bool):
+            raise ParameterError(f"postfilter must be True, False or None, found {self.postfilter!r}")
         if not 0.25 <= self.speed <= 4.0:
             raise ParameterError(f"speed {self.speed} is outside [0.25, 4.0]")
         if not 0.0 <= self.volume <= 4.0:

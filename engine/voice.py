@@ -306,9 +306,11 @@ class Voice:
         from wavern.conditioning.frontend import segment
 
         sentences = segment(text, lexicon=self.lexicon)  # refuse bad text now, not at the first next()
-        return self._stream(text, sentences, speaker, temperature, pause_s, control, seed)
+        postfilter = self.postfilter if cfg.postfilter is not False else None
+        return self._stream(text, sentences, speaker, temperature, pause_s, control, seed, postfilter)
 
-    def _stream(self, text, sentences, speaker, temperature, pause_s, control, seed) -> Iterator[AudioChunk]:
+    def _stream(self, text, sentences, speaker, temperature, pause_s, control, seed,
+                postfilter=None) -> Iterator[AudioChunk]:
         voc = self.vocoder
         hop = voc.hop
         speed = control.speed
@@ -316,7 +318,7 @@ class Voice:
         mels = self.sentence_parts(text, speaker=speaker, speed=speed, sentences=sentences)
         pending = None  # the next sentence, being prepared by the worker
         state = voc.new_state(seed=seed)
-        pf_state = self.postfilter.new_state() if self.postfilter is not None else None
+        pf_state = postfilter.new_state() if postfilter is not None else None
         position_total = 0  # samples yielded so far in this request
         k = 0  # chunks of audio yielded so far in this request
         try:
@@ -329,14 +331,15 @@ class Voice:
                 if n_total:
                     timings = self._word_timings(utt, part, position_total, char_offset=off)
                     state.position = 0  # frame clock restarts per sentence; h and prev carry on
-                    gi_cache = _WindowedFrameInputs(voc, part, postfilter=self.postfilter)  # mel decoded as needed
+                    gi_cache = _WindowedFrameInputs(voc, part, postfilter=postfilter)  # mel decoded as needed
                 done = 0
                 while done < n_total:
                     if control.stopped:
                         return
                     if control.speed != speed:  # re-render the rest of this sentence at the new speed
                         speed = control.speed
-                        done, n_total, gi_cache = self._respeed(utt, part, speaker, speed, done, n_total)
+                        done, n_total, gi_cache = self._respeed(utt, part, speaker, speed, done, n_total,
+                                                                postfilter)
                         state.position = done
                         if pending is not None and not pending.cancel():
                             concurrent.futures.wait([pending])
@@ -351,8 +354,8 @@ class Voice:
                     samples = voc.generate(gi, state, n, frame0=frame0, temperature=temperature)
                     if pf_state is not None:  # its memories carry over chunks and sentences, like h
                         pf_state.position = done
-                        samples = self.postfilter.apply(samples, gi_cache.coefs_covering(done, n), pf_state,
-                                                        frame0=frame0)
+                        samples = postfilter.apply(samples, gi_cache.coefs_covering(done, n), pf_state,
+                                                   frame0=frame0)
                     if pending is None and (k + 1 >= len(RAMP_SAMPLES) or done + n >= n_total):
                         pending = self._executor.submit(_prepare, mels)  # past the ramp: prepare the next
                     audio = int16_to_float(samples)
@@ -376,7 +379,7 @@ class Voice:
                 concurrent.futures.wait([pending])  # the worker may be inside `mels`; let it finish
             mels.close()
 
-    def _respeed(self, utt, part, speaker, speed, done, n_total):
+    def _respeed(self, utt, part, speaker, speed, done, n_total, postfilter=None):
         from wavern.conditioning.acoustic import stream_mel
 
         frac = done / max(n_total, 1)
@@ -388,7 +391,7 @@ class Voice:
         hop = self.vocoder.hop
         n_new = p.n_frames * hop
         new_done = min(int(round(frac * p.n_frames)) * hop, n_new)
-        return new_done, n_new, _WindowedFrameInputs(self.vocoder, p, postfilter=self.postfilter)
+        return new_done, n_new, _WindowedFrameInputs(self.vocoder, p, postfilter=postfilter)
 
     def _word_timings(self, utt, part, offset: int, *, char_offset: int = 0) -> tuple[WordTiming, ...]:
         hop = self.vocoder.hop

@@ -74,3 +74,24 @@ def test_doctor_runs_as_a_program():
     assert out.returncode == 0, out.stderr
     for name in ["python", "libraries", "cpu", "audio", "espeak-ng", "voices", "numba cache"]:
         assert name in out.stdout
+
+
+def test_say_no_postfilter_is_the_vocoder_alone(tiny_voice, tmp_path):
+    import json
+    import shutil
+
+    import numpy as np
+    import soundfile as sf
+
+    pf = tmp_path / "pfvoice"
+    shutil.copytree(tiny_voice, pf)
+    meta = json.loads((pf / "voice.json").read_text())
+    meta["inference"]["postfilter"] = {"gamma_num": 0.8, "gamma_den": 0.95, "tilt": 0.3, "order": 16}
+    (pf / "voice.json").write_text(json.dumps(meta))
+    out = {}
+    for name, voice, extra in (("plain", tiny_voice, []), ("on", pf, []), ("off", pf, ["--no-postfilter"])):
+        path = tmp_path / f"{name}.wav"
+        assert main(["say", "Hello there.", "--voice", str(voice), "--out", str(path), *extra]) == 0
+        out[name] = sf.read(path, dtype="int16")[0]
+    assert np.array_equal(out["off"], out["plain"])
+    assert out["on"].shape == out["plain"].shape and not np.array_equal(out["on"], out["plain"])

@@ -154,6 +154,10 @@ def test_stream_equals_one_pass_over_the_unfiltered_stream(pf_voice, tiny_voice)
     assert got.shape == want.shape
     assert np.mean(got != want) < 1e-3  # the windowed conditioning: rare rounding-level draws differ
     assert not np.allclose(got, raw)
+    off = np.concatenate([c.samples for c in pf_voice.stream(text, SpeakConfig(postfilter=False), seed=3)])
+    assert np.array_equal(off, raw)  # a request can turn it off
+    with pytest.raises(ParameterError, match="postfilter"):
+        SpeakConfig(postfilter="yes")
 
 
 def test_render_and_render_mel_use_the_filter(pf_voice):
@@ -168,6 +172,7 @@ def test_render_and_render_mel_use_the_filter(pf_voice):
     raw = render_frames(pf_voice.vocoder, pf_voice.vocoder.frame_inputs(mel), seed=1)
     assert np.array_equal(out.samples, pf_voice.apply_postfilter(raw, mel))
     assert not np.array_equal(out.samples, raw)
+    assert np.array_equal(render_utterance(pf_voice, text, SpeakConfig(postfilter=False), seed=1).samples, raw)
     one = pf_voice.render_mel(mel, seed=4)
     assert np.array_equal(one, pf_voice.apply_postfilter(pf_voice.vocoder.render(mel, seed=4, fold_frames=None), mel))
 
