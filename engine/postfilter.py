@@ -6,14 +6,15 @@ adaptive post-filter) filters the output with
 
     H_t(z) = g_t * A_t(z / gamma_num) / A_t(z / gamma_den) * (1 - tilt z^-1)
 
-where ``A_t`` is the order-``order`` linear-prediction polynomial of frame ``t``. Here ``A_t``
+where ``A_t`` is the order-``order`` (56) linear-prediction polynomial of frame ``t``. Here ``A_t``
 comes from the *conditioning* log-mel (the spectrum the audio should have), not from the noisy
 output: band magnitudes → a linear power spectrum (bands interpolated at their centres) →
 autocorrelation → Levinson-Durbin. ``g_t`` makes the filter keep the energy of a signal with the
 target spectrum. Frame ``t`` filters samples ``[t hop, (t + 1) hop)``; the filter memories carry
 across frames and chunks, so chunked filtering equals one pass over the whole utterance.
 
-Measured on held-out copy synthesis (docs/VOICE.md): phone accuracy +0.1, MCD -0.3 dB.
+What it does to held-out copy synthesis, for several orders, and what it costs:
+docs/bench/postfilter.md (``bench/postfilter.py --quality``).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ class PostfilterConfig:
     gamma_num: float = 0.8  # bandwidth expansion of the zeros
     gamma_den: float = 0.95  # ... and of the poles; the closer the two, the milder the filter
     tilt: float = 0.3  # first-order compensation of the low-pass tilt A(z/g1)/A(z/g2) adds
-    order: int = 16  # linear-prediction order
+    order: int = 56  # linear-prediction order: high, so A follows the 80-band mel envelope closely
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.gamma_num < self.gamma_den < 1.0:
@@ -44,8 +45,8 @@ class PostfilterConfig:
                                  f"found {self.gamma_num} and {self.gamma_den}")
         if not 0.0 <= self.tilt < 1.0:
             raise ParameterError(f"post-filter tilt must be in [0, 1), found {self.tilt}")
-        if not 2 <= self.order <= 40:
-            raise ParameterError(f"post-filter order must be in [2, 40], found {self.order}")
+        if not 2 <= self.order <= 96:
+            raise ParameterError(f"post-filter order must be in [2, 96], found {self.order}")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

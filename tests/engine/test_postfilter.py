@@ -45,7 +45,7 @@ def test_chunked_filtering_is_bit_identical_to_one_pass(dtype):
     mel = log_mel(np.concatenate([_resonance(3000, 500), _resonance(3000, 1500, 1)]))
     pf = Postfilter()
     coefs = pf.coefficients(mel)
-    assert coefs.shape == (mel.shape[0], 3, 17)
+    assert coefs.shape == (mel.shape[0], 3, PostfilterConfig().order + 1)
     rng = np.random.default_rng(2)
     x = rng.standard_normal(mel.shape[0] * 256) * 0.1
     x = (x * 32767).astype(np.int16) if dtype == np.int16 else x.astype(np.float32)
@@ -65,7 +65,7 @@ def test_envelope_peaks_at_the_formant_and_target_spectrum_energy_is_kept():
         x = _resonance(22050, freq)
         mel = log_mel(x)
         coefs = postfilter_coefficients(mel, PostfilterConfig())
-        den = coefs[len(coefs) // 2, 1] / PostfilterConfig().gamma_den ** np.arange(17)  # undo the expansion: A(z)
+        den = coefs[len(coefs) // 2, 1] / PostfilterConfig().gamma_den ** np.arange(coefs.shape[2])  # A(z)
         freqs = np.fft.rfftfreq(4096, 1 / SR)
         env = 1 / np.abs(np.fft.rfft(den, 4096))
         assert abs(freqs[np.argmax(env)] - freq) < 0.1 * freq + 60
