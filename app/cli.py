@@ -54,7 +54,7 @@ def cmd_say(args: argparse.Namespace) -> int:
 def cmd_vocode(args: argparse.Namespace) -> int:
     from wavern.app.speak import vocode_file
 
-    return vocode_file(args.input, args.output, voice=args.voice)
+    return vocode_file(args.input, args.output, voice=args.voice, postfilter=not args.no_postfilter)
 
 
 def cmd_render(args: argparse.Namespace) -> int:
@@ -152,10 +152,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_say)
 
     s = sub.add_parser("vocode", help="copy synthesis: wav → mel → vocoder → wav",
-                       description="Resynthesise IN.wav through the voice's WaveRNN vocoder (tests the vocoder alone).")
+                       description="Resynthesise IN.wav through the voice's WaveRNN vocoder and its post-filter "
+                                   "(--no-postfilter: the vocoder alone).")
     s.add_argument("input", metavar="IN.wav")
     s.add_argument("-o", "--output", required=True, metavar="OUT.wav")
     s.add_argument("--voice", metavar="NAME|PATH")
+    s.add_argument("--no-postfilter", action="store_true", help="skip the voice's formant post-filter")
     s.set_defaults(func=cmd_vocode)
 
     s = sub.add_parser("render", help="render many texts to audio files (offline, batched)",

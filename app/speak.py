@@ -63,15 +63,16 @@ def say(text: str, *, out: str | None, voice: str | None, speed: float = 1.0, vo
     return 0
 
 
-def vocode_file(inp: str, outp: str, *, voice: str | None) -> int:
-    """Copy synthesis: read a WAV, compute its log-mel, render it with the voice's vocoder."""
+def vocode_file(inp: str, outp: str, *, voice: str | None, postfilter: bool = True) -> int:
+    """Copy synthesis: read a WAV, compute its log-mel, render it with the voice's vocoder (and
+    its post-filter unless ``postfilter=False``)."""
     from wavern.app.voices import resolve_voice
     from wavern.engine import Voice
     from wavern.engine.audio_io import read_audio, write_audio
 
     v = Voice.load(resolve_voice(voice))
     audio = read_audio(Path(inp), sample_rate=v.sample_rate)
-    samples = v.vocode(audio)
+    samples = v.vocode(audio, postfilter=postfilter)
     write_audio(Path(outp), samples, v.sample_rate)
     print(f"wrote {outp} ({len(samples) / v.sample_rate:.2f} s)", file=sys.stderr)
     return 0

@@ -52,7 +52,7 @@ def main() -> int:
     with threadpool_limits(1):
         for _ in range(args.runs):
             t = time.process_time()
-            c = pf.coefficients(mel)
+            c = np.concatenate([pf.coefficients(mel[i:i + 16]) for i in range(0, frames, 16)])  # as the stream
             t1 = time.process_time()
             st = pf.new_state()
             for i in range(0, x.size, 2048):
@@ -71,7 +71,7 @@ def main() -> int:
         "",
         "| part | CPU µs per frame (11.6 ms) |",
         "|---|---:|",
-        f"| coefficients (mel → LPC → filter, vectorised over frames) | {c_us:.1f} |",
+        f"| coefficients (mel → LPC → filter, 16-frame windows as the stream asks) | {c_us:.1f} |",
         f"| filtering (numba, sample by sample, 2048-sample chunks) | {f_us:.1f} |",
         f"| total, as real-time factor | {rtf:.4f} |",
     ]

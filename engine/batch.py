@@ -8,7 +8,9 @@ sentence edges as in the stream), then cuts the utterance's frames into overlapp
 and generates them as one batch (REFERENCES section 1, "fold"; :func:`render_frames`).
 
 With ``fold_frames=None`` the result is one stream and equals ``voice.synthesize(text)`` sample
-for sample (tested), so folding is the only approximation of the offline path.
+for sample (tested, on the shipped voice too: the first voiced sentence's mel is decoded in the
+stream's lazy passes, so it rounds as the stream's does), so folding is the only approximation
+of the offline path.
 
 A sentence folds into only ~7-22 segments, fewer than the 24+ streams from which the kernels
 run in lanes (:func:`wavern.engine.vocoder.lane_split`); :func:`render_utterances` renders
@@ -148,9 +150,13 @@ def _prepare(voice, text: str, config: SpeakConfig | None, *, seed: int, max_cha
     hop = voc.hop
     gis, mels, spans, timings = [], [], [], []
     pos = 0  # output sample of the next sentence (pauses included)
+    lazy = True  # the stream decodes its first voiced sentence's mel lazily (rows first), the rest whole
     # The stream's own sentence source (ParameterError for empty or unspeakable text).
     for spoken in voice.sentence_parts(text, speaker=speaker, speed=cfg.speed):
         utt, part, off = spoken.utt, spoken.part, spoken.char_offset
+        if lazy and part.n_frames:  # the same decode passes give the same float rounding as the stream
+            part.rows(0, 1)
+            lazy = False
         T = part.mel.shape[0]
         if T == 0:
             continue
@@ -274,7 +280,10 @@ def render_utterances(voice, requests: Sequence[UtteranceRequest], *,
         work = np.array([_streams(prepared[i].gi.shape[0], fold_frames, overlap_frames) for i in idx], np.float64)
         share = work / work.sum()
         for k, i in enumerate(idx):
-            results[i] = _finish(voice, prepared[i], voiced[k], wall * share[k], cpu * share[k])
+            try:  # the post-filter runs in _finish: an error there stays with its item
+                results[i] = _finish(voice, prepared[i], voiced[k], wall * share[k], cpu * share[k])
+            except Exception as e:  # noqa: BLE001
+                results[i] = e
     return results  # type: ignore[return-value]
 
 

@@ -40,12 +40,16 @@ class PostfilterConfig:
     order: int = 56  # linear-prediction order: high, so A follows the 80-band mel envelope closely
 
     def __post_init__(self) -> None:
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                   for v in (self.gamma_num, self.gamma_den, self.tilt)):
+            raise ParameterError(f"post-filter gammas and tilt must be numbers, found {self.gamma_num!r}, "
+                                 f"{self.gamma_den!r}, {self.tilt!r}")
         if not 0.0 <= self.gamma_num < self.gamma_den < 1.0:
             raise ParameterError(f"post-filter gammas must satisfy 0 <= gamma_num < gamma_den < 1, "
                                  f"found {self.gamma_num} and {self.gamma_den}")
         if not 0.0 <= self.tilt < 1.0:
             raise ParameterError(f"post-filter tilt must be in [0, 1), found {self.tilt}")
-        if not 2 <= self.order <= 96:
+        if not isinstance(self.order, int) or isinstance(self.order, bool) or not 2 <= self.order <= 96:
             raise ParameterError(f"post-filter order must be in [2, 96], found {self.order}")
 
     def to_dict(self) -> dict:
@@ -126,8 +130,18 @@ def postfilter_coefficients(mel: np.ndarray, config: PostfilterConfig = Postfilt
     if mel.ndim != 2 or mel.shape[1] != mel_config.n_mels:
         raise ParameterError(f"mel must have shape (frames, {mel_config.n_mels}), found {mel.shape}")
     p = config.order
+    floor = np.log(mel_config.log_floor)
+    # a non-finite or absurd frame becomes silence, not a NaN that would stick in the filter memory
+    mel = np.clip(np.nan_to_num(mel, nan=floor, neginf=floor, posinf=floor), floor, 20.0)
     interp, _ = _interpolation(mel_config)
-    power = (np.exp(mel) @ interp) ** 2  # (T, n_bins)
+    mag = np.exp(mel)
+    # Row by row: a frame's coefficients must not depend on how many frames are computed
+    # together (BLAS blocks a matrix product differently), so that the stream, which computes
+    # them window by window, and the offline renderer, which does a whole utterance, agree.
+    power = np.empty((mel.shape[0], interp.shape[1]))
+    for t in range(mel.shape[0]):
+        power[t] = mag[t] @ interp
+    power **= 2  # (T, n_bins)
     r = np.fft.irfft(power, n=mel_config.n_fft, axis=1)[:, :p + 1]
     lag = np.arange(p + 1)
     r = r * np.exp(-0.5 * (2 * np.pi * 40.0 / mel_config.sample_rate * lag) ** 2)  # 40 Hz lag window

@@ -181,7 +181,7 @@ class Voice:
         self.default_pause_s: float = float(infer.get("pause_s", 0.0))
         #: The formant post-filter on the vocoder's output (``inference.postfilter``); None = off.
         self.postfilter = None
-        if infer.get("postfilter"):
+        if infer.get("postfilter") is not None:
             from wavern.engine.postfilter import Postfilter, PostfilterConfig
 
             try:
@@ -414,13 +414,19 @@ class Voice:
         parts = [c.samples for c in self.stream(text, config, seed=seed)]
         return np.concatenate(parts) if parts else np.zeros(0, np.float32)
 
-    def vocode(self, audio: np.ndarray, *, seed: int = 0, temperature: float | None = None) -> np.ndarray:
-        """Copy synthesis: float audio → log-mel → this voice's vocoder → float32 audio."""
+    def vocode(self, audio: np.ndarray, *, seed: int = 0, temperature: float | None = None,
+               postfilter: bool = True) -> np.ndarray:
+        """Copy synthesis: float audio → log-mel → this voice's vocoder (folded, as
+        :meth:`Vocoder.render`) and post-filter (unless ``postfilter=False``) → float32 audio."""
         x = np.asarray(audio, np.float32)
         if x.ndim != 1 or x.size == 0:
             raise ParameterError(f"vocode expects mono audio with samples, found shape {x.shape}")
         mel = log_mel(x, DEFAULT_MEL)
-        return int16_to_float(self.render_mel(mel, seed=seed, temperature=temperature)[: x.size])
+        t = self.default_temperature if temperature is None else temperature
+        y = self.vocoder.render(mel, seed=seed, temperature=t)
+        if postfilter:
+            y = self.apply_postfilter(y, mel)
+        return int16_to_float(y[: x.size])
 
     def render_mel(self, mel: np.ndarray, *, seed: int = 0, temperature: float | None = None,
                    fold_frames: int | None = None) -> np.ndarray:

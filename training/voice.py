@@ -175,8 +175,11 @@ def build_voice(cfg: VoiceBuildConfig) -> dict[str, Any]:
             "build_wall_s": round(wall, 1), "vocoder_result": vres if isinstance(vres, dict) else None}
     card = (f"# {name}\n\nwavern's {cfg.preset} voice, trained on this machine by `wavern train voice "
             f"--set preset='\"{cfg.preset}\"'` from an espeak-ng corpus ({p['espeak']}).\n")
+    from wavern.engine.postfilter import PostfilterConfig
+
     assemble_voice(out, acoustic=acoustic, vocoder=vocoder, symbols=symbols, name=name,
-                   espeak_voice=p["espeak"], provenance=prov, card=card)
+                   espeak_voice=p["espeak"], provenance=prov, card=card,
+                   inference={"postfilter": PostfilterConfig().to_dict()})
     return {"voice": str(out), **prov}
 
 
