@@ -4,7 +4,7 @@ The vocoder's sampling noise is close to white, so it fills the valleys between 
 the target spectrum leaves nearly empty. The classic speech-codec remedy (Chen & Gersho's
 adaptive post-filter) filters the output with
 
-    H_t(z) = g_t * A_t(z / gamma_num) / A_t(z / gamma_den) * (1 - tilt z^-1)
+    H_t(z) = g_t * A_t(z / gamma_num) / A_t(z / gamma_den) * (1 - tilt z^-1)   (0.8, 0.97, 0.3)
 
 where ``A_t`` is the order-``order`` (56) linear-prediction polynomial of frame ``t``. Here ``A_t``
 comes from the *conditioning* log-mel (the spectrum the audio should have), not from the noisy
@@ -35,7 +35,7 @@ class PostfilterConfig:
     """The post-filter's settings (stored in a voice's ``voice.json``, ``inference.postfilter``)."""
 
     gamma_num: float = 0.8  # bandwidth expansion of the zeros
-    gamma_den: float = 0.95  # ... and of the poles; the closer the two, the milder the filter
+    gamma_den: float = 0.97  # ... and of the poles; the closer the two, the milder the filter
     tilt: float = 0.3  # first-order compensation of the low-pass tilt A(z/g1)/A(z/g2) adds
     order: int = 56  # linear-prediction order: high, so A follows the 80-band mel envelope closely
 
