@@ -149,6 +149,7 @@ class VocoderData:
     held_out: np.ndarray  # (U,) bool
     ids: list[str]
     hop: int
+    gta_mels: np.ndarray | None = None  # memmap like ``mels``: the acoustic model's GTA mel (training.gta)
 
     @classmethod
     def open(cls, cache_dir: str | os.PathLike, *, hop: int) -> "VocoderData":
@@ -156,8 +157,10 @@ class VocoderData:
         index = json.loads((cache_dir / "index.json").read_text())
         if index["fingerprint"]["hop_length"] != hop:
             raise CorpusError(f"cache {cache_dir} was built for hop {index['fingerprint']['hop_length']}, not {hop}")
+        gta = cache_dir / "gta_mels.npy"
         return cls(audio=np.load(cache_dir / "audio.npy", mmap_mode="r"),
                    mels=np.load(cache_dir / "mels.npy", mmap_mode="r"),
+                   gta_mels=np.load(gta, mmap_mode="r") if gta.is_file() else None,
                    sample_offsets=np.asarray(index["sample_offsets"], np.int64),
                    frame_offsets=np.asarray(index["frame_offsets"], np.int64),
                    held_out=np.asarray(index["held_out"], bool), ids=list(index["ids"]), hop=hop)
@@ -167,8 +170,12 @@ class VocoderData:
         return np.nonzero(self.held_out == held_out)[0]
 
     def batch(self, rng: np.random.Generator, *, batch_size: int, segment_frames: int, mel_pad: int,
-              held_out: bool = False) -> VocoderBatch:
-        """Draw ``batch_size`` random segments from one split with the generator ``rng``."""
+              held_out: bool = False, gta_prob: float = 0.0) -> VocoderBatch:
+        """Draw ``batch_size`` random segments from one split with the generator ``rng``.
+
+        ``gta_prob``: each segment's mel is the GTA mel (:mod:`wavern.training.gta`) with this
+        probability, else the true one; at 0 (the default) ``rng`` draws exactly as before.
+        """
         utts = self.split(held_out)
         if utts.size == 0:
             raise CorpusError(f"the corpus has no {'held-out' if held_out else 'training'} utterances")
@@ -176,11 +183,18 @@ class VocoderData:
         full_frames = np.maximum(n_samples // self.hop, 1)
         pick = rng.choice(utts.size, size=batch_size, p=full_frames / full_frames.sum())
         starts = rng.integers(0, np.maximum(full_frames[pick] - segment_frames, 0) + 1)
-        return self.segments(utts[pick], starts, segment_frames=segment_frames, mel_pad=mel_pad)
+        gta = None
+        if gta_prob > 0:
+            if self.gta_mels is None:
+                raise CorpusError("gta_prob > 0 but the cache has no gta_mels.npy: build it with "
+                                  "`python -m wavern.training.gta CACHE ACOUSTIC_CHECKPOINT`")
+            gta = rng.random(batch_size) < gta_prob
+        return self.segments(utts[pick], starts, segment_frames=segment_frames, mel_pad=mel_pad, gta=gta)
 
     def segments(self, utts: np.ndarray, start_frames: np.ndarray, *, segment_frames: int,
-                 mel_pad: int) -> VocoderBatch:
-        """The segments of utterances ``utts`` starting at frames ``start_frames``."""
+                 mel_pad: int, gta: np.ndarray | None = None) -> VocoderBatch:
+        """The segments of utterances ``utts`` starting at frames ``start_frames`` (their mel from
+        ``gta_mels`` where ``gta`` is True)."""
         b, t, hop = len(utts), segment_frames, self.hop
         n_mels = self.mels.shape[1]
         mel = np.zeros((b, t + 2 * mel_pad, n_mels), np.float32)
@@ -197,5 +211,6 @@ class VocoderData:
             lo, hi = m_lo + f0 - mel_pad, m_lo + f0 + t + mel_pad  # wanted frame range
             c_lo, c_hi = max(lo, m_lo), min(hi, m_hi)
             if c_hi > c_lo:
-                mel[i, c_lo - lo:c_hi - lo] = self.mels[c_lo:c_hi]
+                src = self.gta_mels if gta is not None and gta[i] else self.mels
+                mel[i, c_lo - lo:c_hi - lo] = src[c_lo:c_hi]
         return VocoderBatch(mel, audio, prev)

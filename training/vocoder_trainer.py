@@ -84,6 +84,7 @@ class VocoderTrainConfig:
     optimizer: str = "adam"  # one of OPTIMIZERS
     grad_clip: float = 1.0  # global grad-norm clip (Adam)
     input_noise: float = 0.0  # largest std (int16 units) of the noise on the fed-back samples; 0: teacher forcing
+    gta_prob: float = 0.0  # share of training segments conditioned on the acoustic model's GTA mel (training.gta)
     threads: int = 2  # torch intra-op threads on the CPU
     bf16: str = "auto"  # "auto" (bf16 autocast where the CPU has native bf16), "on", "off"
     seed: int = 0
@@ -106,6 +107,8 @@ class VocoderTrainConfig:
         for name in ("steps", "batch_size", "segment_frames", "threads", "log_every_steps", "lr_half_life_steps"):
             if getattr(self, name) < 1:
                 raise ParameterError(f"{name} must be >= 1, found {getattr(self, name)}")
+        if not 0.0 <= self.gta_prob <= 1.0:
+            raise ParameterError(f"gta_prob must be in [0, 1], found {self.gta_prob}")
         if not 0 <= self.input_noise <= 8192:
             raise ParameterError(f"input_noise must be in [0, 8192] int16 units, found {self.input_noise}")
         if not self.lr > 0 or self.lr_min < 0:
@@ -238,7 +241,7 @@ class VocoderTrainer:
         cfg = self.cfg
         rng = seed_step(cfg.seed, self.step, self.dist.rank)
         batch = self.data.batch(rng, batch_size=cfg.batch_size, segment_frames=cfg.segment_frames,
-                                mel_pad=self.mel_pad)
+                                mel_pad=self.mel_pad, gta_prob=cfg.gta_prob)
         noisy = noisy_inputs(batch.audio, rng, cfg.input_noise) if cfg.input_noise > 0 else None
         if self.dist.enabled:  # this rank's rows of the global batch
             rows = self.dist.rows(cfg.batch_size)
@@ -492,6 +495,9 @@ def _parse(argv: list[str] | None) -> VocoderTrainConfig:
     p.add_argument("--lr-min", type=float, default=d.lr_min)
     p.add_argument("--optimizer", choices=OPTIMIZERS, default=d.optimizer)
     p.add_argument("--grad-clip", type=float, default=d.grad_clip)
+    p.add_argument("--gta-prob", type=float, default=d.gta_prob,
+                   help="share of segments conditioned on the acoustic model's GTA mel (cache/gta_mels.npy, "
+                        "python -m wavern.training.gta)")
     p.add_argument("--input-noise", type=float, default=d.input_noise,
                    help="largest std (int16 units) of Gaussian noise on the fed-back samples (0: none)")
     p.add_argument("--threads", type=int, default=d.threads)
@@ -516,7 +522,7 @@ def _parse(argv: list[str] | None) -> VocoderTrainConfig:
     return VocoderTrainConfig(
         corpus_dir=a.corpus, run_dir=a.run, vocoder=voc, steps=a.steps, batch_size=a.batch,
         segment_frames=a.segment_frames, lr=a.lr, warmup_steps=a.warmup, lr_half_life_steps=a.lr_half_life,
-        lr_min=a.lr_min, optimizer=a.optimizer, grad_clip=a.grad_clip, input_noise=a.input_noise,
+        lr_min=a.lr_min, optimizer=a.optimizer, grad_clip=a.grad_clip, input_noise=a.input_noise, gta_prob=a.gta_prob,
         threads=a.threads, bf16=a.bf16,
         seed=a.seed, checkpoint_interval_s=a.checkpoint_interval, resume=a.resume, init_from=a.init_from,
         device=a.device, eval_every_steps=a.eval_every, eval_batches=a.eval_batches, log_every_steps=a.log_every,
