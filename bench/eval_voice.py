@@ -219,13 +219,15 @@ def write_doc(out: Path, row: dict, rows: list[dict], cmd: str, voice, examples:
         "classifier (`assets/eval/`, 0.957 on true espeak audio, 0.06 on noise) against the espeak timings "
         "(copy synthesis) or the model's predicted timings (acoustic, end to end). MCD-DTW of noise-like audio "
         "is about 6.4 dB whatever it is, so it cannot rank very bad vocoders.",
-        *(["", f"Post-filter: the engine's formant post-filter (`engine/postfilter.py`, settings "
-            f"{row['postfilter']}) is part of the voice (`voice.json`, `inference.postfilter`), so copy synthesis "
+        *(["", f"Post-filter: the engine's formant post-filter (`engine/postfilter.py`, γ "
+            f"{row['postfilter']['gamma_num']} / {row['postfilter']['gamma_den']}, tilt {row['postfilter']['tilt']}, "
+            f"order {row['postfilter']['order']}) is part of the voice (`voice.json`, `inference.postfilter`), so copy synthesis "
             "and end to end include it; the row without it measures the WaveRNN alone."] if row.get("postfilter") else []),
         "",
         "## As training goes on",
         "",
-        "Copy-synthesis columns: the WaveRNN alone, then (where the voice has one) with the post-filter.",
+        "Copy-synthesis columns: the WaveRNN alone, then (where the voice has one) with the post-filter; "
+        "the end-to-end column is the voice as shipped, so with the post-filter from the first row that has one.",
         "",
         "| date | acoustic step | vocoder step | copy STOI | copy PESQ | copy phone acc | + post-filter: STOI / PESQ / "
         "phone acc | acoustic (GL) phone acc | end-to-end phone acc |",
