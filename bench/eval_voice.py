@@ -219,10 +219,10 @@ def write_doc(out: Path, row: dict, rows: list[dict], cmd: str, voice, examples:
         "classifier (`assets/eval/`, 0.957 on true espeak audio, 0.06 on noise) against the espeak timings "
         "(copy synthesis) or the model's predicted timings (acoustic, end to end). MCD-DTW of noise-like audio "
         "is about 6.4 dB whatever it is, so it cannot rank very bad vocoders.",
-        *(["", f"Post-filter: the engine's formant post-filter (`engine/postfilter.py`, γ "
-            f"{row['postfilter']['gamma_num']} / {row['postfilter']['gamma_den']}, tilt {row['postfilter']['tilt']}, "
-            f"order {row['postfilter']['order']}) is part of the voice (`voice.json`, `inference.postfilter`), so copy synthesis "
-            "and end to end include it; the row without it measures the WaveRNN alone."] if row.get("postfilter") else []),
+        *(["", "Post-filter: the engine's formant post-filter (`engine/postfilter.py`, γ {gamma_num} / {gamma_den}, "
+            "tilt {tilt}, order {order}) is part of the voice (`voice.json`, `inference.postfilter`), so copy "
+            "synthesis and end to end include it; the row without it measures the WaveRNN alone."
+            .format(**row["postfilter"])] if row.get("postfilter") else []),
         "",
         "## As training goes on",
         "",
