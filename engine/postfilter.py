@@ -178,6 +178,10 @@ class Postfilter:
     def __init__(self, config: PostfilterConfig = PostfilterConfig(), *, hop: int = 256) -> None:
         self.config, self.hop = config, int(hop)
 
+    def load(self) -> None:
+        """Compile (or load from numba's cache) the filter loop: a few milliseconds from a cache."""
+        self.apply(np.zeros(1, np.int16), np.zeros((1, 3, self.config.order + 1)), self.new_state())
+
     def new_state(self) -> PostfilterState:
         p = self.config.order
         return PostfilterState(np.zeros(p), np.zeros(p), np.zeros(1))

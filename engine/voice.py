@@ -188,6 +188,7 @@ class Voice:
                 self.postfilter = Postfilter(PostfilterConfig.from_dict(infer["postfilter"]), hop=vocoder.hop)
             except (ParameterError, TypeError) as e:
                 raise VoiceFileError(f"{path}/voice.json: field 'inference.postfilter' is invalid ({e})") from None
+            self.postfilter.load()  # its numba loop now, not in the first chunk of the first request
         #: User pronunciations (a front-end ``Lexicon``) used by ``analyze`` and so by ``stream``;
         #: None = none. Assign a new object rather than mutating one a running stream may read.
         self.lexicon = None
@@ -421,23 +422,23 @@ class Voice:
         x = np.asarray(audio, np.float32)
         if x.ndim != 1 or x.size == 0:
             raise ParameterError(f"vocode expects mono audio with samples, found shape {x.shape}")
-        mel = log_mel(x, DEFAULT_MEL)
-        t = self.default_temperature if temperature is None else temperature
-        y = self.vocoder.render(mel, seed=seed, temperature=t)
-        if postfilter:
-            y = self.apply_postfilter(y, mel)
+        from wavern.engine.batch import DEFAULT_FOLD_FRAMES
+
+        y = self.render_mel(log_mel(x, DEFAULT_MEL), seed=seed, temperature=temperature,
+                            fold_frames=DEFAULT_FOLD_FRAMES, postfilter=postfilter)
         return int16_to_float(y[: x.size])
 
     def render_mel(self, mel: np.ndarray, *, seed: int = 0, temperature: float | None = None,
-                   fold_frames: int | None = None) -> np.ndarray:
-        """(T, n_mels) log-mel → (T * hop,) int16 through the vocoder and the post-filter (if any).
+                   fold_frames: int | None = None, postfilter: bool = True) -> np.ndarray:
+        """(T, n_mels) log-mel → (T * hop,) int16 through the vocoder and the post-filter (if any,
+        and unless ``postfilter=False``).
 
         ``fold_frames``: None generates one stream, as the real-time path does; an int folds
         the mel into segments generated as a batch (:meth:`Vocoder.render`).
         """
         t = self.default_temperature if temperature is None else temperature
         y = self.vocoder.render(mel, seed=seed, temperature=t, fold_frames=fold_frames)
-        return self.apply_postfilter(y, mel)
+        return self.apply_postfilter(y, mel) if postfilter else y
 
     def apply_postfilter(self, samples: np.ndarray, mel: np.ndarray) -> np.ndarray:
         """The post-filter over a whole utterance's samples (int16), its frames from ``mel``; a

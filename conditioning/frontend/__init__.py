@@ -253,6 +253,13 @@ class _Tokens:
         )
 
 
+def _prepare(text, voice: str, lexicon: Lexicon | None, table: SymbolTable | None):
+    """What :func:`render` and :func:`analyze` both start with: checked text and voice, the
+    symbol table, the sentences."""
+    if not isinstance(text, str):
+        raise ParameterError(f"text must be a str, found {type(text).__name__}")
+    return _check_voice(voice), table or _default_table(), tuple(segment(text, lexicon=lexicon))
+
 def render(
     text: str,
     *,
@@ -279,11 +286,7 @@ def render(
     Returns:
         :class:`Rendering` with ``durations.sum() == len(audio)``.
     """
-    if not isinstance(text, str):
-        raise ParameterError(f"text must be a str, found {type(text).__name__}")
-    voice = _check_voice(voice)
-    table = table or _default_table()
-    sentences = tuple(segment(text, lexicon=lexicon))
+    voice, table, sentences = _prepare(text, voice, lexicon, table)
     out = _Tokens()
     audio: list[np.ndarray] = []
     for s, sentence in enumerate(sentences):
@@ -311,11 +314,7 @@ def analyze(
     text and espeak voice. Only espeak's phoneme events are taken
     (:func:`espeak.phoneme_events`: no audio kept, about half the time of a rendering).
     """
-    if not isinstance(text, str):
-        raise ParameterError(f"text must be a str, found {type(text).__name__}")
-    voice = _check_voice(voice)
-    table = table or _default_table()
-    sentences = tuple(segment(text, lexicon=lexicon))
+    voice, table, sentences = _prepare(text, voice, lexicon, table)
     out = _Tokens()
     for s, sentence in enumerate(sentences):
         out.words.extend(sentence.words)

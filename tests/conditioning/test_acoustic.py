@@ -309,6 +309,19 @@ def test_last_rows_equal_the_whole_decoder(layers):
                 np.testing.assert_allclose(rows.numpy(), whole[start:stop].numpy(), rtol=1e-5, atol=1e-5)
 
 
+def _spy_mel_rows(monkeypatch) -> list[tuple[int, int]]:
+    """Record the (start, stop) of every last-layer decode the model makes from now on."""
+    calls = []
+    real = AcousticModel._mel_rows
+
+    def spy(self, x, g, start, stop, cache):
+        calls.append((start, stop))
+        return real(self, x, g, start, stop, cache)
+
+    monkeypatch.setattr(AcousticModel, "_mel_rows", spy)
+    return calls
+
+
 def test_lazy_mel_rows_equal_the_one_shot_mel_and_decode_only_what_is_asked(monkeypatch):
     m = _model()
     rng = np.random.default_rng(5)
@@ -318,14 +331,7 @@ def test_lazy_mel_rows_equal_the_one_shot_mel_and_decode_only_what_is_asked(monk
     ref, dur = m.infer(ids, glob, speaker=0)
     t = ref.shape[0]
     assert t > 3 * ac.FIRST_DECODE_FRAMES
-    calls = []
-    real = AcousticModel._mel_rows
-
-    def spy(self, x, g, start, stop, cache):
-        calls.append((start, stop))
-        return real(self, x, g, start, stop, cache)
-
-    monkeypatch.setattr(AcousticModel, "_mel_rows", spy)
+    calls = _spy_mel_rows(monkeypatch)
     lazy, dur2 = m.infer_lazy(ids, glob, speaker=0)
     np.testing.assert_array_equal(dur, dur2)
     assert calls == [] and lazy.n_frames == t and not lazy.started
@@ -350,14 +356,7 @@ def test_sentence_rows_come_in_two_passes_and_equal_the_whole_sentence(monkeypat
     sent = np.repeat([0, 1, 2], 30)
     glob = (ids == PUNCT) | np.r_[True, np.diff(sent) > 0]
     whole = list(stream_mel(m, ids, glob, sent, speaker=0))
-    calls = []
-    real = AcousticModel._mel_rows
-
-    def spy(self, x, g, start, stop, cache):
-        calls.append((start, stop))
-        return real(self, x, g, start, stop, cache)
-
-    monkeypatch.setattr(AcousticModel, "_mel_rows", spy)
+    calls = _spy_mel_rows(monkeypatch)
     for ref, part in zip(whole, stream_mel(m, ids, glob, sent, speaker=0)):
         n = part.n_frames
         assert n == ref.n_frames == ref.mel.shape[0] > 2 * ac.FIRST_DECODE_FRAMES
