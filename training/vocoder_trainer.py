@@ -204,6 +204,8 @@ class VocoderTrainer:
         self.mel_pad = 2 + cfg.vocoder.cond_blocks  # the conditioning net's receptive field
         self.data: VocoderData | None = None
         self._eval_batches: list | None = None
+        #: Optional ``step -> lr`` that replaces :func:`lr_at` (``training.vocoder_gpu`` decays by wall time).
+        self.lr_schedule: Callable[[int], float] | None = None
 
     def _resolve_bf16(self, mode: str) -> bool:
         if mode == "off":
@@ -249,7 +251,7 @@ class VocoderTrainer:
             noisy = None if noisy is None else noisy[rows]
         mel, audio, prev = self._to_tensors(batch)
         inputs = None if noisy is None else torch.from_numpy(noisy).to(self.device)
-        lr = lr_at(self.step, cfg)
+        lr = self.lr_schedule(self.step) if self.lr_schedule is not None else lr_at(self.step, cfg)
         if cfg.optimizer == "adam":
             for group in self.optimizer.param_groups:
                 group["lr"] = lr

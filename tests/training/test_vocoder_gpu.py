@@ -1,0 +1,126 @@
+"""The GPU burst trainer, on the CPU: its mel equals wavern.dsp.log_mel, its sampler equals
+VocoderData's, its audio coding is lossless, and a pack trains and resumes in the ordinary trainer."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from wavern.dsp import MelConfig, _window, int16_to_float, log_mel, mel_filterbank
+from wavern.training.vocoder_data import VocoderData, build_cache
+from wavern.training.vocoder_gpu import GpuSegments, _compress, log_mel_torch, pack, train, unpack_audio
+from wavern.training.vocoder_trainer import COMPACT, VocoderTrainer, train_vocoder
+
+from tests.training.test_vocoder_trainer import HOP, _cfg, _corpus
+
+torch.set_num_threads(1)
+
+
+@pytest.mark.parametrize("n", [0, 1, 300, 512, 513, 5000, 22050])
+def test_log_mel_torch_equals_log_mel(n):
+    cfg = MelConfig()
+    rng = np.random.default_rng(n)
+    audio = (rng.normal(0, 3000, n) * np.sin(np.arange(n) / 40.0)).clip(-32768, 32767).astype(np.int16)
+    ref = log_mel(int16_to_float(audio), cfg)
+    got = log_mel_torch(torch.from_numpy(audio), torch.from_numpy(mel_filterbank(cfg).copy()),
+                        torch.from_numpy(_window(cfg.win_length, cfg.n_fft)), cfg).numpy()
+    assert got.shape == ref.shape
+    np.testing.assert_allclose(got, ref, atol=2e-3, rtol=0)
+    assert np.abs(got - ref).mean() < 1e-4
+
+
+def test_audio_coding_is_lossless_at_the_extremes():
+    rng = np.random.default_rng(0)
+    audio = np.concatenate([rng.integers(-32768, 32768, 5000), [32767, -32768, 32767, -32768, 0, -1]]).astype(np.int16)
+    np.testing.assert_array_equal(unpack_audio(_compress(audio)), audio)
+
+
+def _utterances(n_utts=6, seed=1):
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(3 * HOP, 30 * HOP, n_utts)
+    audio = [(rng.normal(0, 2000, n)).astype(np.int16) for n in lengths]
+    return audio, np.array([i % 3 == 0 for i in range(n_utts)])
+
+
+def test_gpu_segments_draw_what_vocoder_data_draws():
+    audio, held = _utterances()
+    cfg = MelConfig(hop_length=HOP)
+    fb, win = torch.from_numpy(mel_filterbank(cfg).copy()), torch.from_numpy(_window(cfg.win_length, cfg.n_fft))
+    lengths = np.array([a.size for a in audio])
+    flat = np.concatenate(audio)
+    mels_np = np.concatenate([log_mel(int16_to_float(a), cfg) for a in audio])
+    mels_t = torch.cat([log_mel_torch(torch.from_numpy(a), fb, win, cfg) for a in audio])
+    ref = VocoderData(audio=flat, mels=mels_np, sample_offsets=np.concatenate([[0], np.cumsum(lengths)]),
+                      frame_offsets=np.concatenate([[0], np.cumsum(1 + lengths // HOP)]), held_out=held,
+                      ids=[str(i) for i in range(lengths.size)], hop=HOP)
+    gpu = GpuSegments(torch.from_numpy(flat), mels_t, lengths, held, HOP)
+    for held_out in (False, True):
+        for seed in range(4):
+            kw = dict(batch_size=7, segment_frames=5, mel_pad=3, held_out=held_out)
+            a = ref.batch(np.random.default_rng(seed), **kw)
+            b = gpu.batch(np.random.default_rng(seed), **kw)
+            np.testing.assert_array_equal(b.audio.numpy(), a.audio)
+            np.testing.assert_array_equal(b.prev.numpy(), a.prev)
+            np.testing.assert_allclose(b.mel.numpy(), a.mel, atol=2e-3, rtol=0)
+            assert b.audio.dtype == torch.int16 and b.prev.dtype == torch.int16
+
+
+@pytest.fixture(scope="module")
+def packed(tmp_path_factory):
+    root = tmp_path_factory.mktemp("gpu")
+    _corpus(root / "corpus")
+    trainer = train_vocoder(_cfg(root / "corpus", root / "run", steps=8))  # past the pruning ramp
+    cache = root / "cache"
+    build_cache(root / "corpus", cache, trainer.cfg.vocoder.mel)
+    meta = pack(cache, root / "run" / COMPACT, root / "pack", max_bytes=10_000, n_held=2)
+    return root, trainer, meta
+
+
+def test_pack_respects_its_byte_budget_and_keeps_held_out_utterances(packed):
+    root, _, meta = packed
+    index = json.loads((root / "cache" / "index.json").read_text())
+    assert (root / "pack" / "audio.xz").stat().st_size == meta["audio_bytes"] <= 10_000
+    assert sum(meta["held_out"]) == 2 and not all(meta["held_out"])
+    held_ids = {i for i, h in zip(index["ids"], index["held_out"]) if h}
+    assert all((uid in held_ids) == h for uid, h in zip(meta["ids"], meta["held_out"]))
+    audio = np.load(root / "cache" / "audio.npy")
+    offsets = index["sample_offsets"]
+    got = unpack_audio((root / "pack" / "audio.xz").read_bytes())
+    pos = 0
+    for uid, n in zip(meta["ids"], meta["lengths"]):
+        u = index["ids"].index(uid)
+        np.testing.assert_array_equal(got[pos:pos + n], audio[offsets[u]:offsets[u + 1]])
+        pos += n
+    assert pos == got.size
+
+
+def test_train_from_a_pack_moves_the_weights_and_resumes_in_the_trainer(packed, tmp_path):
+    root, trainer, _ = packed
+    report = train(root / "pack", tmp_path / "out", budget_s=6.0, reserve_s=0.5, shapes=((4, 3),),
+                   eval_every_s=0.5, device="cpu", lr_peak=1e-3, lr_end=1e-4)
+    assert report["start_step"] == 8 and report["end_step"] > 8
+    assert report["batch_size"] == 4 and report["segment_frames"] == 3 and report["bf16"] is False
+    assert [e["step"] for e in report["evals"]] == sorted(e["step"] for e in report["evals"])
+    assert report["best_eval"] == min(e["eval_loss"] for e in report["evals"])
+    again = VocoderTrainer(_cfg(root / "corpus", tmp_path / "again"))
+    again.load(tmp_path / "out" / "last.pt")
+    assert again.step == report["end_step"]
+    moved = [k for k, v in trainer.model.state_dict().items() if not torch.allclose(again.model.state_dict()[k], v)]
+    assert "gru.weight_hh_l0" in moved
+    for name, mask in trainer.pruner.masks.items():  # the sparsity pattern is kept
+        assert torch.equal(again.pruner.masks[name], mask)
+        assert not again.model.get_parameter(name)[~mask].any()
+
+
+def test_unmask_trains_the_pruned_weights(packed, tmp_path):
+    root, trainer, _ = packed
+    report = train(root / "pack", tmp_path / "out", budget_s=4.0, reserve_s=0.5, shapes=((4, 3),),
+                   eval_every_s=10.0, device="cpu", unmask=True)
+    assert report["unmask"] and report["end_step"] > report["start_step"]
+    again = VocoderTrainer(_cfg(root / "corpus", tmp_path / "again"))
+    again.load(tmp_path / "out" / "last.pt")
+    w = again.model.gru.weight_hh_l0
+    assert w[~trainer.pruner.masks["gru.weight_hh_l0"]].abs().sum() > 0
