@@ -230,7 +230,7 @@ def train(pack_dir: str | Path, out_dir: str | Path, *, budget_s: float, lr_peak
           lr_end: float = 3e-5, warmup_steps: int = 100, eval_every_s: float = 45.0,
           shapes: tuple[tuple[int, int], ...] = ((1024, 8), (2048, 8), (4096, 8)), device: str = "cuda",
           precisions: tuple[bool, ...] = (False,), unmask: bool = False, save: bool = True,
-          reserve_s: float = 15.0) -> dict:
+          reserve_s: float = 15.0, eval_batches: int = 2) -> dict:
     """Train from the pack's checkpoint for ``budget_s`` seconds (set-up included); write best.pt / last.pt.
 
     ``precisions``: the bf16 settings to time (one shape and one precision skip the timing). float32
@@ -253,7 +253,7 @@ def train(pack_dir: str | Path, out_dir: str | Path, *, budget_s: float, lr_peak
     base.pop("vocoder", None)
     known = {f.name for f in dataclasses.fields(VocoderTrainConfig)}
     cfg = VocoderTrainConfig(**{k: v for k, v in base.items() if k in known and k != "vocoder"}, vocoder=voc)
-    cfg = dataclasses.replace(cfg, device=device, run_dir=str(out_dir), eval_batches=2, progress=False)
+    cfg = dataclasses.replace(cfg, device=device, run_dir=str(out_dir), eval_batches=eval_batches, progress=False)
     trainer = _GpuTrainer(cfg)
     trainer.load(Path(pack_dir) / "init.pt", exact=False)
     trainer.data = data
@@ -379,6 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     tr.add_argument("--precisions", default="fp32", help="precisions to time: fp32 (default), bf16 or both")
     tr.add_argument("--unmask", action="store_true", help="ablation: train without the pruning masks")
     tr.add_argument("--no-save", action="store_true", help="write only report.json (no checkpoints)")
+    tr.add_argument("--eval-batches", type=int, default=2, help="fixed held-out batches per evaluation")
     a = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if a.cmd == "pack":
@@ -388,7 +389,8 @@ def main(argv: list[str] | None = None) -> int:
     shapes = tuple(tuple(int(v) for v in s.split("x")) for s in a.shapes.split(","))
     train(a.pack_dir, a.out_dir, budget_s=a.budget_s, lr_peak=a.lr_peak, lr_end=a.lr_end,
           eval_every_s=a.eval_every_s, shapes=shapes, device=a.device,
-          precisions=tuple(p == "bf16" for p in a.precisions.split(",")), unmask=a.unmask, save=not a.no_save)
+          precisions=tuple(p == "bf16" for p in a.precisions.split(",")), unmask=a.unmask, save=not a.no_save,
+          eval_batches=a.eval_batches)
     return 0
 
 
