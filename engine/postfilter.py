@@ -20,11 +20,10 @@ docs/bench/postfilter.md (``bench/postfilter.py --quality``).
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import numpy as np
 
-from wavern.dsp import MelConfig
+from wavern.dsp import MelConfig, lpc_from_power, mel_power_spectrum, slaney_filterbank  # noqa: F401
 from wavern.errors import ParameterError
 
 __all__ = ["PostfilterConfig", "PostfilterState", "postfilter_coefficients", "Postfilter"]
@@ -63,59 +62,6 @@ class PostfilterConfig:
         return cls(**d)
 
 
-def _hz_to_mel(f: np.ndarray) -> np.ndarray:
-    """Slaney's mel scale: linear below 1 kHz (200/3 Hz per mel), logarithmic above."""
-    f = np.asarray(f, np.float64)
-    log_part = 15.0 + np.log(np.maximum(f, 1e-10) / 1000.0) / (np.log(6.4) / 27.0)
-    return np.where(f >= 1000.0, log_part, f / (200.0 / 3.0))
-
-
-def _mel_to_hz(m: np.ndarray) -> np.ndarray:
-    m = np.asarray(m, np.float64)
-    return np.where(m >= 15.0, 1000.0 * np.exp((np.log(6.4) / 27.0) * (m - 15.0)), m * (200.0 / 3.0))
-
-
-def slaney_filterbank(cfg: MelConfig) -> np.ndarray:
-    """The Slaney-normalised mel filterbank of :func:`wavern.dsp.mel_filterbank` (librosa's), in
-    float64 numpy: importing librosa would add half a second to the engine's cold start."""
-    freqs = np.fft.rfftfreq(cfg.n_fft, 1.0 / cfg.sample_rate)
-    edges = _mel_to_hz(np.linspace(_hz_to_mel(cfg.fmin), _hz_to_mel(cfg.fmax), cfg.n_mels + 2))
-    width = np.diff(edges)
-    ramps = edges[:, None] - freqs[None, :]
-    lower = -ramps[:-2] / width[:-1, None]
-    upper = ramps[2:] / width[1:, None]
-    fb = np.maximum(0.0, np.minimum(lower, upper))
-    return fb * (2.0 / (edges[2:] - edges[:-2]))[:, None]
-
-
-@functools.lru_cache(maxsize=4)
-def _interpolation(cfg: MelConfig) -> tuple[np.ndarray, np.ndarray]:
-    """(n_mels, n_bins) matrix taking band magnitude densities to linear bins, and the bin freqs."""
-    fb = slaney_filterbank(cfg)
-    area = fb.sum(axis=1)
-    freqs = np.fft.rfftfreq(cfg.n_fft, 1.0 / cfg.sample_rate)
-    centres = fb @ freqs / area
-    eye = np.eye(cfg.n_mels)
-    # column m: the linear interpolation (flat beyond the outer centres) of the m-th unit vector
-    interp = np.stack([np.interp(freqs, centres, eye[m]) for m in range(cfg.n_mels)])
-    interp /= area[:, None]  # band value exp(mel) / area = mean magnitude per bin in the band
-    return interp, freqs
-
-
-def _levinson(r: np.ndarray) -> np.ndarray:
-    """Prediction polynomials (T, p + 1), a[:, 0] = 1, from autocorrelations r (T, p + 1)."""
-    t, p1 = r.shape
-    a = np.zeros((t, p1))
-    a[:, 0] = 1.0
-    err = r[:, 0].copy()
-    for i in range(1, p1):
-        acc = r[:, i] + np.einsum("tj,tj->t", a[:, 1:i], r[:, i - 1:0:-1])
-        k = -acc / err
-        a[:, 1:i + 1] += k[:, None] * a[:, i - 1::-1][:, :i]
-        err *= 1.0 - k * k
-    return a
-
-
 def postfilter_coefficients(mel: np.ndarray, config: PostfilterConfig = PostfilterConfig(),
                             mel_config: MelConfig = MelConfig()) -> np.ndarray:
     """Per-frame filter coefficients from a log-mel.
@@ -126,27 +72,10 @@ def postfilter_coefficients(mel: np.ndarray, config: PostfilterConfig = Postfilt
         (T, 3, order + 1) float64: row 0 the numerator ``g_t A(z / gamma_num)``, row 1 the
         denominator ``A(z / gamma_den)``, row 2 ``[1, -tilt, 0, ...]``.
     """
-    mel = np.asarray(mel, np.float64)
-    if mel.ndim != 2 or mel.shape[1] != mel_config.n_mels:
-        raise ParameterError(f"mel must have shape (frames, {mel_config.n_mels}), found {mel.shape}")
     p = config.order
-    floor = np.log(mel_config.log_floor)
-    # a non-finite or absurd frame becomes silence, not a NaN that would stick in the filter memory
-    mel = np.clip(np.nan_to_num(mel, nan=floor, neginf=floor, posinf=floor), floor, 20.0)
-    interp, _ = _interpolation(mel_config)
-    mag = np.exp(mel)
-    # Row by row: a frame's coefficients must not depend on how many frames are computed
-    # together (BLAS blocks a matrix product differently), so that the stream, which computes
-    # them window by window, and the offline renderer, which does a whole utterance, agree.
-    power = np.empty((mel.shape[0], interp.shape[1]))
-    for t in range(mel.shape[0]):
-        power[t] = mag[t] @ interp
-    power **= 2  # (T, n_bins)
-    r = np.fft.irfft(power, n=mel_config.n_fft, axis=1)[:, :p + 1]
+    power = mel_power_spectrum(mel, mel_config)  # (T, n_bins), row by row
+    a = lpc_from_power(power, p, mel_config)
     lag = np.arange(p + 1)
-    r = r * np.exp(-0.5 * (2 * np.pi * 40.0 / mel_config.sample_rate * lag) ** 2)  # 40 Hz lag window
-    r[:, 0] = r[:, 0] * 1.0001 + 1e-12  # white-noise correction: keeps Levinson stable
-    a = _levinson(r)
     num, den = a * config.gamma_num ** lag, a * config.gamma_den ** lag
     tilt = np.zeros(p + 1)
     tilt[:2] = 1.0, -config.tilt
@@ -154,7 +83,7 @@ def postfilter_coefficients(mel: np.ndarray, config: PostfilterConfig = Postfilt
     h2 = np.abs(np.fft.rfft(num, n=mel_config.n_fft) / np.fft.rfft(den, n=mel_config.n_fft)
                 * np.fft.rfft(tilt, n=mel_config.n_fft)) ** 2
     gain = np.sqrt(power.sum(axis=1) / np.maximum((power * h2).sum(axis=1), 1e-30))
-    out = np.empty((mel.shape[0], 3, p + 1))
+    out = np.empty((power.shape[0], 3, p + 1))
     out[:, 0], out[:, 1], out[:, 2] = num * gain[:, None], den, tilt
     return out
 

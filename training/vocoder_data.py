@@ -42,6 +42,9 @@ class VocoderBatch(NamedTuple):
     mel: np.ndarray  # (B, T + 2 pad, n_mels) float32; frames outside the utterance are 0
     audio: np.ndarray  # (B, T * hop) int16; samples past the end are 0 (silence)
     prev: np.ndarray  # (B,) int16: the sample before audio[:, 0] (0 at an utterance start)
+    # With an LPC vocoder (lpc_order P > 0), else None:
+    past: np.ndarray | None = None  # (B, P + 1) int16: the P + 1 samples before audio[:, 0] (0 before the start)
+    lpc: np.ndarray | None = None  # (B, T + 1, P + 1) float64: predictors of the frame before and of the T frames
 
 
 def _fingerprint(corpus_dir: Path, mel: MelConfig) -> dict:
@@ -170,11 +173,14 @@ class VocoderData:
         return np.nonzero(self.held_out == held_out)[0]
 
     def batch(self, rng: np.random.Generator, *, batch_size: int, segment_frames: int, mel_pad: int,
-              held_out: bool = False, gta_prob: float = 0.0) -> VocoderBatch:
+              held_out: bool = False, gta_prob: float = 0.0, lpc_order: int = 0,
+              mel_config: MelConfig | None = None) -> VocoderBatch:
         """Draw ``batch_size`` random segments from one split with the generator ``rng``.
 
         ``gta_prob``: each segment's mel is the GTA mel (:mod:`wavern.training.gta`) with this
         probability, else the true one; at 0 (the default) ``rng`` draws exactly as before.
+        ``lpc_order`` > 0: also the samples before each segment and the frames' predictors
+        (:meth:`segments`; ``mel_config`` the features', default :data:`wavern.dsp.DEFAULT_MEL`).
         """
         utts = self.split(held_out)
         if utts.size == 0:
@@ -189,12 +195,20 @@ class VocoderData:
                 raise CorpusError("gta_prob > 0 but the cache has no gta_mels.npy: build it with "
                                   "`python -m wavern.training.gta CACHE ACOUSTIC_CHECKPOINT`")
             gta = rng.random(batch_size) < gta_prob
-        return self.segments(utts[pick], starts, segment_frames=segment_frames, mel_pad=mel_pad, gta=gta)
+        return self.segments(utts[pick], starts, segment_frames=segment_frames, mel_pad=mel_pad, gta=gta,
+                             lpc_order=lpc_order, mel_config=mel_config)
 
     def segments(self, utts: np.ndarray, start_frames: np.ndarray, *, segment_frames: int,
-                 mel_pad: int, gta: np.ndarray | None = None) -> VocoderBatch:
+                 mel_pad: int, gta: np.ndarray | None = None, lpc_order: int = 0,
+                 mel_config: MelConfig | None = None) -> VocoderBatch:
         """The segments of utterances ``utts`` starting at frames ``start_frames`` (their mel from
-        ``gta_mels`` where ``gta`` is True)."""
+        ``gta_mels`` where ``gta`` is True).
+
+        With ``lpc_order`` P > 0, ``past`` holds the P + 1 samples before each segment and ``lpc``
+        the predictors (:func:`wavern.dsp.mel_lpc`) of the frame before it and of its frames, from
+        the same mel the segment is conditioned on; before an utterance's first frame the
+        predictor is ``[1, 0, ...]`` (no prediction) and the samples are 0.
+        """
         b, t, hop = len(utts), segment_frames, self.hop
         n_mels = self.mels.shape[1]
         mel = np.zeros((b, t + 2 * mel_pad, n_mels), np.float32)
@@ -213,4 +227,30 @@ class VocoderData:
             if c_hi > c_lo:
                 src = self.gta_mels if gta is not None and gta[i] else self.mels
                 mel[i, c_lo - lo:c_hi - lo] = src[c_lo:c_hi]
-        return VocoderBatch(mel, audio, prev)
+        if not lpc_order:
+            return VocoderBatch(mel, audio, prev)
+        from wavern.dsp import DEFAULT_MEL, lpc_from_power, mel_power_spectrum
+
+        cfg = mel_config or DEFAULT_MEL
+        past = np.zeros((b, lpc_order + 1), np.int16)
+        rows = np.zeros((b, t + 1, n_mels), np.float32)  # the frame before the segment, then its frames
+        first = np.zeros(b, bool)  # the segment starts at its utterance's first frame
+        for i, (u, f0) in enumerate(zip(utts, start_frames)):
+            a0 = self.sample_offsets[u] + f0 * hop
+            lo = max(self.sample_offsets[u], a0 - lpc_order - 1)
+            if a0 > lo:
+                past[i, lpc_order + 1 - (a0 - lo):] = self.audio[lo:a0]
+            first[i] = f0 == 0
+        rows[:, 1:] = mel[:, mel_pad:mel_pad + t]
+        if mel_pad:
+            rows[:, 0] = mel[:, mel_pad - 1]
+        else:  # no context frames in the batch: read the frame before from the store
+            for i, (u, f0) in enumerate(zip(utts, start_frames)):
+                if f0 > 0:
+                    src = self.gta_mels if gta is not None and gta[i] else self.mels
+                    rows[i, 0] = src[self.frame_offsets[u] + f0 - 1]
+        power = mel_power_spectrum(rows.reshape(-1, n_mels), cfg)
+        lpc = lpc_from_power(power, lpc_order, cfg).reshape(b, t + 1, lpc_order + 1)
+        lpc[first, 0] = 0.0
+        lpc[first, 0, 0] = 1.0
+        return VocoderBatch(mel, audio, prev, past, lpc)

@@ -149,12 +149,24 @@ class GpuSegments:
         self.held_out = np.asarray(held_out, bool)
         self.sample_offsets = np.concatenate([[0], np.cumsum(self.lengths)])
         self.frame_offsets = np.concatenate([[0], np.cumsum(1 + self.lengths // hop)])
+        self._lpc: tuple[int, torch.Tensor, torch.Tensor] | None = None  # order, every frame's predictor, a 0-mel's
+
+    def _predictors(self, order: int, mel_config: MelConfig | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every frame's order-``order`` predictor (computed once, on the CPU, kept on the device)."""
+        if self._lpc is None or self._lpc[0] != order:
+            from wavern.dsp import DEFAULT_MEL, mel_lpc
+
+            cfg = mel_config or DEFAULT_MEL
+            rows = np.concatenate([self.mels.cpu().numpy(), np.zeros((1, self.mels.shape[1]), np.float32)])
+            a = torch.from_numpy(mel_lpc(rows, order, cfg)).to(self.audio.device)
+            self._lpc = (order, a[:-1], a[-1])
+        return self._lpc[1], self._lpc[2]
 
     def split(self, held_out: bool) -> np.ndarray:
         return np.nonzero(self.held_out == held_out)[0]
 
     def batch(self, rng: np.random.Generator, *, batch_size: int, segment_frames: int, mel_pad: int,
-              held_out: bool = False, gta_prob: float = 0.0) -> VocoderBatch:
+              held_out: bool = False, gta_prob: float = 0.0, lpc_order: int = 0, mel_config=None) -> VocoderBatch:
         if gta_prob:
             raise ParameterError("the GPU pack has no GTA mels")
         utts = self.split(held_out)
@@ -175,12 +187,26 @@ class GpuSegments:
                                                                                               device=dev)
         inside = (fidx >= m_lo[:, None]) & (fidx < m_hi[:, None])
         mel = torch.where(inside[..., None], self.mels[fidx.clamp(0, self.mels.shape[0] - 1)], 0.0)
-        return VocoderBatch(mel, audio.to(torch.int16), prev.to(torch.int16))
+        if not lpc_order:
+            return VocoderBatch(mel, audio.to(torch.int16), prev.to(torch.int16))
+        # as VocoderData.segments: the P + 1 samples before, the predictors of the frame before and
+        # of the segment's frames (a zero mel's outside the utterance, none before its start)
+        every, zero_mel = self._predictors(lpc_order, mel_config)
+        s_lo = torch.as_tensor(self.sample_offsets[u], device=dev)
+        pidx = a0[:, None] - (lpc_order + 1) + torch.arange(lpc_order + 1, device=dev)
+        past = torch.where(pidx >= s_lo[:, None], self.audio[pidx.clamp(min=0)], 0)
+        ridx = (m_lo + torch.as_tensor(starts, device=dev) - 1)[:, None] + torch.arange(t + 1, device=dev)
+        inside = (ridx >= m_lo[:, None]) & (ridx < m_hi[:, None])
+        lpc = torch.where(inside[..., None], every[ridx.clamp(0, every.shape[0] - 1)], zero_mel)
+        first = torch.as_tensor(starts == 0, device=dev)
+        lpc[first, 0] = 0.0
+        lpc[first, 0, 0] = 1.0
+        return VocoderBatch(mel, audio.to(torch.int16), prev.to(torch.int16), past.to(torch.int16), lpc)
 
 
 class _GpuTrainer(VocoderTrainer):
     def _to_tensors(self, batch):  # GpuSegments already returns device tensors
-        return batch.mel, batch.audio, batch.prev
+        return batch.mel, batch.audio, batch.prev, batch.past, batch.lpc
 
 
 def load_pack(pack_dir: str | Path, device: torch.device) -> tuple[GpuSegments, dict]:

@@ -228,9 +228,15 @@ class VocoderTrainer:
         self.data = VocoderData.open(cache, hop=self.cfg.vocoder.hop_length)
         return self.data
 
-    def _to_tensors(self, batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        return (torch.from_numpy(batch.mel).to(self.device), torch.from_numpy(batch.audio).to(self.device),
-                torch.from_numpy(batch.prev).to(self.device))
+    def _to_tensors(self, batch) -> tuple[torch.Tensor, ...]:
+        """mel, audio, prev, past, lpc (the last two None without LPC) on the training device."""
+        return tuple(None if a is None else torch.from_numpy(a).to(self.device) for a in batch[:5])
+
+    def _batch(self, rng: np.random.Generator, *, held_out: bool = False, gta_prob: float = 0.0):
+        cfg = self.cfg
+        return self.data.batch(rng, batch_size=cfg.batch_size, segment_frames=cfg.segment_frames,
+                               mel_pad=self.mel_pad, held_out=held_out, gta_prob=gta_prob,
+                               lpc_order=cfg.vocoder.lpc_order, mel_config=cfg.vocoder.mel)
 
     def _autocast(self):
         if not self.bf16:
@@ -242,14 +248,13 @@ class VocoderTrainer:
         """One optimiser step at ``self.step``; returns its losses; advances ``self.step``."""
         cfg = self.cfg
         rng = seed_step(cfg.seed, self.step, self.dist.rank)
-        batch = self.data.batch(rng, batch_size=cfg.batch_size, segment_frames=cfg.segment_frames,
-                                mel_pad=self.mel_pad, gta_prob=cfg.gta_prob)
+        batch = self._batch(rng, gta_prob=cfg.gta_prob)
         noisy = noisy_inputs(batch.audio, rng, cfg.input_noise) if cfg.input_noise > 0 else None
         if self.dist.enabled:  # this rank's rows of the global batch
             rows = self.dist.rows(cfg.batch_size)
-            batch = type(batch)(*(a[rows] for a in batch))
+            batch = type(batch)(*(None if a is None else a[rows] for a in batch))
             noisy = None if noisy is None else noisy[rows]
-        mel, audio, prev = self._to_tensors(batch)
+        mel, audio, prev, past, lpc = self._to_tensors(batch)
         inputs = None if noisy is None else torch.from_numpy(noisy).to(self.device)
         lr = self.lr_schedule(self.step) if self.lr_schedule is not None else lr_at(self.step, cfg)
         if cfg.optimizer == "adam":
@@ -257,7 +262,8 @@ class VocoderTrainer:
                 group["lr"] = lr
         self.model.train()
         with self._autocast():
-            loss = self.model.loss(mel, audio, prev_audio=prev, mel_pad=self.mel_pad, input_audio=inputs)
+            loss = self.model.loss(mel, audio, prev_audio=prev, mel_pad=self.mel_pad, input_audio=inputs,
+                                   past=past, lpc=lpc)
         self.optimizer.zero_grad(set_to_none=True)
         (w,) = loss_weights([audio.shape[0]], self.dist)  # 1.0 alone; else this rank's share of the rows
         (loss.total * w if self.dist.enabled else loss.total).backward()
@@ -279,15 +285,13 @@ class VocoderTrainer:
         if self._eval_batches is None:
             rng = np.random.default_rng([self.cfg.seed, 2**32 - 1])
             held = self.data.split(True).size > 0
-            self._eval_batches = [self.data.batch(rng, batch_size=self.cfg.batch_size,
-                                                  segment_frames=self.cfg.segment_frames, mel_pad=self.mel_pad,
-                                                  held_out=held) for _ in range(self.cfg.eval_batches)]
+            self._eval_batches = [self._batch(rng, held_out=held) for _ in range(self.cfg.eval_batches)]
         self.model.eval()
         total = coarse = fine = 0.0
         for batch in self._eval_batches:
-            mel, audio, prev = self._to_tensors(batch)
+            mel, audio, prev, past, lpc = self._to_tensors(batch)
             with self._autocast():
-                loss = self.model.loss(mel, audio, prev_audio=prev, mel_pad=self.mel_pad)
+                loss = self.model.loss(mel, audio, prev_audio=prev, mel_pad=self.mel_pad, past=past, lpc=lpc)
             total, coarse, fine = total + float(loss.total), coarse + float(loss.coarse), fine + float(loss.fine)
         k = max(1, len(self._eval_batches))
         return {"eval_loss": total / k, "eval_coarse": coarse / k, "eval_fine": fine / k}
@@ -461,7 +465,7 @@ def _run(trainer: VocoderTrainer, cfg: VocoderTrainConfig,
         if trainer.step >= cfg.steps and main:
             ev = trainer.evaluate()
             metrics.write({"kind": "eval", "step": trainer.step, **ev})
-            if cfg.export_at_end:
+            if cfg.export_at_end and cfg.vocoder.n_inputs == 3:  # the engine cannot run a p_t input yet
                 export_vocoder(trainer.model, run_dir / "vocoder.safetensors")
                 (run_dir / "vocoder_config.json").write_text(json.dumps(cfg.vocoder.to_dict(), indent=2))
         elif trainer.step < cfg.steps:
@@ -488,6 +492,10 @@ def _parse(argv: list[str] | None) -> VocoderTrainConfig:
     p.add_argument("--prune-start", type=int, default=v.prune_start_step)
     p.add_argument("--prune-ramp", type=int, default=v.prune_ramp_steps)
     p.add_argument("--prune-every", type=int, default=v.prune_every_steps)
+    p.add_argument("--lpc-order", type=int, default=v.lpc_order,
+                   help="> 0: model the excitation of a predictor of this order from the mel (LPCNet's split)")
+    p.add_argument("--no-lpc-input", action="store_true",
+                   help="with --lpc-order: do not feed the prediction p_t to the GRU (an excitation-only net)")
     p.add_argument("--steps", type=int, default=d.steps)
     p.add_argument("--batch", type=int, default=d.batch_size)
     p.add_argument("--segment-frames", type=int, default=d.segment_frames)
@@ -520,7 +528,8 @@ def _parse(argv: list[str] | None) -> VocoderTrainConfig:
         raise ParameterError(f"--block must look like 16x4, found {a.block!r}") from None
     voc = VocoderConfig(hidden_size=a.hidden, cond_channels=a.cond_channels, cond_blocks=a.cond_blocks,
                         block_rows=br, block_cols=bc, target_density=a.density, prune_start_step=a.prune_start,
-                        prune_ramp_steps=a.prune_ramp, prune_every_steps=a.prune_every)
+                        prune_ramp_steps=a.prune_ramp, prune_every_steps=a.prune_every, lpc_order=a.lpc_order,
+                        lpc_prediction_input=not a.no_lpc_input)
     return VocoderTrainConfig(
         corpus_dir=a.corpus, run_dir=a.run, vocoder=voc, steps=a.steps, batch_size=a.batch,
         segment_frames=a.segment_frames, lr=a.lr, warmup_steps=a.warmup, lr_half_life_steps=a.lr_half_life,

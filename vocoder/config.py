@@ -35,6 +35,14 @@ class VocoderConfig:
     prune_ramp_steps: int = 8000  # S in z_t = Z (1 - (1 - (t - t0)/S)^3)
     prune_every_steps: int = 200  # mask refresh interval; masks are re-applied after every step
     mel: MelConfig = dataclasses.field(default_factory=MelConfig)  # features the net was trained on
+    # > 0: the net models the excitation e_t = s_t - round(p_t) of an order-lpc_order predictor
+    # p_t = -sum_k a_k s_{t-k} taken from each frame's mel (wavern.dsp.mel_lpc), LPCNet's split;
+    # p_t / 32768 is a fourth GRU input. 0: the net models s_t itself (every shipped voice so far).
+    lpc_order: int = 0
+    # with lpc_order > 0: whether p_t / 32768 is a GRU input (LPCNet does this). Without it the net
+    # is an ordinary 3-input WaveRNN of the excitation, and the prediction is added back after it
+    # (an all-pole synthesis filter outside the network).
+    lpc_prediction_input: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.mel, dict):  # tolerate a nested dict (from_dict does this properly)
@@ -62,12 +70,21 @@ class VocoderConfig:
             raise ParameterError(
                 "prune_start_step must be >= 0 and prune_ramp_steps, prune_every_steps >= 1; found "
                 f"{self.prune_start_step}, {self.prune_ramp_steps}, {self.prune_every_steps}")
+        if not isinstance(self.lpc_order, int) or isinstance(self.lpc_order, bool) or not 0 <= self.lpc_order <= 64:
+            raise ParameterError(f"lpc_order must be an integer in [0, 64], found {self.lpc_order!r}")
+        if not isinstance(self.lpc_prediction_input, bool):
+            raise ParameterError(f"lpc_prediction_input must be true or false, found {self.lpc_prediction_input!r}")
         if self.mel.n_mels <= 0 or self.mel.hop_length <= 0:
             raise ParameterError(f"mel config needs positive n_mels and hop_length, found {self.mel}")
 
     @property
     def block_shape(self) -> tuple[int, int]:
         return self.block_rows, self.block_cols
+
+    @property
+    def n_inputs(self) -> int:
+        """Per-sample GRU inputs before the conditioning: c_{t-1}, f_{t-1}, c_t (and p_t with LPC)."""
+        return 4 if self.lpc_order and self.lpc_prediction_input else 3
 
     @property
     def hop_length(self) -> int:

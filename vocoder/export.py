@@ -12,7 +12,7 @@ import os
 import numpy as np
 import torch
 
-from wavern.errors import VoiceFileError
+from wavern.errors import ParameterError, VoiceFileError
 from wavern.vocoder.config import VocoderConfig
 from wavern.vocoder.format import SPARSE_NAMES, BlockSparse, load_vocoder_tensors, save_vocoder_tensors
 from wavern.vocoder.model import N_CLASSES, WaveRNN, coarse_input_mask
@@ -54,6 +54,9 @@ def export_vocoder(model: WaveRNN, path: str | os.PathLike, *, dtype=np.float16)
         path: destination ``vocoder.safetensors``.
         dtype: float16 (default, half the size) or float32.
     """
+    if model.config.lpc_order and model.config.lpc_prediction_input:
+        raise ParameterError(f"this vocoder models an LPC excitation (lpc_order {model.config.lpc_order}); the "
+                             "engine's kernels do not run such models yet, so it cannot be exported")
     state = {k: v.detach().float().cpu() for k, v in model.state_dict().items()}
     state["gru.weight_ih_l0"] = state["gru.weight_ih_l0"] * coarse_input_mask(
         model.config.hidden_size, model.config.cond_channels)

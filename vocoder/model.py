@@ -74,10 +74,10 @@ class ConditioningNet(nn.Module):
         return x.transpose(1, 2)  # (B, T, C)
 
 
-def coarse_input_mask(hidden_size: int, cond_channels: int) -> torch.Tensor:
-    """(3H, 3 + C) float mask: 0 at [coarse rows of r, z and n, column 2 (c_t)], 1 elsewhere."""
+def coarse_input_mask(hidden_size: int, cond_channels: int, n_inputs: int = 3) -> torch.Tensor:
+    """(3H, n_inputs + C) float mask: 0 at [coarse rows of r, z and n, column 2 (c_t)], 1 elsewhere."""
     h, half = hidden_size, hidden_size // 2
-    mask = torch.ones(3 * h, 3 + cond_channels)
+    mask = torch.ones(3 * h, n_inputs + cond_channels)
     for gate in range(3):  # nn.GRU row order: r, z, n
         mask[gate * h:gate * h + half, 2] = 0.0
     return mask
@@ -118,15 +118,16 @@ class WaveRNN(nn.Module):
         super().__init__()
         self.config = config
         h, c, half = config.hidden_size, config.cond_channels, config.hidden_size // 2
+        self.n_in = n_in = config.n_inputs
         self.cond = ConditioningNet(config.n_mels, c, config.cond_blocks)
-        self.gru = nn.GRU(3 + c, h, batch_first=True)
+        self.gru = nn.GRU(n_in + c, h, batch_first=True)
         self.O1 = nn.Linear(half, half)
         self.O2 = nn.Linear(half, N_CLASSES)
         self.O3 = nn.Linear(half, half)
         self.O4 = nn.Linear(half, N_CLASSES)
         #: "loop" (default): :func:`gru_sequence`, per-frame conditioning; "nn": the stock nn.GRU.
         self.gru_impl = "loop"
-        self.register_buffer("input_mask", coarse_input_mask(h, c), persistent=False)
+        self.register_buffer("input_mask", coarse_input_mask(h, c, n_in), persistent=False)
         with torch.no_grad():
             w_ih = self.gru.weight_ih_l0
             # Byte inputs get a much larger initial scale than nn.GRU's U(±1/sqrt(H)): speech at
@@ -138,6 +139,8 @@ class WaveRNN(nn.Module):
             w_ih[:, 0].uniform_(-COARSE_INPUT_INIT, COARSE_INPUT_INIT)  # c_{t-1}
             w_ih[:, 1].uniform_(-FINE_INPUT_INIT, FINE_INPUT_INIT)  # f_{t-1}
             w_ih[:, 2].uniform_(-COARSE_INPUT_INIT, COARSE_INPUT_INIT)  # c_t (fine rows only)
+            if n_in == 4:  # p_t / 32768: the scale of the samples themselves, like c_{t-1}
+                w_ih[:, 3].uniform_(-COARSE_INPUT_INIT, COARSE_INPUT_INIT)
             w_ih.mul_(self.input_mask)  # masked entries are exactly 0 in the stored weight too
 
     @property
@@ -155,8 +158,8 @@ class WaveRNN(nn.Module):
         t_frames, hop = cond.shape[1], self.hop_length
         w_ih = self.masked_weight_ih()
         with torch.autocast(bytes_in.device.type, enabled=False):
-            frame = cond.float() @ w_ih[:, 3:].T + self.gru.bias_ih_l0  # (B, T, 3H)
-            per_sample = bytes_in.transpose(0, 1) @ w_ih[:, :3].T  # (N, B, 3H)
+            frame = cond.float() @ w_ih[:, self.n_in:].T + self.gru.bias_ih_l0  # (B, T, 3H)
+            per_sample = bytes_in.transpose(0, 1) @ w_ih[:, :self.n_in].T  # (N, B, 3H)
             gi = per_sample.view(t_frames, hop, b, -1) + frame.transpose(0, 1)[:, None]
         mm_dtype = torch.float32
         if torch.is_autocast_enabled(bytes_in.device.type):
@@ -165,12 +168,13 @@ class WaveRNN(nn.Module):
                             matmul_dtype=mm_dtype)
 
     def masked_weight_ih(self) -> torch.Tensor:
-        """``W_ih`` with the c_t column of the coarse rows zeroed, (3H, 3 + C)."""
+        """``W_ih`` with the c_t column of the coarse rows zeroed, (3H, n_inputs + C)."""
         return self.gru.weight_ih_l0 * self.input_mask
 
     # ------------------------------------------------------------------ training form
     def forward(self, mel: torch.Tensor, audio: torch.Tensor, *, prev_audio: torch.Tensor | None = None,
-                mel_pad: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+                mel_pad: int = 0, past: torch.Tensor | None = None,
+                lpc: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Teacher-forced logits for every sample.
 
         Args:
@@ -180,50 +184,67 @@ class WaveRNN(nn.Module):
                 i.e. ``c_{-1} = 128, f_{-1} = 0`` as at the start of generation).
             mel_pad: context frames on each side of ``mel``; the conditioning is computed
                 over them and cropped, so a training segment sees its true neighbours.
+            past, lpc: with ``config.lpc_order = P > 0`` (and only then): ``past`` (B, P + 1) the
+                P + 1 samples before ``audio[:, 0]`` (zeros before an utterance's start; its last
+                column replaces ``prev_audio``), ``lpc`` (B, T + 1, P + 1) float64 the predictors
+                (:func:`wavern.dsp.mel_lpc`) of the frame before the segment (row 0; ``[1, 0, ...]``
+                before an utterance's start) and of its T frames.
 
         Returns:
-            (coarse_logits, fine_logits), each (B, T * hop, 256) float.
+            (coarse_logits, fine_logits), each (B, T * hop, 256) float; with LPC they are the
+            distributions of the excitation's bytes (:meth:`targets`).
         """
-        coarse_logits, fine_logits = self._logits(mel, audio, prev_audio=prev_audio, mel_pad=mel_pad)
+        coarse_logits, fine_logits = self._logits(mel, audio, prev_audio=prev_audio, mel_pad=mel_pad,
+                                                  past=past, lpc=lpc)
         return coarse_logits.transpose(0, 1), fine_logits.transpose(0, 1)
 
     def loss(self, mel: torch.Tensor, audio: torch.Tensor, *, prev_audio: torch.Tensor | None = None,
-             mel_pad: int = 0, input_audio: torch.Tensor | None = None) -> VocoderLoss:
+             mel_pad: int = 0, input_audio: torch.Tensor | None = None, past: torch.Tensor | None = None,
+             lpc: torch.Tensor | None = None) -> VocoderLoss:
         """Mean cross-entropy (nats per sample) of the coarse and the fine byte, and their sum.
 
-        Arguments as :meth:`hidden`. A uniform guess scores 2 ln 256 ≈ 11.09.
+        Arguments as :meth:`hidden`. A uniform guess scores 2 ln 256 ≈ 11.09. With LPC the bytes
+        are the excitation's; given the past samples it is a shift of the sample by an integer,
+        so the two models' losses measure the same thing and compare directly.
         """
-        coarse_logits, fine_logits = self._logits(mel, audio, prev_audio=prev_audio, mel_pad=mel_pad,
-                                                  input_audio=input_audio)
-        coarse, fine = split_bytes(audio.t())  # (N, B), time-major like the logits
+        inputs, target = self._inputs(audio, prev_audio, input_audio, past, lpc)
+        coarse_logits, fine_logits = self._head_logits(self._states(mel, inputs, mel_pad, audio.shape))
+        coarse, fine = split_bytes(target.t())  # (N, B), time-major like the logits
         ce_c = F.cross_entropy(coarse_logits.reshape(-1, N_CLASSES).float(), coarse.reshape(-1))
         ce_f = F.cross_entropy(fine_logits.reshape(-1, N_CLASSES).float(), fine.reshape(-1))
         return VocoderLoss(ce_c + ce_f, ce_c, ce_f)
 
+    def targets(self, audio: torch.Tensor, *, prev_audio: torch.Tensor | None = None,
+                past: torch.Tensor | None = None, lpc: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, N) int64 values the two softmaxes predict: the samples, or with LPC the excitation
+        ``e_t = clip(s_t - round(p_t))``."""
+        return self._inputs(audio, prev_audio, None, past, lpc)[1]
+
     def hidden(self, mel: torch.Tensor, audio: torch.Tensor, *, prev_audio: torch.Tensor | None = None,
-               mel_pad: int = 0, input_audio: torch.Tensor | None = None) -> torch.Tensor:
+               mel_pad: int = 0, input_audio: torch.Tensor | None = None, past: torch.Tensor | None = None,
+               lpc: torch.Tensor | None = None) -> torch.Tensor:
         """Teacher-forced GRU states h_1..h_N, time-major (N, B, H); arguments as :meth:`forward`.
 
         ``input_audio`` (B, N) int16, optional: the samples fed back as the previous-sample inputs
         ``c_{t-1}, f_{t-1}`` (default: ``audio`` itself). A noisy copy of ``audio`` there, with the
         clean ``audio`` as targets and as the fine half's ``c_t``, trains the model to return to
-        the clean signal after its own sampling errors (LPCNet's noise injection).
+        the clean signal after its own sampling errors (LPCNet's noise injection; not with LPC).
         """
-        if audio.ndim != 2 or mel.ndim != 3 or mel.shape[0] != audio.shape[0] or mel.shape[2] != self.config.n_mels:
-            raise ParameterError(
-                f"expected mel (B, T, {self.config.n_mels}) and audio (B, T * {self.hop_length}), found "
-                f"{tuple(mel.shape)} and {tuple(audio.shape)}")
+        inputs, _ = self._inputs(audio, prev_audio, input_audio, past, lpc)
+        return self._states(mel, inputs, mel_pad, audio.shape)
+
+    def _inputs(self, audio, prev_audio, input_audio, past, lpc) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, N, n_inputs) float per-sample GRU inputs and the (B, N) int64 targets."""
+        if audio.ndim != 2:
+            raise ParameterError(f"expected audio (B, T * {self.hop_length}), found {tuple(audio.shape)}")
         if audio.dtype.is_floating_point or audio.dtype == torch.bool:
             raise ParameterError(f"audio must hold int16 sample values, found dtype {audio.dtype}")
         b, n = audio.shape
-        cond = self.cond(mel)  # (B, T + 2p, C)
-        if mel_pad:
-            cond = cond[:, mel_pad:cond.shape[1] - mel_pad]
-        t_frames = cond.shape[1]
-        if n != t_frames * self.hop_length:
-            raise ParameterError(
-                f"audio has {n} samples but {t_frames} mel frames need {t_frames * self.hop_length} "
-                f"(hop {self.hop_length})")
+        order = self.config.lpc_order
+        if order:
+            return self._lpc_inputs(audio, past, lpc, input_audio)
+        if past is not None or lpc is not None:
+            raise ParameterError("past/lpc are inputs of an LPC vocoder (lpc_order > 0); this one has lpc_order 0")
         if prev_audio is None:
             prev_audio = torch.zeros(b, 1, dtype=torch.int64, device=audio.device)  # x = 0: (128, 0)
         seq = torch.cat([prev_audio.reshape(b, 1).to(torch.int64), audio.to(torch.int64)], dim=1)
@@ -236,28 +257,73 @@ class WaveRNN(nn.Module):
                                                 input_audio[:, :-1].to(torch.int64)], dim=1))
         else:
             c_in, f_in = c_all[:, :-1], f_all[:, :-1]
-        bytes_in = _unit(torch.stack([c_in, f_in, c_all[:, 1:]], dim=-1))  # (B, N, 3)
-        if self.gru_impl == "nn":  # the stock fused nn.GRU over the full (3 + C) input
+        return _unit(torch.stack([c_in, f_in, c_all[:, 1:]], dim=-1)), seq[:, 1:]  # (B, N, 3)
+
+    def _lpc_inputs(self, audio, past, lpc, input_audio) -> tuple[torch.Tensor, torch.Tensor]:
+        b, n = audio.shape
+        order, hop = self.config.lpc_order, self.hop_length
+        if input_audio is not None:
+            raise ParameterError("input noise is not supported with lpc_order > 0")
+        if past is None or lpc is None:
+            raise ParameterError(f"an LPC vocoder (lpc_order {order}) needs past (B, {order + 1}) and lpc "
+                                 f"(B, frames + 1, {order + 1})")
+        t_frames = -(-n // hop)
+        if tuple(past.shape) != (b, order + 1) or lpc.ndim != 3 or lpc.shape[0] != b or lpc.shape[2] != order + 1 \
+                or lpc.shape[1] < t_frames + 1:
+            raise ParameterError(f"past must be (B, {order + 1}) and lpc (B, >= {t_frames + 1}, {order + 1}); found "
+                                 f"{tuple(past.shape)} and {tuple(lpc.shape)}")
+        s = torch.cat([past.to(torch.int64), audio.to(torch.int64)], dim=1).to(torch.float64)  # s_{-P-1} .. s_{N-1}
+        rows = torch.cat([torch.zeros(1, dtype=torch.int64), torch.arange(n) // hop + 1]).to(audio.device)
+        a = lpc.to(torch.float64)[:, rows]  # (B, N + 1, P + 1): the predictor of samples -1 .. N-1
+        pred = torch.zeros(b, n + 1, dtype=torch.float64, device=audio.device)
+        for k in range(1, order + 1):  # p_j = -sum_k a_k s_{j-k}, summed in this order (the engine's too)
+            pred -= a[..., k] * s[:, order - k:order - k + n + 1]
+        pred = torch.round(pred)
+        e = torch.clamp(s[:, order:] - pred, -32768, 32767).to(torch.int64)  # e_{-1} .. e_{N-1}
+        c_all, f_all = split_bytes(e)
+        columns = [_unit(c_all[:, :-1]), _unit(f_all[:, :-1]), _unit(c_all[:, 1:])]
+        if self.n_in == 4:
+            columns.append((pred[:, 1:] / 32768.0).to(torch.float32))
+        return torch.stack(columns, dim=-1), e[:, 1:]  # (B, N, n_inputs)
+
+    def _states(self, mel: torch.Tensor, bytes_in: torch.Tensor, mel_pad: int, audio_shape) -> torch.Tensor:
+        """The GRU over per-sample inputs (B, N, n_inputs) and the mel: (N, B, H)."""
+        b, n = audio_shape
+        if mel.ndim != 3 or mel.shape[0] != b or mel.shape[2] != self.config.n_mels:
+            raise ParameterError(
+                f"expected mel (B, T, {self.config.n_mels}) and audio (B, T * {self.hop_length}), found "
+                f"{tuple(mel.shape)} and {tuple(audio_shape)}")
+        cond = self.cond(mel)  # (B, T + 2p, C)
+        if mel_pad:
+            cond = cond[:, mel_pad:cond.shape[1] - mel_pad]
+        t_frames = cond.shape[1]
+        if n != t_frames * self.hop_length:
+            raise ParameterError(
+                f"audio has {n} samples but {t_frames} mel frames need {t_frames * self.hop_length} "
+                f"(hop {self.hop_length})")
+        if self.gru_impl == "nn":  # the stock fused nn.GRU over the full (n_inputs + C) input
             cond_s = cond.repeat_interleave(self.hop_length, dim=1)  # (B, N, C)
-            x = torch.cat([bytes_in.to(cond_s.dtype), cond_s], dim=-1)  # (B, N, 3 + C)
+            x = torch.cat([bytes_in.to(cond_s.dtype), cond_s], dim=-1)  # (B, N, n_inputs + C)
             hs, _ = functional_call(self.gru, {"weight_ih_l0": self.masked_weight_ih()}, (x,))  # (B, N, H)
             return hs.transpose(0, 1)
         return self._gru_loop(bytes_in, cond)  # (N, B, H)
 
-    def _logits(self, mel: torch.Tensor, audio: torch.Tensor, *, prev_audio: torch.Tensor | None,
-                mel_pad: int, input_audio: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Time-major teacher-forced logits, (N, B, 256) each."""
-        hs = self.hidden(mel, audio, prev_audio=prev_audio, mel_pad=mel_pad, input_audio=input_audio)  # (N, B, H)
+    def _head_logits(self, hs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         half = self.config.hidden_size // 2
-        coarse_logits = self.O2(F.relu(self.O1(hs[..., :half])))
-        fine_logits = self.O4(F.relu(self.O3(hs[..., half:])))
-        return coarse_logits, fine_logits
+        return self.O2(F.relu(self.O1(hs[..., :half]))), self.O4(F.relu(self.O3(hs[..., half:])))
+
+    def _logits(self, mel: torch.Tensor, audio: torch.Tensor, *, prev_audio: torch.Tensor | None,
+                mel_pad: int, input_audio: torch.Tensor | None = None, past: torch.Tensor | None = None,
+                lpc: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Time-major teacher-forced logits, (N, B, 256) each."""
+        return self._head_logits(self.hidden(mel, audio, prev_audio=prev_audio, mel_pad=mel_pad,
+                                             input_audio=input_audio, past=past, lpc=lpc))
 
     # ------------------------------------------------------------------ generation (reference)
     def frame_gates(self, mel: torch.Tensor) -> torch.Tensor:
         """Per-frame input gate term ``W_ih[:, 3:] cond_t + b_ih``, (T, 3H), for mel (T, n_mels)."""
         cond = self.cond(mel[None].to(torch.float32))[0]  # (T, C)
-        return cond @ self.masked_weight_ih()[:, 3:].T + self.gru.bias_ih_l0
+        return cond @ self.masked_weight_ih()[:, self.n_in:].T + self.gru.bias_ih_l0
 
     @torch.no_grad()
     def infer(self, mel: torch.Tensor, uniforms, *, temperature: float = 1.0, return_logits: bool = False):
@@ -301,12 +367,19 @@ class WaveRNN(nn.Module):
                 raise ParameterError("uniforms must lie in [0, 1)")
             u = u.tolist()
         else:
-            forced_c, forced_f = split_bytes(forced_audio.reshape(-1)[:n])
+            forced = [int(v) for v in forced_audio.reshape(-1)[:n]]
+        order = self.config.lpc_order
+        if order:  # the predictor of every frame, from the same mel (float64, sample loop below)
+            from wavern.dsp import mel_lpc
+
+            lpc = mel_lpc(mel.numpy(), order, self.config.mel).tolist()
+            hist = [0.0] * order  # s_{t-1}, s_{t-2}, ... newest first
         param = next(self.parameters())
         gi_frames = self.frame_gates(mel.to(param.device))  # (T, 3H)
         w_ih = self.masked_weight_ih()
         w_bytes = w_ih[:, 0:2]  # columns of c_{t-1}, f_{t-1}
         w_cur = w_ih[:, 2]  # column of c_t (0 on coarse rows)
+        w_pred = w_ih[:, 3] if self.n_in == 4 else None  # column of p_t / 32768 (LPC)
         w_hh, b_hh = self.gru.weight_hh_l0, self.gru.bias_hh_l0
         rows_c = torch.cat([torch.arange(g * h, g * h + half) for g in range(3)])  # coarse rows of r, z, n
         rows_f = rows_c + half
@@ -327,15 +400,29 @@ class WaveRNN(nn.Module):
             gh = w_hh @ state + b_hh  # all 3H rows: one matvec
             prev = _unit(torch.tensor([c_prev, f_prev], device=param.device))
             gi = gi_frames[t // hop] + w_bytes @ prev  # without c_t
+            pred = 0.0
+            if order:  # p_t = -sum_k a_k s_{t-k} in float64, rounded half to even
+                a = lpc[t // hop]
+                for k in range(1, order + 1):
+                    pred -= a[k] * hist[k - 1]
+                pred = float(round(pred))
+                if w_pred is not None:
+                    gi = gi + w_pred * torch.tensor(pred / 32768.0, dtype=torch.float32, device=param.device)
+            if forced_audio is not None:  # the bytes of the forced sample (its excitation with LPC)
+                forced_c, forced_f = (divmod(min(max(forced[t] - int(pred), -32768), 32767) + 32768, 256))
             hc = gate_half(gi[rows_c], gh[rows_c], state[:half])
             lc = self.O2(F.relu(self.O1(hc)))
-            c_t = int(forced_c[t]) if forced_audio is not None else sample_class(lc, u[t][0], temperature)
+            c_t = forced_c if forced_audio is not None else sample_class(lc, u[t][0], temperature)
             gi_f = gi[rows_f] + w_cur[rows_f] * _unit(torch.tensor(c_t, device=param.device))
             hf = gate_half(gi_f, gh[rows_f], state[half:])
             lf = self.O4(F.relu(self.O3(hf)))
-            f_t = int(forced_f[t]) if forced_audio is not None else sample_class(lf, u[t][1], temperature)
+            f_t = forced_f if forced_audio is not None else sample_class(lf, u[t][1], temperature)
             state = torch.cat([hc, hf])
-            samples[t] = c_t * 256 + f_t - 32768
+            value = c_t * 256 + f_t - 32768
+            if order:  # s_t = e_t + round(p_t)
+                value = min(max(value + int(pred), -32768), 32767)
+                hist = [float(value)] + hist[:-1]
+            samples[t] = value
             logits_c[t], logits_f[t], states[t] = lc.cpu(), lf.cpu(), state.cpu()
             c_prev, f_prev = c_t, f_t
         return samples, logits_c, logits_f, states

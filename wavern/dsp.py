@@ -29,6 +29,11 @@ __all__ = [
     "byte_to_unit",
     "griffin_lim",
     "frames_for_samples",
+    "slaney_filterbank",
+    "levinson",
+    "mel_power_spectrum",
+    "lpc_from_power",
+    "mel_lpc",
 ]
 
 
@@ -78,6 +83,99 @@ def _window(win_length: int, n_fft: int) -> np.ndarray:
     w = np.hanning(win_length + 1)[:-1].astype(np.float32)  # periodic Hann, as librosa/scipy use
     pad = (n_fft - win_length) // 2
     return np.pad(w, (pad, n_fft - win_length - pad))
+
+
+def _hz_to_mel(f: np.ndarray) -> np.ndarray:
+    """Slaney's mel scale: linear below 1 kHz (200/3 Hz per mel), logarithmic above."""
+    f = np.asarray(f, np.float64)
+    log_part = 15.0 + np.log(np.maximum(f, 1e-10) / 1000.0) / (np.log(6.4) / 27.0)
+    return np.where(f >= 1000.0, log_part, f / (200.0 / 3.0))
+
+
+def _mel_to_hz(m: np.ndarray) -> np.ndarray:
+    m = np.asarray(m, np.float64)
+    return np.where(m >= 15.0, 1000.0 * np.exp((np.log(6.4) / 27.0) * (m - 15.0)), m * (200.0 / 3.0))
+
+
+def slaney_filterbank(cfg: MelConfig = DEFAULT_MEL) -> np.ndarray:
+    """The Slaney-normalised mel filterbank of :func:`mel_filterbank` (librosa's), in float64
+    numpy: importing librosa would add half a second to the engine's cold start."""
+    freqs = np.fft.rfftfreq(cfg.n_fft, 1.0 / cfg.sample_rate)
+    edges = _mel_to_hz(np.linspace(_hz_to_mel(cfg.fmin), _hz_to_mel(cfg.fmax), cfg.n_mels + 2))
+    width = np.diff(edges)
+    ramps = edges[:, None] - freqs[None, :]
+    lower = -ramps[:-2] / width[:-1, None]
+    upper = ramps[2:] / width[1:, None]
+    fb = np.maximum(0.0, np.minimum(lower, upper))
+    return fb * (2.0 / (edges[2:] - edges[:-2]))[:, None]
+
+
+@functools.lru_cache(maxsize=4)
+def _band_interpolation(cfg: MelConfig) -> tuple[np.ndarray, np.ndarray]:
+    """(n_mels, n_bins) matrix taking band magnitude densities to linear bins, and the bin freqs."""
+    fb = slaney_filterbank(cfg)
+    area = fb.sum(axis=1)
+    freqs = np.fft.rfftfreq(cfg.n_fft, 1.0 / cfg.sample_rate)
+    centres = fb @ freqs / area
+    eye = np.eye(cfg.n_mels)
+    # column m: the linear interpolation (flat beyond the outer centres) of the m-th unit vector
+    interp = np.stack([np.interp(freqs, centres, eye[m]) for m in range(cfg.n_mels)])
+    interp /= area[:, None]  # band value exp(mel) / area = mean magnitude per bin in the band
+    return interp, freqs
+
+
+def levinson(r: np.ndarray) -> np.ndarray:
+    """Prediction polynomials (T, p + 1), a[:, 0] = 1, from autocorrelations r (T, p + 1)."""
+    t, p1 = r.shape
+    a = np.zeros((t, p1))
+    a[:, 0] = 1.0
+    err = r[:, 0].copy()
+    for i in range(1, p1):
+        acc = r[:, i] + np.einsum("tj,tj->t", a[:, 1:i], r[:, i - 1:0:-1])
+        k = -acc / err
+        a[:, 1:i + 1] += k[:, None] * a[:, i - 1::-1][:, :i]
+        err *= 1.0 - k * k
+    return a
+
+
+def mel_power_spectrum(mel: np.ndarray, cfg: MelConfig = DEFAULT_MEL) -> np.ndarray:
+    """(T, n_mels) log-mel → (T, n_fft // 2 + 1) linear power spectrum (float64), the bands'
+    mean magnitudes interpolated between their centres.
+
+    Row by row: a frame's result must not depend on how many frames are computed together (BLAS
+    blocks a matrix product differently), so that the stream, which works window by window, and
+    the offline renderer, which does a whole utterance, agree. A non-finite or absurd value
+    becomes the log floor (silence), not a NaN that would stick in a filter memory.
+    """
+    mel = np.asarray(mel, np.float64)
+    if mel.ndim != 2 or mel.shape[1] != cfg.n_mels:
+        raise ParameterError(f"mel must have shape (frames, {cfg.n_mels}), found {mel.shape}")
+    floor = np.log(cfg.log_floor)
+    mel = np.clip(np.nan_to_num(mel, nan=floor, neginf=floor, posinf=floor), floor, 20.0)
+    interp, _ = _band_interpolation(cfg)
+    mag = np.exp(mel)
+    power = np.empty((mel.shape[0], interp.shape[1]))
+    for t in range(mel.shape[0]):
+        power[t] = mag[t] @ interp
+    power **= 2
+    return power
+
+
+def lpc_from_power(power: np.ndarray, order: int, cfg: MelConfig = DEFAULT_MEL, *,
+                   lag_window_hz: float = 40.0) -> np.ndarray:
+    """Linear-prediction polynomials (T, order + 1), ``a[:, 0] = 1``, of power spectra (T, n_bins):
+    autocorrelation (inverse FFT), a Gaussian lag window of ``lag_window_hz``, a 1e-4 white-noise
+    correction, then Levinson-Durbin. The predictor is ``p_t = -sum_k a_k s_{t-k}``."""
+    r = np.fft.irfft(power, n=cfg.n_fft, axis=1)[:, :order + 1]
+    lag = np.arange(order + 1)
+    r = r * np.exp(-0.5 * (2 * np.pi * lag_window_hz / cfg.sample_rate * lag) ** 2)
+    r[:, 0] = r[:, 0] * 1.0001 + 1e-12  # keeps Levinson stable
+    return levinson(r)
+
+
+def mel_lpc(mel: np.ndarray, order: int, cfg: MelConfig = DEFAULT_MEL) -> np.ndarray:
+    """The order-``order`` predictor of every frame of a log-mel: (T, order + 1) float64."""
+    return lpc_from_power(mel_power_spectrum(mel, cfg), order, cfg)
 
 
 def frames_for_samples(n_samples: int, cfg: MelConfig = DEFAULT_MEL) -> int:

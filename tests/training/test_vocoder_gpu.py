@@ -124,3 +124,22 @@ def test_unmask_trains_the_pruned_weights(packed, tmp_path):
     again.load(tmp_path / "out" / "last.pt")
     w = again.model.gru.weight_hh_l0
     assert w[~trainer.pruner.masks["gru.weight_hh_l0"]].abs().sum() > 0
+
+
+def test_gpu_segments_make_the_lpc_inputs_vocoder_data_makes():
+    audio, held = _utterances(seed=3)
+    cfg = MelConfig(hop_length=HOP)
+    fb, win = torch.from_numpy(mel_filterbank(cfg).copy()), torch.from_numpy(_window(cfg.win_length, cfg.n_fft))
+    lengths = np.array([a.size for a in audio])
+    flat = np.concatenate(audio)
+    mels_t = torch.cat([log_mel_torch(torch.from_numpy(a), fb, win, cfg) for a in audio])
+    ref = VocoderData(audio=flat, mels=mels_t.numpy(), sample_offsets=np.concatenate([[0], np.cumsum(lengths)]),
+                      frame_offsets=np.concatenate([[0], np.cumsum(1 + lengths // HOP)]), held_out=held,
+                      ids=[str(i) for i in range(lengths.size)], hop=HOP)
+    gpu = GpuSegments(torch.from_numpy(flat), mels_t, lengths, held, HOP)
+    for order, seed in ((6, 0), (6, 1), (20, 2)):
+        kw = dict(batch_size=9, segment_frames=4, mel_pad=2, lpc_order=order, mel_config=cfg)
+        a = ref.batch(np.random.default_rng(seed), **kw)
+        b = gpu.batch(np.random.default_rng(seed), **kw)
+        np.testing.assert_array_equal(b.past.numpy(), a.past)
+        np.testing.assert_allclose(b.lpc.numpy(), a.lpc, rtol=0, atol=1e-9)

@@ -1,0 +1,197 @@
+"""The LPC vocoder (VocoderConfig.lpc_order > 0): the excitation against an independent numpy
+residual, teacher forcing against the per-sample reference loop, the data's past samples and
+predictors against the corpus store, and the clear errors."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from wavern.dsp import MelConfig, log_mel, mel_lpc
+from wavern.errors import ParameterError
+from wavern.training.vocoder_data import VocoderData
+from wavern.vocoder.config import VocoderConfig
+from wavern.vocoder.export import export_vocoder
+from wavern.vocoder.model import WaveRNN, split_bytes
+
+torch.set_num_threads(1)
+
+HOP = 16
+ORDER = 6
+MEL = MelConfig(hop_length=HOP)
+LPC = VocoderConfig(hidden_size=32, cond_channels=8, cond_blocks=1, mel=MEL, lpc_order=ORDER)
+EXCITATION_ONLY = dataclasses.replace(LPC, lpc_prediction_input=False)  # p_t not a GRU input
+VARIANTS = pytest.mark.parametrize("cfg", [LPC, EXCITATION_ONLY], ids=["p-input", "excitation-only"])
+
+
+def _speech_like(n: int, seed: int) -> np.ndarray:
+    """A resonant (predictable) signal: white noise through two resonators, int16."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(0, 600, n)
+    y = np.zeros(n)
+    for t in range(n):
+        y[t] = x[t] + 1.6 * (y[t - 1] if t >= 1 else 0) - 0.8 * (y[t - 2] if t >= 2 else 0)
+    return np.clip(y, -32768, 32767).astype(np.int16)
+
+
+def _utterance(frames: int, seed: int = 0):
+    audio = _speech_like(frames * HOP, seed)
+    mel = log_mel(audio.astype(np.float32) / 32768, MEL)[:frames]
+    return audio, mel
+
+
+def _model(seed: int = 0, cfg: VocoderConfig = LPC) -> WaveRNN:
+    torch.manual_seed(seed)
+    m = WaveRNN(cfg)
+    with torch.no_grad():
+        m.gru.weight_hh_l0.mul_(3.0)
+    return m
+
+
+def _whole_utterance_lpc(mel: np.ndarray) -> torch.Tensor:
+    """(1, T + 1, P + 1): no prediction before the start, then every frame's predictor."""
+    first = np.zeros((1, ORDER + 1))
+    first[0, 0] = 1.0
+    return torch.from_numpy(np.concatenate([first, mel_lpc(mel, ORDER, MEL)]))[None]
+
+
+def test_config_counts_the_prediction_input_and_checks_the_order():
+    assert LPC.n_inputs == 4 and dataclasses.replace(LPC, lpc_order=0).n_inputs == 3
+    assert EXCITATION_ONLY.n_inputs == 3
+    assert WaveRNN(LPC).gru.weight_ih_l0.shape == (3 * 32, 4 + 8)
+    assert WaveRNN(EXCITATION_ONLY).gru.weight_ih_l0.shape == (3 * 32, 3 + 8)
+    with pytest.raises(ParameterError, match="lpc_prediction_input"):
+        dataclasses.replace(LPC, lpc_prediction_input=1)
+    assert VocoderConfig.from_dict({k: v for k, v in LPC.to_dict().items() if k != "lpc_order"}).lpc_order == 0
+    assert VocoderConfig.from_dict(LPC.to_dict()) == LPC
+    for bad in (-1, 65, 2.0, True):
+        with pytest.raises(ParameterError, match="lpc_order"):
+            dataclasses.replace(LPC, lpc_order=bad)
+
+
+def test_targets_are_the_residual_of_the_mel_predictor():
+    audio, mel = _utterance(12)
+    a = mel_lpc(mel, ORDER, MEL)
+    s = audio.astype(np.float64)
+    expected = np.empty(s.size)
+    for t in range(s.size):  # independent: one sample at a time, zero history before the start
+        p = 0.0
+        for k in range(1, ORDER + 1):
+            p -= a[t // HOP, k] * (s[t - k] if t >= k else 0.0)
+        expected[t] = s[t] - np.round(p)
+    m = _model()
+    got = m.targets(torch.from_numpy(audio)[None], past=torch.zeros(1, ORDER + 1, dtype=torch.int16),
+                    lpc=_whole_utterance_lpc(mel))
+    np.testing.assert_array_equal(got[0].numpy(), expected)
+    assert np.sqrt(np.mean(expected ** 2)) < 0.6 * np.sqrt(np.mean(s ** 2))  # it predicts something
+
+
+@VARIANTS
+@pytest.mark.parametrize("impl", ["loop", "nn"])
+def test_teacher_forced_matches_the_reference_loop(impl, cfg):
+    m = _model(cfg=cfg)
+    m.gru_impl = impl
+    audio_np, mel = _utterance(6, seed=3)
+    mel_t, audio = torch.from_numpy(mel), torch.from_numpy(audio_np)[None]
+    lpc = _whole_utterance_lpc(mel)
+    past = torch.zeros(1, ORDER + 1, dtype=torch.int16)
+    with torch.no_grad():
+        states = m.hidden(mel_t[None], audio, past=past, lpc=lpc)[:, 0]
+        coarse, fine = m(mel_t[None], audio, past=past, lpc=lpc)
+        loss = m.loss(mel_t[None], audio, past=past, lpc=lpc)
+    samples, ref_c, ref_f, ref_states = m._reference_loop(mel_t, forced_audio=audio[0])
+    assert torch.equal(samples, audio[0])
+    assert ref_states.abs().max() > 0.3
+    torch.testing.assert_close(states, ref_states, atol=2e-6, rtol=0)
+    torch.testing.assert_close(coarse[0], ref_c, atol=2e-5, rtol=0)
+    torch.testing.assert_close(fine[0], ref_f, atol=2e-5, rtol=0)
+    c, f = split_bytes(m.targets(audio, past=past, lpc=lpc)[0])
+    torch.testing.assert_close(loss.coarse, F.cross_entropy(coarse[0], c))
+    torch.testing.assert_close(loss.fine, F.cross_entropy(fine[0], f))
+
+
+@VARIANTS
+def test_generation_adds_the_prediction_back(cfg):
+    """Free-running samples are s_t = clip(e_t + round(p_t)): where nothing clipped, the excitation
+    of the generated audio is exactly what was drawn, so teacher forcing on it reproduces the
+    loop's logits up to the first clipped sample."""
+    m = _model(seed=2, cfg=cfg)
+    with torch.no_grad():
+        for lin in (m.O2, m.O4):  # a narrow, centred excitation: no clipping in this short run
+            lin.weight.mul_(0.0)
+            lin.bias.copy_(-((torch.arange(256) - 128.0) ** 2) / 8.0)
+    _, mel = _utterance(4, seed=6)
+    mel_t = torch.from_numpy(mel)
+    res = m.infer(mel_t, np.random.default_rng(1).random((4 * HOP, 2)), return_logits=True)
+    assert res.samples.abs().max() < 32767
+    e = m.targets(res.samples[None], past=torch.zeros(1, ORDER + 1, dtype=torch.int16),
+                  lpc=_whole_utterance_lpc(mel))[0]
+    c, _ = split_bytes(e)
+    assert c.min() >= 100 and c.max() <= 156  # the drawn coarse bytes of a narrow excitation
+    assert not torch.equal(e, res.samples.to(torch.int64))  # the prediction was added back
+    with torch.no_grad():
+        coarse, fine = m(mel_t[None], res.samples[None], past=torch.zeros(1, ORDER + 1, dtype=torch.int16),
+                         lpc=_whole_utterance_lpc(mel))
+    torch.testing.assert_close(coarse[0], res.coarse_logits, atol=2e-5, rtol=0)
+    torch.testing.assert_close(fine[0], res.fine_logits, atol=2e-5, rtol=0)
+
+
+def test_a_segment_inside_an_utterance_sees_the_same_excitation_as_the_whole():
+    """past and lpc row 0 carry what the segment cannot see: its targets equal the whole's."""
+    audio, mel = _utterance(10, seed=5)
+    m = _model()
+    whole = m.targets(torch.from_numpy(audio)[None], past=torch.zeros(1, ORDER + 1, dtype=torch.int16),
+                      lpc=_whole_utterance_lpc(mel))[0]
+    f0, t = 4, 3
+    a = mel_lpc(mel, ORDER, MEL)
+    seg = m.targets(torch.from_numpy(audio[f0 * HOP:(f0 + t) * HOP])[None],
+                    past=torch.from_numpy(audio[f0 * HOP - ORDER - 1:f0 * HOP])[None],
+                    lpc=torch.from_numpy(a[f0 - 1:f0 + t])[None])[0]
+    assert torch.equal(seg, whole[f0 * HOP:(f0 + t) * HOP])
+
+
+def test_vocoder_data_gives_past_samples_and_predictors_of_the_conditioning_mel():
+    utts = [_utterance(n, seed=n) for n in (9, 14)]
+    lengths = np.array([a.size for a, _ in utts])
+    data = VocoderData(audio=np.concatenate([a for a, _ in utts]), mels=np.concatenate([m for _, m in utts]),
+                       sample_offsets=np.concatenate([[0], np.cumsum(lengths)]),
+                       frame_offsets=np.concatenate([[0], np.cumsum(lengths // HOP)]),
+                       held_out=np.array([False, False]), ids=["a", "b"], hop=HOP)
+    b = data.segments(np.array([0, 1, 1]), np.array([0, 5, 1]), segment_frames=3, mel_pad=2, lpc_order=ORDER,
+                      mel_config=MEL)
+    assert b.past.shape == (3, ORDER + 1) and b.lpc.shape == (3, 4, ORDER + 1)
+    np.testing.assert_array_equal(b.past[0], 0)  # utterance start: silence, no prediction
+    np.testing.assert_array_equal(b.lpc[0, 0], np.eye(ORDER + 1)[0])
+    audio1, mel1 = utts[1]
+    np.testing.assert_array_equal(b.past[1], audio1[5 * HOP - ORDER - 1:5 * HOP])
+    np.testing.assert_array_equal(b.past[2], audio1[HOP - ORDER - 1:HOP])
+    c = data.segments(np.array([1]), np.array([0]), segment_frames=2, mel_pad=0, lpc_order=HOP + 3, mel_config=MEL)
+    d = data.segments(np.array([1]), np.array([1]), segment_frames=2, mel_pad=0, lpc_order=HOP + 3, mel_config=MEL)
+    np.testing.assert_array_equal(d.past[0], np.concatenate([np.zeros(4, np.int16), audio1[:HOP]]))  # 16 exist
+    np.testing.assert_allclose(d.lpc[0], mel_lpc(mel1, HOP + 3, MEL)[0:3], rtol=0, atol=1e-9)  # row 0 from the store
+    np.testing.assert_array_equal(c.lpc[0, 0], np.eye(HOP + 4)[0])
+    np.testing.assert_allclose(b.lpc[1], mel_lpc(mel1, ORDER, MEL)[4:8], rtol=0, atol=1e-9)
+    np.testing.assert_allclose(b.lpc[2], mel_lpc(mel1, ORDER, MEL)[0:4], rtol=0, atol=1e-9)
+    plain = data.segments(np.array([1]), np.array([5]), segment_frames=3, mel_pad=2)
+    assert plain.past is None and plain.lpc is None
+
+
+def test_lpc_inputs_are_required_and_refused_where_they_do_not_belong(tmp_path):
+    audio, mel = _utterance(4)
+    m = _model()
+    with pytest.raises(ParameterError, match="needs past"):
+        m.loss(torch.from_numpy(mel)[None], torch.from_numpy(audio)[None])
+    with pytest.raises(ParameterError, match="past must be"):
+        m.loss(torch.from_numpy(mel)[None], torch.from_numpy(audio)[None], past=torch.zeros(1, 3, dtype=torch.int16),
+               lpc=_whole_utterance_lpc(mel))
+    plain = WaveRNN(dataclasses.replace(LPC, lpc_order=0))
+    with pytest.raises(ParameterError, match="lpc_order 0"):
+        plain.loss(torch.from_numpy(mel)[None], torch.from_numpy(audio)[None],
+                   past=torch.zeros(1, ORDER + 1, dtype=torch.int16), lpc=_whole_utterance_lpc(mel))
+    with pytest.raises(ParameterError, match="cannot be exported"):
+        export_vocoder(m, "/nonexistent/vocoder.safetensors")
+    export_vocoder(_model(cfg=EXCITATION_ONLY), tmp_path / "vocoder.safetensors")  # an ordinary 3-input net
