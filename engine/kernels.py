@@ -717,6 +717,29 @@ def _draw(logits, inv_temp, u, probs):
 
 
 @njit(**_JIT)
+def _lpc_synthesis(out, gi, col0, order, frame0, start, hop, hist):
+    """Add the linear prediction back to an LPC vocoder's excitation, in place (int16).
+
+    ``s_t = clip(e_t + rint(p_t))`` with ``p_t = -sum_k a_k s_{t-k}`` in float64, summed in the
+    order k = 1 .. order (as ``wavern.vocoder.model`` does in training and in its reference loop),
+    ``a_k`` the float32 ``gi[frame, col0 + k - 1]`` of the sample's frame (``Vocoder.frame_inputs``
+    appends them after the 3H gate inputs). ``hist`` (order,) float64: s_{t-1}, s_{t-2}, ...
+    newest first, carried across calls. ``out[t]`` is sample ``start + t``.
+    """
+    for t in range(out.shape[0]):
+        row = gi[(start + t) // hop - frame0]
+        pred = 0.0
+        for k in range(order):
+            pred -= np.float64(row[col0 + k]) * hist[k]
+        v = min(max(np.float64(out[t]) + np.rint(pred), -32768.0), 32767.0)
+        for k in range(order - 1, 0, -1):
+            hist[k] = hist[k - 1]
+        if order:
+            hist[0] = v
+        out[t] = np.int16(v)
+
+
+@njit(**_JIT)
 def _generate(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, logits, work):
     """Generate ``len(out)`` samples of one stream; successive calls continue one long call.
 

@@ -125,6 +125,7 @@ class VocoderState:
     rng: np.ndarray
     position: int
     work: np.ndarray
+    lpc_hist: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))  # (P,) s_{t-1}.. (LPC)
 
 
 def lane_split(batch_size: int) -> int:
@@ -158,6 +159,7 @@ class BatchState:
     position: int
     work_lanes: np.ndarray
     work_streams: np.ndarray
+    lpc_hist: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 0)))  # (B, P) (LPC)
 
     @property
     def batch_size(self) -> int:
@@ -185,7 +187,13 @@ class Vocoder:
 
     hop = K.HOP
 
-    def __init__(self, dense: dict[str, np.ndarray], sparse: dict[str, BlockSparse], *, cond_blocks: int):
+    def __init__(self, dense: dict[str, np.ndarray], sparse: dict[str, BlockSparse], *, cond_blocks: int,
+                 lpc_order: int = 0):
+        if not isinstance(lpc_order, int) or isinstance(lpc_order, bool) or not 0 <= lpc_order <= 64:
+            raise VoiceFileError(f"vocoder lpc_order must be an integer in [0, 64], found {lpc_order!r}")
+        #: > 0: the net generates the excitation of this order's predictor from the mel, and
+        #: generation adds the prediction back (``kernels._lpc_synthesis``).
+        self.lpc_order = lpc_order
         self.cond = CondNet.from_tensors(dense, cond_blocks=cond_blocks)
         self.cond_blocks = int(cond_blocks)
         whh = sparse.get("gru.weight_hh")
@@ -234,15 +242,15 @@ class Vocoder:
 
     @classmethod
     def from_tensors(cls, dense: dict[str, np.ndarray], sparse: dict[str, BlockSparse], *,
-                     cond_blocks: int) -> "Vocoder":
-        return cls(dense, sparse, cond_blocks=cond_blocks)
+                     cond_blocks: int, lpc_order: int = 0) -> "Vocoder":
+        return cls(dense, sparse, cond_blocks=cond_blocks, lpc_order=lpc_order)
 
     @classmethod
     def load(cls, path: str | os.PathLike, *, cond_blocks: int, hidden_size: int | None = None,
-             cond_channels: int | None = None) -> "Vocoder":
+             cond_channels: int | None = None, lpc_order: int = 0) -> "Vocoder":
         """Read a vocoder file; ``hidden_size`` / ``cond_channels``, if given, must match it."""
         dense, sparse = load_vocoder_tensors(path, cond_blocks=cond_blocks)
-        voc = cls(dense, sparse, cond_blocks=cond_blocks)
+        voc = cls(dense, sparse, cond_blocks=cond_blocks, lpc_order=lpc_order)
         for name, want, got in (("hidden_size", hidden_size, voc.hidden_size),
                                 ("cond_channels", cond_channels, voc.cond_channels)):
             if want is not None and want != got:
@@ -256,8 +264,15 @@ class Vocoder:
         """Multiply-adds x 2 of the block products per sample, counting stored blocks only."""
         return 2 * sum(self.nnz_weights.values())
 
+    @property
+    def frame_width(self) -> int:
+        """Columns of :meth:`frame_inputs`: 3H gate inputs, then the LPC predictor's ``lpc_order``."""
+        return 3 * self.hidden_size + self.lpc_order
+
     def frame_inputs(self, mel: np.ndarray) -> np.ndarray:
-        """Per-frame gate inputs ``W_ih[:, 3:] cond_t + b_ih`` (T, 3H) float32 of a log-mel (T, 80).
+        """Per-frame gate inputs ``W_ih[:, 3:] cond_t + b_ih`` (T, 3H) float32 of a log-mel (T, 80);
+        an LPC vocoder appends each frame's predictor ``a_1 .. a_P`` (:func:`wavern.dsp.mel_lpc`,
+        float32), so (T, 3H + P): the frames carry it wherever they go (windows, folding, batches).
 
         The conditioning net (:class:`~wavern.engine.condnet.CondNet`) and the projection run in
         ``kernels.conv1d_taps``: every output is one fixed chain of fused multiply-adds, so row t
@@ -265,14 +280,21 @@ class Vocoder:
         threads numpy's BLAS uses or on buffer alignment. The same mel gives the same bytes in
         any process, and a window of the mel gives the whole mel's rows away from its edges.
         """
-        return K.conv1d_taps(self.cond(mel), self._proj)  # (T, C) -> (T, 3H)
+        gi = K.conv1d_taps(self.cond(mel), self._proj)  # (T, C) -> (T, 3H)
+        if not self.lpc_order:
+            return gi
+        from wavern.dsp import DEFAULT_MEL, mel_lpc  # the voice's dsp equals the runtime's (voicefile)
+
+        a = mel_lpc(np.asarray(mel), self.lpc_order, DEFAULT_MEL)[:, 1:].astype(np.float32)  # row by row
+        return np.ascontiguousarray(np.concatenate([gi, a], axis=1))
 
     def new_state(self, *, seed: int = 0, rng: np.ndarray | None = None) -> VocoderState:
         """A fresh stream: h = 0, previous sample = digital silence (c 128, f 0), position 0."""
         H = self.hidden_size
         rng = K.rng_state(seed) if rng is None else np.array(rng, dtype=np.uint64).reshape(1)
         return VocoderState(h=np.zeros(H, np.float32), prev=np.array([128, 0], np.int64), rng=rng, position=0,
-                            work=np.zeros(3 * H + H // 2 + 2 * K.N_CLASSES, np.float32))
+                            work=np.zeros(3 * H + H // 2 + 2 * K.N_CLASSES, np.float32),
+                            lpc_hist=np.zeros(self.lpc_order))
 
     def new_batch_state(self, rng: np.ndarray) -> BatchState:
         """B fresh streams, stream b drawing from ``rng[b]`` (see ``kernels.rng_states``)."""
@@ -287,13 +309,14 @@ class Vocoder:
         ns = B - nl
         return BatchState(h_lanes=np.zeros((H, L), np.float32), h_streams=np.zeros((ns, H), np.float32),
                           prev=prev, rng=rng, position=0, work_lanes=np.zeros(K.lane_work_size(H, L), np.float32),
-                          work_streams=np.zeros(ns * (3 * H + H // 2 + K.N_CLASSES + 2) + K.N_CLASSES, np.float32))
+                          work_streams=np.zeros(ns * (3 * H + H // 2 + K.N_CLASSES + 2) + K.N_CLASSES, np.float32),
+                          lpc_hist=np.zeros((B, self.lpc_order)))
 
     def _check_frames(self, gi: np.ndarray, ndim: int, frame0: int, position: int, n: int) -> None:
-        if gi.dtype != np.float32 or gi.ndim != ndim or gi.shape[-1] != 3 * self.hidden_size \
+        if gi.dtype != np.float32 or gi.ndim != ndim or gi.shape[-1] != self.frame_width \
                 or not gi.flags.c_contiguous:
             raise ParameterError(f"frame inputs must be C-contiguous float32 with {ndim} dims and last dim "
-                                 f"{3 * self.hidden_size} (from frame_inputs), found {gi.dtype} {gi.shape}")
+                                 f"{self.frame_width} (from frame_inputs), found {gi.dtype} {gi.shape}")
         if n < 0:
             raise ParameterError(f"n_samples must be >= 0, found {n}")
         first = position // self.hop
@@ -310,7 +333,7 @@ class Vocoder:
 
         Parameters
         ----------
-        gi : (F, 3H) float32 from :meth:`frame_inputs`, holding frames ``frame0 .. frame0+F-1`` of
+        gi : (F, frame_width) float32 from :meth:`frame_inputs`, holding frames ``frame0 .. frame0+F-1`` of
             the utterance (a streaming caller may drop frames already played).
         state : the stream, at ``state.position``.
         n_samples : samples to make; they must fall inside the frames held.
@@ -331,13 +354,16 @@ class Vocoder:
             _check_buffer(logits_out, (n_samples, 2, K.N_CLASSES), np.float32, "logits_out")
         K._generate(gi, int(frame0), int(state.position), self.hop, self._net, inv, state.h, state.prev,
                     state.rng, out, logits_out, state.work)
+        if self.lpc_order:  # the net made the excitation: add the prediction back
+            K._lpc_synthesis(out, gi, 3 * self.hidden_size, self.lpc_order, int(frame0), int(state.position),
+                             self.hop, state.lpc_hist)
         state.position += n_samples
         return out
 
     def generate_batch(self, gi: np.ndarray, state: BatchState, n_samples: int, *, frame0: int = 0,
                        temperature: float = 1.0, out: np.ndarray | None = None,
                        logits_out: np.ndarray | None = None) -> np.ndarray:
-        """B streams at once: gi (B, F, 3H) -> (B, n_samples) int16.
+        """B streams at once: gi (B, F, frame_width) -> (B, n_samples) int16.
 
         Stream b gives exactly what :meth:`generate` gives on ``gi[b]`` with the same RNG state.
         ``logits_out``: optional (B, n_samples, 2, 256) float32. The streams run in lanes
@@ -358,6 +384,7 @@ class Vocoder:
         if B == 1:  # one stream: the one-stream kernel (fewer loads than the four-stream product)
             K._generate(gi[0], int(frame0), int(state.position), self.hop, self._net, inv, state.h_streams[0],
                         state.prev[0], state.rng[0:1], out[0], logits_out[0], state.work_streams)
+            self._synthesis(gi, state, frame0, out)
             state.position += n_samples
             return out
         if nl:
@@ -367,8 +394,15 @@ class Vocoder:
         if nl < B:
             K._generate_streams(gi[nl:], int(frame0), int(state.position), self.hop, self._net, inv, state.h_streams,
                                 state.prev[nl:], state.rng[nl:], out[nl:], logits_out[nl:], state.work_streams)
+        self._synthesis(gi, state, frame0, out)
         state.position += n_samples
         return out
+
+    def _synthesis(self, gi: np.ndarray, state: BatchState, frame0: int, out: np.ndarray) -> None:
+        """LPC vocoders: add each stream's prediction back to its excitation (in place)."""
+        for b in range(out.shape[0] if self.lpc_order else 0):
+            K._lpc_synthesis(out[b], gi[b], 3 * self.hidden_size, self.lpc_order, int(frame0), int(state.position),
+                             self.hop, state.lpc_hist[b])
 
     # ---- offline ------------------------------------------------------------------------------
 
@@ -432,7 +466,7 @@ class Vocoder:
         if max_streams < 1:
             raise ParameterError(f"max_streams must be >= 1, found {max_streams}")
         gis = [np.ascontiguousarray(g, dtype=np.float32) for g in gis]
-        D = 3 * self.hidden_size
+        D = self.frame_width
         for g in gis:
             if g.ndim != 2 or g.shape[1] != D:
                 raise ParameterError(f"frame inputs must be (T, {D}) (from frame_inputs), found {g.shape}")

@@ -224,9 +224,17 @@ class Voice:
             if not isinstance(voc.get(field), int) or isinstance(voc.get(field), bool):
                 raise VoiceFileError(f"{path}/voice.json: field 'vocoder.{field}' must be an integer, "
                                      f"found {voc.get(field)!r}")
+        lpc_order = voc.get("lpc_order", 0)
+        if not isinstance(lpc_order, int) or isinstance(lpc_order, bool) or not 0 <= lpc_order <= 64:
+            raise VoiceFileError(f"{path}/voice.json: field 'vocoder.lpc_order' must be an integer in [0, 64], "
+                                 f"found {lpc_order!r}")
+        if lpc_order and voc.get("lpc_prediction_input", True) is not False:
+            raise VoiceFileError(f"{path}/voice.json: this vocoder takes the LPC prediction as an input "
+                                 "(vocoder.lpc_prediction_input), which the engine does not run yet")
         acoustic = load_acoustic(path / "acoustic.safetensors", acfg)
         vocoder = Vocoder.load(path / "vocoder.safetensors", cond_blocks=voc["cond_blocks"],
-                               hidden_size=voc["hidden_size"], cond_channels=voc["cond_channels"])
+                               hidden_size=voc["hidden_size"], cond_channels=voc["cond_channels"],
+                               lpc_order=lpc_order)
         try:
             table = SymbolTable(meta["symbols"])
         except Exception as e:  # noqa: BLE001 - any rejection of the table is a voice file problem

@@ -240,11 +240,13 @@ def _step_time(trainer: VocoderTrainer, batch_size: int, segment_frames: int, bf
     data = trainer.data
     times = []
     for _ in range(reps + 1):
-        b = data.batch(rng, batch_size=batch_size, segment_frames=segment_frames, mel_pad=trainer.mel_pad)
+        voc = trainer.cfg.vocoder
+        b = data.batch(rng, batch_size=batch_size, segment_frames=segment_frames, mel_pad=trainer.mel_pad,
+                       lpc_order=voc.lpc_order, mel_config=voc.mel)
         _sync(trainer.device)
         t0 = time.perf_counter()
         with trainer._autocast():
-            loss = trainer.model.loss(b.mel, b.audio, prev_audio=b.prev, mel_pad=trainer.mel_pad)
+            loss = trainer.model.loss(b.mel, b.audio, prev_audio=b.prev, mel_pad=trainer.mel_pad, past=b.past, lpc=b.lpc)
         loss.total.backward()
         trainer.optimizer.zero_grad(set_to_none=True)
         _sync(trainer.device)

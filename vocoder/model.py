@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -274,7 +275,8 @@ class WaveRNN(nn.Module):
                                  f"{tuple(past.shape)} and {tuple(lpc.shape)}")
         s = torch.cat([past.to(torch.int64), audio.to(torch.int64)], dim=1).to(torch.float64)  # s_{-P-1} .. s_{N-1}
         rows = torch.cat([torch.zeros(1, dtype=torch.int64), torch.arange(n) // hop + 1]).to(audio.device)
-        a = lpc.to(torch.float64)[:, rows]  # (B, N + 1, P + 1): the predictor of samples -1 .. N-1
+        # (B, N + 1, P + 1): the predictor of samples -1 .. N-1, rounded to float32 as the engine keeps it
+        a = lpc.to(torch.float32).to(torch.float64)[:, rows]
         pred = torch.zeros(b, n + 1, dtype=torch.float64, device=audio.device)
         for k in range(1, order + 1):  # p_j = -sum_k a_k s_{j-k}, summed in this order (the engine's too)
             pred -= a[..., k] * s[:, order - k:order - k + n + 1]
@@ -372,7 +374,7 @@ class WaveRNN(nn.Module):
         if order:  # the predictor of every frame, from the same mel (float64, sample loop below)
             from wavern.dsp import mel_lpc
 
-            lpc = mel_lpc(mel.numpy(), order, self.config.mel).tolist()
+            lpc = mel_lpc(mel.numpy(), order, self.config.mel).astype(np.float32).astype(np.float64).tolist()
             hist = [0.0] * order  # s_{t-1}, s_{t-2}, ... newest first
         param = next(self.parameters())
         gi_frames = self.frame_gates(mel.to(param.device))  # (T, 3H)

@@ -362,7 +362,7 @@ def test_same_seed_same_bytes_in_other_processes():
 
 # ---- the torch reference (wavern.vocoder) -------------------------------------------------------
 
-def _torch_model(seed: int):
+def _torch_model(seed: int, lpc_order: int = 0):
     torch = pytest.importorskip("torch")
     try:
         from wavern.vocoder.config import VocoderConfig
@@ -370,7 +370,8 @@ def _torch_model(seed: int):
     except ImportError as e:  # the torch model is another part of the project
         pytest.skip(f"wavern.vocoder.model not importable: {e}")
     torch.manual_seed(seed)
-    cfg = VocoderConfig(hidden_size=64, cond_channels=16, cond_blocks=1, block_rows=16, block_cols=4)
+    cfg = VocoderConfig(hidden_size=64, cond_channels=16, cond_blocks=1, block_rows=16, block_cols=4,
+                        lpc_order=lpc_order, lpc_prediction_input=False)
     model = WaveRNN(cfg).eval()
     rng = np.random.default_rng(seed)
     with torch.no_grad():
@@ -425,3 +426,80 @@ def test_engine_equals_torch_reference_loop(tmp_path):
     ref_logits = np.stack([ref.coarse_logits.numpy(), ref.fine_logits.numpy()], axis=1)
     np.testing.assert_allclose(logits, ref_logits, rtol=0, atol=1e-4 * np.abs(ref_logits).max())
     assert len(np.unique(out)) > 100
+
+
+# ---- LPC vocoders (the net makes the excitation, generation adds the mel's prediction back) -----
+
+@pytest.fixture(scope="module")
+def small_lpc(small):
+    dense, sparse, _ = small
+    return Vocoder(dense, sparse, cond_blocks=2, lpc_order=12)
+
+
+def test_lpc_generation_is_the_excitation_plus_the_prediction(small, small_lpc):
+    """The same net with and without LPC draws the same excitation (same RNG); the LPC one's
+    samples are that excitation passed through the predictor, computed here independently."""
+    from wavern.dsp import DEFAULT_MEL, mel_lpc
+
+    plain = small[2]
+    mel = naive.random_mel(6, seed=12)
+    n = 6 * 256
+    e = plain.generate(plain.frame_inputs(mel), plain.new_state(seed=3), n).astype(np.float64)
+    gi = small_lpc.frame_inputs(mel)
+    assert gi.shape == (6, 3 * 32 + 12)
+    np.testing.assert_array_equal(gi[:, :96], plain.frame_inputs(mel))
+    s = small_lpc.generate(gi, small_lpc.new_state(seed=3), n)
+    a = mel_lpc(mel, 12, DEFAULT_MEL).astype(np.float32).astype(np.float64)
+    hist = np.zeros(12)
+    expect = np.empty(n)
+    for t in range(n):
+        p = 0.0
+        for k in range(12):
+            p -= a[t // 256, k + 1] * hist[k]
+        expect[t] = min(max(e[t] + np.rint(p), -32768), 32767)
+        hist = np.concatenate([[expect[t]], hist[:-1]])
+    np.testing.assert_array_equal(s, expect)
+    assert not np.array_equal(s, e)
+
+
+def test_lpc_chunks_batches_and_windows_equal_one_stream(small_lpc):
+    voc = small_lpc
+    mel = naive.random_mel(40, seed=13)
+    gi = voc.frame_inputs(mel)
+    n = 40 * 256
+    one = voc.generate(gi, voc.new_state(seed=2), n)
+    st = voc.new_state(seed=2)
+    parts, rng = [], np.random.default_rng(1)
+    while st.position < n:  # chunked, dropping played frames: the predictor history carries over
+        k = int(min(rng.integers(1, 900), n - st.position))
+        first = st.position // 256
+        parts.append(voc.generate(gi[first:], st, k, frame0=first))
+    np.testing.assert_array_equal(np.concatenate(parts), one)
+    for B in (3, 24):  # stream-major and lanes
+        rngs = K.rng_states(5, B)
+        gis = np.stack([voc.frame_inputs(naive.random_mel(3, seed=s)) for s in range(B)])
+        batch = voc.generate_batch(gis, voc.new_batch_state(rngs), 3 * 256)
+        for s in (0, B - 1):
+            np.testing.assert_array_equal(batch[s], voc.generate(gis[s], voc.new_state(rng=rngs[s]), 3 * 256))
+    R = 2 + voc.cond_blocks  # a window's frame inputs (predictor columns included) equal the whole's rows
+    part = voc.frame_inputs(mel[7:31])
+    np.testing.assert_array_equal(part[R:24 - R], gi[7 + R:31 - R])
+
+
+def test_lpc_engine_equals_torch_reference_loop(tmp_path):
+    torch, cfg, model = _torch_model(seed=5, lpc_order=10)
+    torch.set_num_threads(1)
+    path = tmp_path / "vocoder.safetensors"
+    model = _export(cfg, model, path)
+    voc = Vocoder.load(path, cond_blocks=cfg.cond_blocks, hidden_size=cfg.hidden_size,
+                       cond_channels=cfg.cond_channels, lpc_order=10)
+    frames = 12
+    n = frames * 256
+    mel = naive.random_mel(frames, seed=6)
+    u = K.uniforms(K.rng_state(8), n)
+    ref = model.infer(torch.from_numpy(mel), u, temperature=1.0, return_logits=True)
+    logits = np.zeros((n, 2, 256), np.float32)
+    out = voc.generate(voc.frame_inputs(mel), voc.new_state(seed=8), n, logits_out=logits)
+    np.testing.assert_array_equal(out, ref.samples.numpy())
+    ref_logits = np.stack([ref.coarse_logits.numpy(), ref.fine_logits.numpy()], axis=1)
+    np.testing.assert_allclose(logits, ref_logits, rtol=0, atol=1e-4 * np.abs(ref_logits).max())

@@ -143,3 +143,21 @@ def test_gpu_segments_make_the_lpc_inputs_vocoder_data_makes():
         b = gpu.batch(np.random.default_rng(seed), **kw)
         np.testing.assert_array_equal(b.past.numpy(), a.past)
         np.testing.assert_allclose(b.lpc.numpy(), a.lpc, rtol=0, atol=1e-9)
+
+
+def test_an_lpc_run_trains_from_a_pack(tmp_path):
+    import dataclasses
+
+    from tests.training.test_vocoder_trainer import VOC
+
+    voc = dataclasses.replace(VOC, lpc_order=4, lpc_prediction_input=False)
+    _corpus(tmp_path / "corpus")
+    train_vocoder(_cfg(tmp_path / "corpus", tmp_path / "run", steps=8, vocoder=voc))
+    build_cache(tmp_path / "corpus", tmp_path / "cache", voc.mel)
+    pack(tmp_path / "cache", tmp_path / "run" / COMPACT, tmp_path / "pack", max_bytes=10_000, n_held=2)
+    report = train(tmp_path / "pack", tmp_path / "out", budget_s=4.0, reserve_s=0.5, shapes=((4, 3), (8, 3)),
+                   eval_every_s=10.0, device="cpu")
+    assert report["end_step"] > 8 and len(report["shapes"]) == 2
+    again = VocoderTrainer(_cfg(tmp_path / "corpus", tmp_path / "again", vocoder=voc))
+    again.load(tmp_path / "out" / "last.pt")
+    assert again.step == report["end_step"]

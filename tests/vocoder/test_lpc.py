@@ -75,7 +75,7 @@ def test_config_counts_the_prediction_input_and_checks_the_order():
 
 def test_targets_are_the_residual_of_the_mel_predictor():
     audio, mel = _utterance(12)
-    a = mel_lpc(mel, ORDER, MEL)
+    a = mel_lpc(mel, ORDER, MEL).astype(np.float32).astype(np.float64)  # stored as float32, summed in float64
     s = audio.astype(np.float64)
     expected = np.empty(s.size)
     for t in range(s.size):  # independent: one sample at a time, zero history before the start
