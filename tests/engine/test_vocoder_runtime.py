@@ -408,23 +408,30 @@ def _export(cfg, model, path):
     return model
 
 
-def test_engine_equals_torch_reference_loop(tmp_path):
-    torch, cfg, model = _torch_model(seed=3)
+def _engine_against_reference(tmp_path, *, model_seed: int, mel_seed: int, rng_seed: int, lpc_order: int = 0):
+    """The exported model in the engine and the torch reference loop, same uniforms: samples
+    identical, logits to float32 rounding. Returns the engine's samples."""
+    torch, cfg, model = _torch_model(seed=model_seed, lpc_order=lpc_order)
     torch.set_num_threads(1)
     path = tmp_path / "vocoder.safetensors"
     model = _export(cfg, model, path)
     voc = Vocoder.load(path, cond_blocks=cfg.cond_blocks, hidden_size=cfg.hidden_size,
-                       cond_channels=cfg.cond_channels)
+                       cond_channels=cfg.cond_channels, lpc_order=lpc_order)
     frames = 12
     n = frames * 256
-    mel = naive.random_mel(frames, seed=4)
-    u = K.uniforms(K.rng_state(21), n)
+    mel = naive.random_mel(frames, seed=mel_seed)
+    u = K.uniforms(K.rng_state(rng_seed), n)
     ref = model.infer(torch.from_numpy(mel), u, temperature=1.0, return_logits=True)
     logits = np.zeros((n, 2, 256), np.float32)
-    out = voc.generate(voc.frame_inputs(mel), voc.new_state(seed=21), n, logits_out=logits)
+    out = voc.generate(voc.frame_inputs(mel), voc.new_state(seed=rng_seed), n, logits_out=logits)
     np.testing.assert_array_equal(out, ref.samples.numpy())
     ref_logits = np.stack([ref.coarse_logits.numpy(), ref.fine_logits.numpy()], axis=1)
     np.testing.assert_allclose(logits, ref_logits, rtol=0, atol=1e-4 * np.abs(ref_logits).max())
+    return out
+
+
+def test_engine_equals_torch_reference_loop(tmp_path):
+    out = _engine_against_reference(tmp_path, model_seed=3, mel_seed=4, rng_seed=21)
     assert len(np.unique(out)) > 100
 
 
@@ -487,19 +494,4 @@ def test_lpc_chunks_batches_and_windows_equal_one_stream(small_lpc):
 
 
 def test_lpc_engine_equals_torch_reference_loop(tmp_path):
-    torch, cfg, model = _torch_model(seed=5, lpc_order=10)
-    torch.set_num_threads(1)
-    path = tmp_path / "vocoder.safetensors"
-    model = _export(cfg, model, path)
-    voc = Vocoder.load(path, cond_blocks=cfg.cond_blocks, hidden_size=cfg.hidden_size,
-                       cond_channels=cfg.cond_channels, lpc_order=10)
-    frames = 12
-    n = frames * 256
-    mel = naive.random_mel(frames, seed=6)
-    u = K.uniforms(K.rng_state(8), n)
-    ref = model.infer(torch.from_numpy(mel), u, temperature=1.0, return_logits=True)
-    logits = np.zeros((n, 2, 256), np.float32)
-    out = voc.generate(voc.frame_inputs(mel), voc.new_state(seed=8), n, logits_out=logits)
-    np.testing.assert_array_equal(out, ref.samples.numpy())
-    ref_logits = np.stack([ref.coarse_logits.numpy(), ref.fine_logits.numpy()], axis=1)
-    np.testing.assert_allclose(logits, ref_logits, rtol=0, atol=1e-4 * np.abs(ref_logits).max())
+    _engine_against_reference(tmp_path, model_seed=5, mel_seed=6, rng_seed=8, lpc_order=10)

@@ -265,12 +265,10 @@ def test_stream_chunks_follow_the_schedule_across_sentences(voice):
     assert lengths[0] == FIRST_CHUNK_SAMPLES
 
 
-def test_streamed_sentences_equal_one_generate_call_per_sentence(voice):
+def _one_call_per_sentence(voice, text: str, seed: int) -> np.ndarray:
     """Independent reference: each sentence's whole mel through one generate call, state carried."""
-    text = "The first sentence is here. A second, longer sentence follows it. Third."
-    y = np.concatenate([c.samples for c in voice.stream(text, seed=11)])
     voc = voice.vocoder
-    state = voc.new_state(seed=11)
+    state = voc.new_state(seed=seed)
     ref = []
     for spoken in voice.sentence_parts(text, speaker=voice.default_speaker, speed=1.0):
         mel = spoken.part.mel
@@ -278,7 +276,13 @@ def test_streamed_sentences_equal_one_generate_call_per_sentence(voice):
             continue
         state.position = 0
         ref.append(voc.generate(voc.frame_inputs(mel), state, mel.shape[0] * voc.hop))
-    ref = int16_to_float(np.concatenate(ref))
+    return int16_to_float(np.concatenate(ref))
+
+
+def test_streamed_sentences_equal_one_generate_call_per_sentence(voice):
+    text = "The first sentence is here. A second, longer sentence follows it. Third."
+    y = np.concatenate([c.samples for c in voice.stream(text, seed=11)])
+    ref = _one_call_per_sentence(voice, text, seed=11)
     assert y.shape == ref.shape
     assert np.mean(y != ref) < 1e-3  # as above: only a draw on a rounding boundary may flip
 
@@ -392,16 +396,7 @@ def test_lpc_voice_streams_what_one_generate_call_per_sentence_makes(lpc_voice):
     assert voice.vocoder.lpc_order == 16
     text = "The first sentence is here. A second one follows."
     y = np.concatenate([c.samples for c in voice.stream(text, seed=4)])
-    voc = voice.vocoder
-    state = voc.new_state(seed=4)
-    ref = []
-    for spoken in voice.sentence_parts(text, speaker=voice.default_speaker, speed=1.0):
-        mel = spoken.part.mel
-        if mel.shape[0] == 0:
-            continue
-        state.position = 0
-        ref.append(voc.generate(voc.frame_inputs(mel), state, mel.shape[0] * voc.hop))
-    ref = int16_to_float(np.concatenate(ref))
+    ref = _one_call_per_sentence(voice, text, seed=4)
     assert y.shape == ref.shape
     # As for any voice, a draw may flip on a rounding boundary (the stream's mel is decoded
     # window by window); here a prediction may also round the other way, which moves a sample by
