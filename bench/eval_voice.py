@@ -100,6 +100,7 @@ def main() -> int:
            round(sum(voice.vocoder.nnz_weights.values()) /
                  (3 * voice.vocoder.hidden_size ** 2 + 2 * (voice.vocoder.hidden_size // 2) ** 2
                   + 2 * 256 * voice.vocoder.hidden_size // 2), 3),
+           "vocoder_lpc_order": voice.vocoder.lpc_order,  # 0: the net makes the samples; P: an LPC excitation
            "postfilter": voice.postfilter.config.to_dict() if voice.postfilter is not None else None,
            "copy": {k: copy[k] for k in ("stoi", "pesq_wb", "mcd_db", "phone_acc")},
            **({"copy_vocoder_only": {k: raw[k] for k in ("stoi", "pesq_wb", "mcd_db", "phone_acc")}} if raw else {}),
@@ -164,13 +165,17 @@ def write_examples(folder: Path, voice, records, rows: list[dict], metrics: Path
     plt.close(fig)
 
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.6))
-    steps = [r["vocoder_step"] for r in rows]
-    for key, label in (("phone_acc", "copy phone acc"), ("stoi", "copy STOI")):
-        a1.plot(steps, [r.get("copy_vocoder_only", r["copy"])[key] for r in rows], "o-", label=label + " (vocoder)")
-        pf = [(r["vocoder_step"], r["copy"][key]) for r in rows if r.get("postfilter")]
-        if pf:
-            a1.plot(*zip(*pf), "^", label=label + " (+ post-filter)")
-    a1.plot(steps, [r["end_to_end"]["phone_acc_end_to_end"] for r in rows], "s-", label="end-to-end phone acc")
+    for order in sorted({r.get("vocoder_lpc_order", 0) for r in rows}):  # one set of curves per vocoder run kind
+        run = [r for r in rows if r.get("vocoder_lpc_order", 0) == order]
+        tag = f" LPC {order}" if order else ""
+        steps = [r["vocoder_step"] for r in run]
+        for key, label in (("phone_acc", "copy phone acc"), ("stoi", "copy STOI")):
+            a1.plot(steps, [r.get("copy_vocoder_only", r["copy"])[key] for r in run], "o-",
+                    label=label + tag + " (vocoder)")
+            pf = [(r["vocoder_step"], r["copy"][key]) for r in run if r.get("postfilter")]
+            if pf:
+                a1.plot(*zip(*pf), "^", label=label + tag + " (+ post-filter)")
+        a1.plot(steps, [r["end_to_end"]["phone_acc_end_to_end"] for r in run], "s-", label="end-to-end phone acc" + tag)
     a1.axhline(0.93, ls=":", c="gray")
     a1.set_xlabel("vocoder step")
     a1.set_ylim(0, 1)
@@ -199,7 +204,9 @@ def write_doc(out: Path, row: dict, rows: list[dict], cmd: str, voice, examples:
         "# The default voice: measured quality",
         "",
         f"Voice `{voice.name}` ({_rel(voice.path)}), acoustic model at step {row['acoustic_step']}, vocoder at step "
-        f"{row['vocoder_step']} (block density of the recurrent and output matrices {row['vocoder_density']}). "
+        f"{row['vocoder_step']} (block density of the recurrent and output matrices {row['vocoder_density']}"
+        + (f"; it models the excitation of an order-{row['vocoder_lpc_order']} linear predictor from the mel, "
+           "docs/ARCHITECTURE.md" if row.get("vocoder_lpc_order") else "") + "). "
         f"Measured {row['date']} on {row['n_utts']} held-out corpus sentences with `.venv/bin/{cmd}`.",
         "",
         "| | STOI | PESQ-WB | MCD-DTW dB | phone accuracy |",
@@ -229,15 +236,19 @@ def write_doc(out: Path, row: dict, rows: list[dict], cmd: str, voice, examples:
         "Copy-synthesis columns: the WaveRNN alone, then (where the voice has one) with the post-filter; "
         "the end-to-end column is the voice as shipped, so with the post-filter from the first row that has one.",
         "",
-        "| date | acoustic step | vocoder step | copy STOI | copy PESQ | copy phone acc | + post-filter: STOI / PESQ / "
-        "phone acc | acoustic (GL) phone acc | end-to-end phone acc |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "Vocoder LPC: 0 for the first run (the net makes the samples), P for the run that models an order-P "
+        "linear predictor's excitation (steps count from 0 again).",
+        "",
+        "| date | acoustic step | vocoder LPC | vocoder step | copy STOI | copy PESQ | copy phone acc | + post-filter: "
+        "STOI / PESQ / phone acc | acoustic (GL) phone acc | end-to-end phone acc |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         v = r.get("copy_vocoder_only", r["copy"])
         p = (f"{r['copy']['stoi']:.3f} / {r['copy']['pesq_wb']:.2f} / {r['copy']['phone_acc']:.3f}"
              if r.get("postfilter") else "")
-        lines.append(f"| {r['date']} | {r['acoustic_step']} | {r['vocoder_step']} | {v['stoi']:.3f} | "
+        lines.append(f"| {r['date']} | {r['acoustic_step']} | {r.get('vocoder_lpc_order', 0)} | {r['vocoder_step']} | "
+                     f"{v['stoi']:.3f} | "
                      f"{v['pesq_wb']:.2f} | {v['phone_acc']:.3f} | {p} | "
                      f"{r['end_to_end']['phone_acc_acoustic_gl']:.3f} | {r['end_to_end']['phone_acc_end_to_end']:.3f} |")
     if examples:

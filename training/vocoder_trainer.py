@@ -494,6 +494,8 @@ def _parse(argv: list[str] | None) -> VocoderTrainConfig:
     p.add_argument("--prune-every", type=int, default=v.prune_every_steps)
     p.add_argument("--lpc-order", type=int, default=v.lpc_order,
                    help="> 0: model the excitation of a predictor of this order from the mel (LPCNet's split)")
+    p.add_argument("--head-pruning", default=v.head_pruning, choices=("global", "rows"),
+                   help="O2/O4 blocks: largest in the whole matrix, or the same number in every row of blocks")
     p.add_argument("--no-lpc-input", action="store_true",
                    help="with --lpc-order: do not feed the prediction p_t to the GRU (an excitation-only net)")
     p.add_argument("--steps", type=int, default=d.steps)
@@ -529,7 +531,7 @@ def _parse(argv: list[str] | None) -> VocoderTrainConfig:
     voc = VocoderConfig(hidden_size=a.hidden, cond_channels=a.cond_channels, cond_blocks=a.cond_blocks,
                         block_rows=br, block_cols=bc, target_density=a.density, prune_start_step=a.prune_start,
                         prune_ramp_steps=a.prune_ramp, prune_every_steps=a.prune_every, lpc_order=a.lpc_order,
-                        lpc_prediction_input=not a.no_lpc_input)
+                        lpc_prediction_input=not a.no_lpc_input, head_pruning=a.head_pruning)
     return VocoderTrainConfig(
         corpus_dir=a.corpus, run_dir=a.run, vocoder=voc, steps=a.steps, batch_size=a.batch,
         segment_frames=a.segment_frames, lr=a.lr, warmup_steps=a.warmup, lr_half_life_steps=a.lr_half_life,

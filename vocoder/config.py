@@ -43,6 +43,11 @@ class VocoderConfig:
     # is an ordinary 3-input WaveRNN of the excitation, and the prediction is added back after it
     # (an all-pole synthesis filter outside the network).
     lpc_prediction_input: bool = True
+    # How the output layers O2 / O4 (one row per class) lose blocks: "global" keeps the largest
+    # blocks of the whole matrix; "rows" keeps the same number in every row of blocks, so no group
+    # of classes is left with a bias alone (an LPC excitation lives in a few central coarse
+    # classes, which global pruning emptied in the first LPC run; docs/bench/lpc_vocoder.md).
+    head_pruning: str = "global"
 
     def __post_init__(self) -> None:
         if isinstance(self.mel, dict):  # tolerate a nested dict (from_dict does this properly)
@@ -72,6 +77,8 @@ class VocoderConfig:
                 f"{self.prune_start_step}, {self.prune_ramp_steps}, {self.prune_every_steps}")
         if not isinstance(self.lpc_order, int) or isinstance(self.lpc_order, bool) or not 0 <= self.lpc_order <= 64:
             raise ParameterError(f"lpc_order must be an integer in [0, 64], found {self.lpc_order!r}")
+        if self.head_pruning not in ("global", "rows"):
+            raise ParameterError(f"head_pruning must be 'global' or 'rows', found {self.head_pruning!r}")
         if not isinstance(self.lpc_prediction_input, bool):
             raise ParameterError(f"lpc_prediction_input must be true or false, found {self.lpc_prediction_input!r}")
         if self.mel.n_mels <= 0 or self.mel.hop_length <= 0:

@@ -23,7 +23,7 @@ import torch
 
 from wavern.vocoder.config import VocoderConfig
 
-__all__ = ["sparsity_at", "block_mask", "BlockPruner", "PRUNED_PARAMETERS"]
+__all__ = ["sparsity_at", "block_mask", "block_mask_rows", "BlockPruner", "PRUNED_PARAMETERS", "HEADS"]
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +62,25 @@ def block_mask(weight: torch.Tensor, block_shape: tuple[int, int], sparsity: flo
     return keep.reshape(rows, cols).clone()
 
 
+def block_mask_rows(weight: torch.Tensor, block_shape: tuple[int, int], sparsity: float) -> torch.Tensor:
+    """Like :func:`block_mask`, but every row of blocks keeps the same number of blocks,
+    ``max(1, round((1 - sparsity) * block_columns))``, its largest-norm ones (ties by position)."""
+    br, bc = block_shape
+    rows, cols = weight.shape
+    nr, nc = rows // br, cols // bc
+    norms = weight.detach().float().reshape(nr, br, nc, bc).pow(2).sum(dim=(1, 3))  # (nr, nc)
+    k = max(1, min(nc, int(round((1.0 - sparsity) * nc))))
+    order = torch.argsort(-norms, dim=1, stable=True)
+    keep = torch.zeros(nr, nc, dtype=torch.bool)
+    keep.scatter_(1, order[:, :k], True)
+    keep = keep.reshape(nr, 1, nc, 1).expand(nr, br, nc, bc)
+    return keep.reshape(rows, cols).clone()
+
+
+#: Output layers whose rows are classes (``VocoderConfig.head_pruning`` applies to them).
+HEADS = ("O2.weight", "O4.weight")
+
+
 class BlockPruner:
     """Owns the pruning masks of one :class:`~wavern.vocoder.model.WaveRNN`.
 
@@ -91,7 +110,8 @@ class BlockPruner:
         for name, p in self.params.items():
             slabs = PRUNED_PARAMETERS[name]
             rows = p.shape[0] // slabs
-            parts = [block_mask(p[i * rows:(i + 1) * rows], self.config.block_shape, sparsity) for i in range(slabs)]
+            rule = block_mask_rows if name in HEADS and self.config.head_pruning == "rows" else block_mask
+            parts = [rule(p[i * rows:(i + 1) * rows], self.config.block_shape, sparsity) for i in range(slabs)]
             self.masks[name] = torch.cat(parts, dim=0).to(p.device)
         self.sparsity = sparsity
 

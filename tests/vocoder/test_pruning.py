@@ -103,3 +103,36 @@ def test_masks_hold_through_optimiser_steps_and_state_round_trip():
     assert other.sparsity == pruner.sparsity
     for name in pruner.masks:
         assert torch.equal(other.masks[name], pruner.masks[name])
+
+
+def test_rows_head_pruning_keeps_every_group_of_classes():
+    """Global ranking can empty whole groups of classes (rows of O2 / O4); "rows" keeps the same
+    number of blocks in every row of blocks, the largest of each row, and leaves W_hh and O1/O3
+    to the global rule."""
+    from wavern.vocoder.pruning import block_mask_rows
+
+    torch.manual_seed(1)
+    w = torch.randn(64, 32)
+    w[16:32] *= 0.01  # a quiet group of classes: global pruning drops it entirely
+    assert not block_mask(w, (16, 4), 0.75)[16:32].any()
+    m = block_mask_rows(w, (16, 4), 0.75)
+    for r in range(4):
+        kept = m[r * 16:(r + 1) * 16:16].reshape(8, 4)[:, 0]  # one flag per block column
+        assert int(kept.sum()) == 2
+        norms = w[r * 16:(r + 1) * 16].reshape(16, 8, 4).pow(2).sum(dim=(0, 2))
+        assert set(torch.nonzero(kept).flatten().tolist()) == set(torch.topk(norms, 2).indices.tolist())
+    cfg = _tiny(target_density=0.25, head_pruning="rows")
+    torch.manual_seed(0)
+    model = WaveRNN(cfg)
+    with torch.no_grad():
+        model.O2.weight[:16] *= 100.0
+    pruner = BlockPruner(model, cfg)
+    pruner.update_masks(0.75)
+    o2 = pruner.masks["O2.weight"].float()
+    assert all(o2[r * 16:(r + 1) * 16].mean().item() == pytest.approx(0.25) for r in range(256 // 16))
+    glob = BlockPruner(WaveRNN(_tiny(target_density=0.25)), _tiny(target_density=0.25))
+    glob.params["O2.weight"].data.copy_(model.O2.weight.data)
+    glob.update_masks(0.75)
+    assert glob.masks["O2.weight"][:16].float().mean().item() > 0.25  # the global rule favours the loud rows
+    with pytest.raises(Exception, match="head_pruning"):
+        _tiny(head_pruning="columns")
