@@ -98,7 +98,10 @@ def quality(args) -> list[str]:
     raw = {u.id: voice.vocoder.render(u.mel, seed=0, fold_frames=None) for u in utts}
     settings = [None] + [PostfilterConfig(order=k) for k in (16, 32, 56, 72)] + [
         PostfilterConfig(gamma_den=0.95, order=56), PostfilterConfig(gamma_den=0.99, order=56),
-        PostfilterConfig(gamma_num=0.7, gamma_den=0.95, order=56)]
+        PostfilterConfig(gamma_num=0.7, gamma_den=0.95, order=56), PostfilterConfig(gamma_num=0.85, gamma_den=0.95, order=56),
+        PostfilterConfig(gamma_num=0.9, gamma_den=0.95, tilt=0.2, order=56),
+        PostfilterConfig(gamma_num=0.9, gamma_den=0.95, tilt=0.1, order=56),
+        PostfilterConfig(gamma_num=0.92, gamma_den=0.96, tilt=0.2, order=56)]
     lines = ["", f"### What it does: held-out copy synthesis, {len(utts)} sentences (seed {args.seed}), voice "
              f"`{args.voice.name}` (vocoder step {voice.meta.get('provenance', {}).get('vocoder', {}).get('step')})",
              "", "| post-filter | STOI | PESQ-WB | MCD-DTW dB | phone accuracy |", "|---|---:|---:|---:|---:|"]

@@ -21,11 +21,14 @@ nohup $PY -m wavern.training.acoustic_trainer data/corpus runs/acoustic \
   >> runs/acoustic.log 2>&1 &
 echo "acoustic training: PID $!, log runs/acoustic.log"
 
-# Vocoder: 1 thread (2 threads collapse when the other core is busy), bf16, block pruning to 10 %.
+# Vocoder (session 4 on): the LPC run, an excitation-only WaveRNN over an order-16 predictor from
+# the mel, output layers pruned row by row. 1 thread (2 threads collapse when the other core is
+# busy), bf16, block pruning to 10 % (done at step 10000). With a free core, the same options under
+# `.venv/bin/torchrun --standalone --nproc-per-node 2 -m wavern.training.vocoder_trainer ...` run 1.4x faster.
 if [ -f runs/vocoder/checkpoint.pt ]; then START="--resume"; else START="--init-from assets/training/vocoder-compact.pt"; fi
 nohup $PY -m wavern.training.vocoder_trainer --corpus data/corpus --run-dir runs/vocoder \
   --hidden 384 --cond-channels 128 --cond-blocks 3 --block 16x4 --density 0.1 --prune-start 2000 --prune-ramp 8000 \
-  --prune-every 200 --steps 200000 --batch 16 --segment-frames 4 --lr 3e-4 --warmup 100 --lr-half-life 40000 \
+  --prune-every 200 --lpc-order 16 --no-lpc-input --head-pruning rows --steps 200000 --batch 16 --segment-frames 4 --lr 3e-4 --warmup 100 --lr-half-life 40000 \
   --lr-min 5e-5 --optimizer adam --grad-clip 1.0 --threads 1 --bf16 on --seed 0 --checkpoint-interval 300 \
   --eval-every 500 --eval-batches 4 --log-every 10 $START >> runs/vocoder/log.txt 2>&1 &
 echo $! > runs/vocoder/pid
