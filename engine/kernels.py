@@ -1349,6 +1349,8 @@ def warmup() -> None:
     _generate_lanes(gi[None].repeat(2, 0), 0, 0, HOP, net(0), inv, np.zeros(H * L, np.float32),
                     np.zeros((2, 2), np.int64), rng_states(0, 2), np.zeros((2, 2), np.int16),
                     np.zeros((2, 0, 2, nc), np.float32), np.zeros(lane_work_size(H, L), np.float32))
+    _lpc_synthesis(np.zeros(2, np.int16), np.zeros((1, 3 * H + 2), np.float32), 3 * H, 2, 0, 0, HOP,
+                   np.zeros(2))  # LPC voices: the predictor's synthesis loop
 
 
 def _tiny_mat(rows: int, cols: int, br: int, bc: int, kind: int, rs: np.random.Generator) -> tuple:

@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from wavern.dsp import DEFAULT_MEL, mel_lpc
 from wavern.engine import kernels as K
 from wavern.engine.condnet import CondNet
 from wavern.errors import ParameterError, VoiceFileError
@@ -283,9 +284,8 @@ class Vocoder:
         gi = K.conv1d_taps(self.cond(mel), self._proj)  # (T, C) -> (T, 3H)
         if not self.lpc_order:
             return gi
-        from wavern.dsp import DEFAULT_MEL, mel_lpc  # the voice's dsp equals the runtime's (voicefile)
-
-        a = mel_lpc(np.asarray(mel), self.lpc_order, DEFAULT_MEL)[:, 1:].astype(np.float32)  # row by row
+        # the voice's dsp equals the runtime's (voicefile); row by row, so a window gives the whole's rows
+        a = mel_lpc(np.asarray(mel), self.lpc_order, DEFAULT_MEL)[:, 1:].astype(np.float32)
         return np.ascontiguousarray(np.concatenate([gi, a], axis=1))
 
     def new_state(self, *, seed: int = 0, rng: np.ndarray | None = None) -> VocoderState:
