@@ -6,10 +6,10 @@ The question behind it (docs/bench/gpu_vocoder.md): the H 384, 10 %-dense WaveRN
 long before the voice's goals, and LPCNet reaches good quality with the same recurrent budget by
 letting a per-frame linear predictor, computed from the acoustic features, carry the spectral
 envelope, so the network only models the excitation ``e_t = s_t - round(p_t)``,
-``p_t = -sum_k a_k s_{t-k}``. Here ``a`` is the order-p predictor of each frame's mel, exactly as
-the post-filter derives it (``engine.postfilter.postfilter_coefficients``: band magnitudes ->
-power spectrum -> autocorrelation with a 40 Hz lag window -> Levinson), with no bandwidth
-expansion; sample ``j`` uses frame ``j // hop`` as the vocoder does. Reported over the first
+``p_t = -sum_k a_k s_{t-k}``. Here ``a`` is the order-p predictor of each frame's mel,
+``wavern.dsp.mel_lpc`` (band magnitudes -> power spectrum -> autocorrelation with a 40 Hz lag
+window -> Levinson; the post-filter's derivation, and the LPC vocoder's); sample ``j`` uses frame
+``j // hop`` as the vocoder does. Reported over the first
 ``--n-utts`` held-out utterances (by id): the prediction gain ``10 log10(sum s^2 / sum e^2)``, the
 rms and tails of ``e``, and the marginal entropy of the coarse byte of ``s`` and of ``e`` (the
 target of the WaveRNN's first softmax, before any conditioning).
@@ -53,8 +53,7 @@ def main() -> int:
     ap.add_argument("--orders", default="8,16,24")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "bench" / "lpc_gain.md")
     args = ap.parse_args()
-    from wavern.dsp import DEFAULT_MEL
-    from wavern.engine.postfilter import PostfilterConfig, postfilter_coefficients
+    from wavern.dsp import DEFAULT_MEL, mel_lpc
     from wavern.training.corpus import load_corpus
 
     if not (args.corpus / "metadata.jsonl").is_file():
@@ -66,10 +65,7 @@ def main() -> int:
     s = np.concatenate(audio).astype(np.float64)
     rows = []
     for order in (int(o) for o in args.orders.split(",")):
-        # gamma_den just under 1 (the config requires < 1), divided out again: the plain predictor
-        cfg = PostfilterConfig(order=order, gamma_num=0.5, gamma_den=0.9999, tilt=0.0)
-        undo = 0.9999 ** np.arange(order + 1)
-        e = np.concatenate([lpc_residual(x, postfilter_coefficients(m, cfg)[:, 1] / undo, DEFAULT_MEL.hop_length)
+        e = np.concatenate([lpc_residual(x, mel_lpc(m, order, DEFAULT_MEL), DEFAULT_MEL.hop_length)
                             for x, m in zip(audio, mels)])
         coarse = lambda v: (np.clip(v, -32768, 32767).astype(np.int64) + 32768) >> 8  # noqa: E731
         rows.append((order, 10 * np.log10((s ** 2).sum() / (e ** 2).sum()), np.sqrt((e ** 2).mean()),

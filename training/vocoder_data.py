@@ -229,7 +229,7 @@ class VocoderData:
                 mel[i, c_lo - lo:c_hi - lo] = src[c_lo:c_hi]
         if not lpc_order:
             return VocoderBatch(mel, audio, prev)
-        from wavern.dsp import DEFAULT_MEL, lpc_from_power, mel_power_spectrum
+        from wavern.dsp import DEFAULT_MEL, mel_lpc
 
         cfg = mel_config or DEFAULT_MEL
         past = np.zeros((b, lpc_order + 1), np.int16)
@@ -249,8 +249,7 @@ class VocoderData:
                 if f0 > 0:
                     src = self.gta_mels if gta is not None and gta[i] else self.mels
                     rows[i, 0] = src[self.frame_offsets[u] + f0 - 1]
-        power = mel_power_spectrum(rows.reshape(-1, n_mels), cfg)
-        lpc = lpc_from_power(power, lpc_order, cfg).reshape(b, t + 1, lpc_order + 1)
+        lpc = mel_lpc(rows.reshape(-1, n_mels), lpc_order, cfg).reshape(b, t + 1, lpc_order + 1)
         lpc[first, 0] = 0.0
         lpc[first, 0, 0] = 1.0
         return VocoderBatch(mel, audio, prev, past, lpc)

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
 
+from wavern.dsp import mel_lpc
 from wavern.errors import ParameterError
 from wavern.vocoder.config import VocoderConfig
 from wavern.vocoder.gru import gru_sequence
@@ -372,8 +373,6 @@ class WaveRNN(nn.Module):
             forced = [int(v) for v in forced_audio.reshape(-1)[:n]]
         order = self.config.lpc_order
         if order:  # the predictor of every frame, from the same mel (float64, sample loop below)
-            from wavern.dsp import mel_lpc
-
             lpc = mel_lpc(mel.numpy(), order, self.config.mel).astype(np.float32).astype(np.float64).tolist()
             hist = [0.0] * order  # s_{t-1}, s_{t-2}, ... newest first
         param = next(self.parameters())
