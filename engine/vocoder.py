@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from wavern.dsp import DEFAULT_MEL, mel_lpc
+from wavern.dsp import DEFAULT_MEL, MU_LAW, mel_lpc
 from wavern.engine import kernels as K
 from wavern.engine.condnet import CondNet
 from wavern.errors import ParameterError, VoiceFileError
@@ -189,12 +189,18 @@ class Vocoder:
     hop = K.HOP
 
     def __init__(self, dense: dict[str, np.ndarray], sparse: dict[str, BlockSparse], *, cond_blocks: int,
-                 lpc_order: int = 0):
+                 lpc_order: int = 0, excitation: str = "linear"):
         if not isinstance(lpc_order, int) or isinstance(lpc_order, bool) or not 0 <= lpc_order <= 64:
             raise VoiceFileError(f"vocoder lpc_order must be an integer in [0, 64], found {lpc_order!r}")
+        if excitation not in ("linear", "mulaw") or (excitation == "mulaw" and not lpc_order):
+            raise VoiceFileError(f"vocoder excitation must be 'linear' or (with lpc_order > 0) 'mulaw', "
+                                 f"found {excitation!r} with lpc_order {lpc_order}")
         #: > 0: the net generates the excitation of this order's predictor from the mel, and
         #: generation adds the prediction back (``kernels._lpc_synthesis``).
         self.lpc_order = lpc_order
+        #: "mulaw": the excitation is mu-law coded (``wavern.dsp.mulaw_compress``); "linear": it is not.
+        self.excitation = excitation
+        self._mu = MU_LAW if excitation == "mulaw" else 0.0
         self.cond = CondNet.from_tensors(dense, cond_blocks=cond_blocks)
         self.cond_blocks = int(cond_blocks)
         whh = sparse.get("gru.weight_hh")
@@ -243,15 +249,15 @@ class Vocoder:
 
     @classmethod
     def from_tensors(cls, dense: dict[str, np.ndarray], sparse: dict[str, BlockSparse], *,
-                     cond_blocks: int, lpc_order: int = 0) -> "Vocoder":
-        return cls(dense, sparse, cond_blocks=cond_blocks, lpc_order=lpc_order)
+                     cond_blocks: int, lpc_order: int = 0, excitation: str = "linear") -> "Vocoder":
+        return cls(dense, sparse, cond_blocks=cond_blocks, lpc_order=lpc_order, excitation=excitation)
 
     @classmethod
     def load(cls, path: str | os.PathLike, *, cond_blocks: int, hidden_size: int | None = None,
-             cond_channels: int | None = None, lpc_order: int = 0) -> "Vocoder":
+             cond_channels: int | None = None, lpc_order: int = 0, excitation: str = "linear") -> "Vocoder":
         """Read a vocoder file; ``hidden_size`` / ``cond_channels``, if given, must match it."""
         dense, sparse = load_vocoder_tensors(path, cond_blocks=cond_blocks)
-        voc = cls(dense, sparse, cond_blocks=cond_blocks, lpc_order=lpc_order)
+        voc = cls(dense, sparse, cond_blocks=cond_blocks, lpc_order=lpc_order, excitation=excitation)
         for name, want, got in (("hidden_size", hidden_size, voc.hidden_size),
                                 ("cond_channels", cond_channels, voc.cond_channels)):
             if want is not None and want != got:
@@ -356,7 +362,7 @@ class Vocoder:
                     state.rng, out, logits_out, state.work)
         if self.lpc_order:  # the net made the excitation: add the prediction back
             K._lpc_synthesis(out, gi, 3 * self.hidden_size, self.lpc_order, int(frame0), int(state.position),
-                             self.hop, state.lpc_hist)
+                             self.hop, state.lpc_hist, self._mu)
         state.position += n_samples
         return out
 
@@ -402,7 +408,7 @@ class Vocoder:
         """LPC vocoders: add each stream's prediction back to its excitation (in place)."""
         for b in range(out.shape[0] if self.lpc_order else 0):
             K._lpc_synthesis(out[b], gi[b], 3 * self.hidden_size, self.lpc_order, int(frame0), int(state.position),
-                             self.hop, state.lpc_hist[b])
+                             self.hop, state.lpc_hist[b], self._mu)
 
     # ---- offline ------------------------------------------------------------------------------
 

@@ -231,10 +231,17 @@ class Voice:
         if lpc_order and voc.get("lpc_prediction_input", True) is not False:
             raise VoiceFileError(f"{path}/voice.json: this vocoder takes the LPC prediction as an input "
                                  "(vocoder.lpc_prediction_input), which the engine does not run yet")
+        excitation = voc.get("excitation", "linear")
+        if excitation not in ("linear", "mulaw") or (excitation == "mulaw" and not lpc_order):
+            raise VoiceFileError(f"{path}/voice.json: field 'vocoder.excitation' must be 'linear' or, with "
+                                 f"lpc_order > 0, 'mulaw'; found {excitation!r}")
+        if voc.get("pitch", False) is not False:
+            raise VoiceFileError(f"{path}/voice.json: this vocoder is conditioned on pitch features "
+                                 "(vocoder.pitch), which the voices' acoustic models do not predict yet")
         acoustic = load_acoustic(path / "acoustic.safetensors", acfg)
         vocoder = Vocoder.load(path / "vocoder.safetensors", cond_blocks=voc["cond_blocks"],
                                hidden_size=voc["hidden_size"], cond_channels=voc["cond_channels"],
-                               lpc_order=lpc_order)
+                               lpc_order=lpc_order, excitation=excitation)
         try:
             table = SymbolTable(meta["symbols"])
         except Exception as e:  # noqa: BLE001 - any rejection of the table is a voice file problem

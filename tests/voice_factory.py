@@ -9,7 +9,7 @@ import torch
 
 
 def make_tiny_voice(out: Path, *, seed: int = 0, hidden_size: int = 64, density: float = 0.5,
-                    name: str = "testvoice", lpc_order: int = 0) -> Path:
+                    name: str = "testvoice", lpc_order: int = 0, excitation: str = "linear") -> Path:
     """A voice folder with a randomly initialised tiny acoustic model and a block-pruned WaveRNN."""
     from wavern.conditioning.acoustic import AcousticModel
     from wavern.conditioning.config import AcousticConfig, EncoderConfig
@@ -27,7 +27,7 @@ def make_tiny_voice(out: Path, *, seed: int = 0, hidden_size: int = 64, density:
         speaker_dim=8, ref_channels=8, peer_width=8)
     acoustic = AcousticModel(acfg).eval()
     vcfg = VocoderConfig(hidden_size=hidden_size, cond_channels=16, cond_blocks=1, lpc_order=lpc_order,
-                         lpc_prediction_input=False)
+                         lpc_prediction_input=False, excitation=excitation)
     vocoder = WaveRNN(vcfg)
     with torch.no_grad():
         w = vocoder.gru.weight_hh_l0

@@ -166,9 +166,12 @@ class GpuSegments:
         return np.nonzero(self.held_out == held_out)[0]
 
     def batch(self, rng: np.random.Generator, *, batch_size: int, segment_frames: int, mel_pad: int,
-              held_out: bool = False, gta_prob: float = 0.0, lpc_order: int = 0, mel_config=None) -> VocoderBatch:
+              held_out: bool = False, gta_prob: float = 0.0, lpc_order: int = 0, mel_config=None,
+              pitch: bool = False) -> VocoderBatch:
         if gta_prob:
             raise ParameterError("the GPU pack has no GTA mels")
+        if pitch:
+            raise ParameterError("the GPU pack has no pitch features")
         utts = self.split(held_out)
         full_frames = np.maximum(self.lengths[utts] // self.hop, 1)
         pick = rng.choice(utts.size, size=batch_size, p=full_frames / full_frames.sum())

@@ -49,7 +49,7 @@ from wavern.errors import ParameterError
 from wavern.training.common import CheckpointTimer, MetricsLog, StopFlag, atomic_save, seed_step
 from wavern.training.distributed import (all_sum, any_rank, average_gradients, barrier, broadcast_parameters,
                                          loss_weights, setup_distributed, shutdown)
-from wavern.training.vocoder_data import VocoderData, build_cache
+from wavern.training.vocoder_data import VocoderData, build_cache, build_pitch
 from wavern.vocoder.config import VocoderConfig
 from wavern.vocoder.export import export_vocoder
 from wavern.vocoder.model import WaveRNN
@@ -223,6 +223,8 @@ class VocoderTrainer:
         if not self.dist.is_main:
             barrier(self.dist)  # rank 0 builds (or checks) the cache first
         build_cache(self.cfg.corpus_dir, cache, self.cfg.vocoder.mel)
+        if self.cfg.vocoder.pitch:
+            build_pitch(cache, self.cfg.vocoder.mel)
         if self.dist.is_main:
             barrier(self.dist)
         self.data = VocoderData.open(cache, hop=self.cfg.vocoder.hop_length)
@@ -236,7 +238,8 @@ class VocoderTrainer:
         cfg = self.cfg
         return self.data.batch(rng, batch_size=cfg.batch_size, segment_frames=cfg.segment_frames,
                                mel_pad=self.mel_pad, held_out=held_out, gta_prob=gta_prob,
-                               lpc_order=cfg.vocoder.lpc_order, mel_config=cfg.vocoder.mel)
+                               lpc_order=cfg.vocoder.lpc_order, mel_config=cfg.vocoder.mel,
+                               pitch=cfg.vocoder.pitch)
 
     def _autocast(self):
         if not self.bf16:
@@ -337,12 +340,29 @@ class VocoderTrainer:
         if fmt not in (CHECKPOINT_FORMAT, COMPACT_FORMAT):
             raise ParameterError(f"{path} is not a vocoder checkpoint (format {fmt!r})")
         saved = VocoderConfig.from_dict(ck["vocoder_config"])
+        model_state, widen = ck["model"], 0
+        if not exact and not saved.pitch and self.cfg.vocoder.pitch \
+                and dataclasses.replace(saved, pitch=True) == self.cfg.vocoder:
+            # a model without pitch inputs starts a pitch model: same function, zero pitch weights
+            w = model_state["cond.conv_in.weight"]
+            extra = self.cfg.vocoder.n_features - saved.n_features
+            model_state = {**model_state, "cond.conv_in.weight": torch.cat(
+                [w, torch.zeros(w.shape[0], extra, w.shape[2], dtype=w.dtype)], dim=1)}
+            widen = extra
+            log.info("%s has no pitch inputs: its conditioning input gains %d zero channels", path, extra)
+            saved = self.cfg.vocoder
+        if not exact and saved.excitation != self.cfg.vocoder.excitation \
+                and dataclasses.replace(saved, excitation=self.cfg.vocoder.excitation) == self.cfg.vocoder:
+            # the same network learns to predict a differently coded excitation (its heads re-learn)
+            log.info("%s coded the excitation %r; continuing with %r", path, saved.excitation,
+                     self.cfg.vocoder.excitation)
+            saved = self.cfg.vocoder
         if saved != self.cfg.vocoder:
             diff = {k: (v, getattr(self.cfg.vocoder, k)) for k, v in dataclasses.asdict(saved).items()
                     if getattr(self.cfg.vocoder, k) != v}
             raise ParameterError(f"{path} was trained with a different vocoder config (saved, requested): {diff}; "
                                  "pass the same model options to resume")
-        self.model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in ck["model"].items()})
+        self.model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in model_state.items()})
         opt = ck["optimizer"]
         if fmt == COMPACT_FORMAT:
             opt = {"state": {k: {n: (v.float() if torch.is_tensor(v) and v.is_floating_point() and v.ndim else v)
@@ -354,6 +374,13 @@ class VocoderTrainer:
             self.pruner.load_state_dict({"sparsity": ck["pruner"]["sparsity"], "masks": masks})
         else:
             self.pruner.load_state_dict(ck["pruner"])
+        if widen:  # Adam's moments of the widened weight: zeros for the new channels
+            slot = [n for n, _ in self.model.named_parameters()].index("cond.conv_in.weight")
+            st = opt["state"].get(slot, {})
+            for key in ("exp_avg", "exp_avg_sq"):
+                if key in st:
+                    v = st[key]
+                    st[key] = torch.cat([v, torch.zeros(v.shape[0], widen, v.shape[2], dtype=v.dtype)], dim=1)
         try:
             self.optimizer.load_state_dict(opt)
         except (ValueError, KeyError) as exc:
@@ -496,8 +523,13 @@ def _parse(argv: list[str] | None) -> VocoderTrainConfig:
                    help="> 0: model the excitation of a predictor of this order from the mel (LPCNet's split)")
     p.add_argument("--head-pruning", default=v.head_pruning, choices=("global", "rows"),
                    help="O2/O4 blocks: largest in the whole matrix, or the same number in every row of blocks")
+    p.add_argument("--excitation", choices=("linear", "mulaw"), default=v.excitation,
+                   help="with --lpc-order: the excitation's code, linear or mu-law (LPCNet's)")
     p.add_argument("--no-lpc-input", action="store_true",
                    help="with --lpc-order: do not feed the prediction p_t to the GRU (an excitation-only net)")
+    p.add_argument("--pitch", action="store_true",
+                   help="condition on pitch features too (cache/pitch.npy, computed on first use); "
+                        "--init-from a model without them widens its conditioning input with zero weights")
     p.add_argument("--steps", type=int, default=d.steps)
     p.add_argument("--batch", type=int, default=d.batch_size)
     p.add_argument("--segment-frames", type=int, default=d.segment_frames)
@@ -531,7 +563,8 @@ def _parse(argv: list[str] | None) -> VocoderTrainConfig:
     voc = VocoderConfig(hidden_size=a.hidden, cond_channels=a.cond_channels, cond_blocks=a.cond_blocks,
                         block_rows=br, block_cols=bc, target_density=a.density, prune_start_step=a.prune_start,
                         prune_ramp_steps=a.prune_ramp, prune_every_steps=a.prune_every, lpc_order=a.lpc_order,
-                        lpc_prediction_input=not a.no_lpc_input, head_pruning=a.head_pruning)
+                        lpc_prediction_input=not a.no_lpc_input, head_pruning=a.head_pruning,
+                        pitch=a.pitch, excitation=a.excitation)
     return VocoderTrainConfig(
         corpus_dir=a.corpus, run_dir=a.run, vocoder=voc, steps=a.steps, batch_size=a.batch,
         segment_frames=a.segment_frames, lr=a.lr, warmup_steps=a.warmup, lr_half_life_steps=a.lr_half_life,

@@ -12,7 +12,9 @@ from typing import Any
 from wavern.dsp import MelConfig
 from wavern.errors import ParameterError
 
-__all__ = ["VocoderConfig", "BLOCK_SHAPES"]
+__all__ = ["VocoderConfig", "BLOCK_SHAPES", "N_PITCH_FEATURES"]
+
+N_PITCH_FEATURES = 2  # columns of wavern.dsp.pitch_features
 
 #: Block shapes the pruner and the engine support (REFERENCES §7: 16x4 ran fastest).
 BLOCK_SHAPES = ((16, 4), (8, 4), (4, 4), (16, 1))
@@ -48,6 +50,17 @@ class VocoderConfig:
     # of classes is left with a bias alone (an LPC excitation lives in a few central coarse
     # classes, which global pruning emptied in the first LPC run; docs/bench/lpc_vocoder.md).
     head_pruning: str = "global"
+    # True: the conditioning net reads two pitch channels after the mel, wavern.dsp.pitch_features
+    # (log2 f0 / 120 Hz filled in across unvoiced frames, YIN periodicity), LPCNet's pitch inputs:
+    # without them the net must find the period in 80 mel bands and kept an LPC excitation
+    # noise-like (docs/bench/pitch_vocoder.md).
+    pitch: bool = False
+    # with lpc_order > 0, how the excitation becomes the 16-bit value the softmaxes predict:
+    # "linear" e_t = clip(s_t - rint(p_t)) (every shipped LPC voice so far); "mulaw" the mu-law
+    # code (wavern.dsp.mulaw_compress, mu 255) of s_t - p_t, LPCNet's companding: the excitation
+    # is spiky (median |e| 79, rms 463 on the corpus), so a linear code leaves its shape to the
+    # fine byte (docs/bench/lpc_vocoder.md).
+    excitation: str = "linear"
 
     def __post_init__(self) -> None:
         if isinstance(self.mel, dict):  # tolerate a nested dict (from_dict does this properly)
@@ -81,6 +94,12 @@ class VocoderConfig:
             raise ParameterError(f"head_pruning must be 'global' or 'rows', found {self.head_pruning!r}")
         if not isinstance(self.lpc_prediction_input, bool):
             raise ParameterError(f"lpc_prediction_input must be true or false, found {self.lpc_prediction_input!r}")
+        if self.excitation not in ("linear", "mulaw"):
+            raise ParameterError(f"excitation must be 'linear' or 'mulaw', found {self.excitation!r}")
+        if self.excitation == "mulaw" and not self.lpc_order:
+            raise ParameterError("excitation 'mulaw' codes an LPC excitation: it needs lpc_order > 0")
+        if not isinstance(self.pitch, bool):
+            raise ParameterError(f"pitch must be true or false, found {self.pitch!r}")
         if self.mel.n_mels <= 0 or self.mel.hop_length <= 0:
             raise ParameterError(f"mel config needs positive n_mels and hop_length, found {self.mel}")
 
@@ -100,6 +119,11 @@ class VocoderConfig:
     @property
     def n_mels(self) -> int:
         return self.mel.n_mels
+
+    @property
+    def n_features(self) -> int:
+        """Channels of the conditioning input: the log-mel, then the pitch features (with ``pitch``)."""
+        return self.mel.n_mels + (N_PITCH_FEATURES if self.pitch else 0)
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

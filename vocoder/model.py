@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
 
-from wavern.dsp import mel_lpc
+from wavern.dsp import MU_LAW, mel_lpc, mulaw_compress, mulaw_expand
 from wavern.errors import ParameterError
 from wavern.vocoder.config import VocoderConfig
 from wavern.vocoder.gru import gru_sequence
@@ -32,6 +32,7 @@ __all__ = ["WaveRNN", "ConditioningNet", "VocoderLoss", "InferResult", "coarse_i
            "sample_class"]
 
 N_CLASSES = 256  # one byte per softmax
+_MU_SCALE = 32767.0 / math.log1p(MU_LAW)  # wavern.dsp.mulaw_compress's
 C_INIT, F_INIT = 128, 0  # c_{-1}, f_{-1}: the bytes of digital silence (x = 0)
 COARSE_INPUT_INIT = 30.0  # U(±a) initial weights of the coarse byte inputs (see WaveRNN.__init__)
 FINE_INPUT_INIT = 1.0  # U(±a) for the fine byte input
@@ -62,7 +63,10 @@ class ResBlock(nn.Module):
 
 
 class ConditioningNet(nn.Module):
-    """Per-frame conditioning: log-mel (B, T, n_mels) -> (B, T, C); zero padding at the ends."""
+    """Per-frame conditioning: features (B, T, n_features) -> (B, T, C); zero padding at the ends.
+
+    The features are the log-mel, followed by the pitch features when the config has ``pitch``.
+    """
 
     def __init__(self, n_mels: int, channels: int, n_blocks: int) -> None:
         super().__init__()
@@ -121,7 +125,7 @@ class WaveRNN(nn.Module):
         self.config = config
         h, c, half = config.hidden_size, config.cond_channels, config.hidden_size // 2
         self.n_in = n_in = config.n_inputs
-        self.cond = ConditioningNet(config.n_mels, c, config.cond_blocks)
+        self.cond = ConditioningNet(config.n_features, c, config.cond_blocks)
         self.gru = nn.GRU(n_in + c, h, batch_first=True)
         self.O1 = nn.Linear(half, half)
         self.O2 = nn.Linear(half, N_CLASSES)
@@ -180,7 +184,7 @@ class WaveRNN(nn.Module):
         """Teacher-forced logits for every sample.
 
         Args:
-            mel: (B, T + 2 mel_pad, n_mels) float log-mel.
+            mel: (B, T + 2 mel_pad, n_features) float log-mel (and pitch features, with ``config.pitch``).
             audio: (B, T * hop) int16 samples; sample ``j`` belongs to frame ``j // hop``.
             prev_audio: (B,) int16, the sample before ``audio[:, 0]`` (default: silence,
                 i.e. ``c_{-1} = 128, f_{-1} = 0`` as at the start of generation).
@@ -281,8 +285,13 @@ class WaveRNN(nn.Module):
         pred = torch.zeros(b, n + 1, dtype=torch.float64, device=audio.device)
         for k in range(1, order + 1):  # p_j = -sum_k a_k s_{j-k}, summed in this order (the engine's too)
             pred -= a[..., k] * s[:, order - k:order - k + n + 1]
-        pred = torch.round(pred)
-        e = torch.clamp(s[:, order:] - pred, -32768, 32767).to(torch.int64)  # e_{-1} .. e_{N-1}
+        if self.config.excitation == "mulaw":  # the code of s - p, p unrounded
+            x = s[:, order:] - pred
+            e = torch.clamp(torch.round(torch.sign(x) * _MU_SCALE * torch.log1p(MU_LAW * x.abs() / 32768.0)),
+                            -32768, 32767).to(torch.int64)
+        else:
+            pred = torch.round(pred)
+            e = torch.clamp(s[:, order:] - pred, -32768, 32767).to(torch.int64)  # e_{-1} .. e_{N-1}
         c_all, f_all = split_bytes(e)
         columns = [_unit(c_all[:, :-1]), _unit(f_all[:, :-1]), _unit(c_all[:, 1:])]
         if self.n_in == 4:
@@ -292,9 +301,9 @@ class WaveRNN(nn.Module):
     def _states(self, mel: torch.Tensor, bytes_in: torch.Tensor, mel_pad: int, audio_shape) -> torch.Tensor:
         """The GRU over per-sample inputs (B, N, n_inputs) and the mel: (N, B, H)."""
         b, n = audio_shape
-        if mel.ndim != 3 or mel.shape[0] != b or mel.shape[2] != self.config.n_mels:
+        if mel.ndim != 3 or mel.shape[0] != b or mel.shape[2] != self.config.n_features:
             raise ParameterError(
-                f"expected mel (B, T, {self.config.n_mels}) and audio (B, T * {self.hop_length}), found "
+                f"expected mel (B, T, {self.config.n_features}) and audio (B, T * {self.hop_length}), found "
                 f"{tuple(mel.shape)} and {tuple(audio_shape)}")
         cond = self.cond(mel)  # (B, T + 2p, C)
         if mel_pad:
@@ -324,7 +333,7 @@ class WaveRNN(nn.Module):
 
     # ------------------------------------------------------------------ generation (reference)
     def frame_gates(self, mel: torch.Tensor) -> torch.Tensor:
-        """Per-frame input gate term ``W_ih[:, 3:] cond_t + b_ih``, (T, 3H), for mel (T, n_mels)."""
+        """Per-frame input gate term ``W_ih[:, 3:] cond_t + b_ih``, (T, 3H), for mel (T, n_features)."""
         cond = self.cond(mel[None].to(torch.float32))[0]  # (T, C)
         return cond @ self.masked_weight_ih()[:, self.n_in:].T + self.gru.bias_ih_l0
 
@@ -335,7 +344,7 @@ class WaveRNN(nn.Module):
         This is the slow reference the engine is checked against, not a fast path.
 
         Args:
-            mel: (T, n_mels) log-mel (tensor or array).
+            mel: (T, n_features) log-mel, then the pitch features with ``config.pitch`` (tensor or array).
             uniforms: (T * hop, 2) float64 in [0, 1); ``[t, 0]`` draws c_t, ``[t, 1]`` draws f_t.
             temperature: softmax temperature (> 0).
             return_logits: also return the (pre-temperature) logits of both heads.
@@ -354,8 +363,8 @@ class WaveRNN(nn.Module):
         Returns (samples int16 (n,), coarse_logits (n, 256), fine_logits (n, 256), states (n, H)).
         """
         mel = torch.as_tensor(mel, dtype=torch.float32)
-        if mel.ndim != 2 or mel.shape[1] != self.config.n_mels:
-            raise ParameterError(f"mel must have shape (frames, {self.config.n_mels}), found {tuple(mel.shape)}")
+        if mel.ndim != 2 or mel.shape[1] != self.config.n_features:
+            raise ParameterError(f"mel must have shape (frames, {self.config.n_features}), found {tuple(mel.shape)}")
         if not (temperature > 0 and math.isfinite(temperature)):
             raise ParameterError(f"temperature must be a positive finite number, found {temperature}")
         hop, h = self.hop_length, self.config.hidden_size
@@ -372,8 +381,9 @@ class WaveRNN(nn.Module):
         else:
             forced = [int(v) for v in forced_audio.reshape(-1)[:n]]
         order = self.config.lpc_order
+        mulaw = self.config.excitation == "mulaw"
         if order:  # the predictor of every frame, from the same mel (float64, sample loop below)
-            lpc = mel_lpc(mel.numpy(), order, self.config.mel).astype(np.float32).astype(np.float64).tolist()
+            lpc = mel_lpc(mel[:, :self.config.n_mels].numpy(), order, self.config.mel).astype(np.float32).astype(np.float64).tolist()
             hist = [0.0] * order  # s_{t-1}, s_{t-2}, ... newest first
         param = next(self.parameters())
         gi_frames = self.frame_gates(mel.to(param.device))  # (T, 3H)
@@ -402,15 +412,18 @@ class WaveRNN(nn.Module):
             prev = _unit(torch.tensor([c_prev, f_prev], device=param.device))
             gi = gi_frames[t // hop] + w_bytes @ prev  # without c_t
             pred = 0.0
-            if order:  # p_t = -sum_k a_k s_{t-k} in float64, rounded half to even
+            if order:  # p_t = -sum_k a_k s_{t-k} in float64 (rounded half to even for a linear code)
                 a = lpc[t // hop]
                 for k in range(1, order + 1):
                     pred -= a[k] * hist[k - 1]
-                pred = float(round(pred))
+                if not mulaw:
+                    pred = float(round(pred))
                 if w_pred is not None:
                     gi = gi + w_pred * torch.tensor(pred / 32768.0, dtype=torch.float32, device=param.device)
             if forced_audio is not None:  # the bytes of the forced sample (its excitation with LPC)
-                forced_c, forced_f = (divmod(min(max(forced[t] - int(pred), -32768), 32767) + 32768, 256))
+                code = (int(mulaw_compress(forced[t] - pred)) if mulaw
+                        else min(max(forced[t] - int(pred), -32768), 32767))
+                forced_c, forced_f = divmod(code + 32768, 256)
             hc = gate_half(gi[rows_c], gh[rows_c], state[:half])
             lc = self.O2(F.relu(self.O1(hc)))
             c_t = forced_c if forced_audio is not None else sample_class(lc, u[t][0], temperature)
@@ -420,8 +433,9 @@ class WaveRNN(nn.Module):
             f_t = forced_f if forced_audio is not None else sample_class(lf, u[t][1], temperature)
             state = torch.cat([hc, hf])
             value = c_t * 256 + f_t - 32768
-            if order:  # s_t = e_t + round(p_t)
-                value = min(max(value + int(pred), -32768), 32767)
+            if order:  # s_t = e_t + round(p_t), or round(p_t + expand(e_t)) for a mu-law code
+                value = (int(np.rint(pred + float(mulaw_expand(value)))) if mulaw else value + int(pred))
+                value = min(max(value, -32768), 32767)
                 hist = [float(value)] + hist[:-1]
             samples[t] = value
             logits_c[t], logits_f[t], states[t] = lc.cpu(), lf.cpu(), state.cpu()

@@ -362,7 +362,7 @@ def test_same_seed_same_bytes_in_other_processes():
 
 # ---- the torch reference (wavern.vocoder) -------------------------------------------------------
 
-def _torch_model(seed: int, lpc_order: int = 0):
+def _torch_model(seed: int, lpc_order: int = 0, excitation: str = "linear"):
     torch = pytest.importorskip("torch")
     try:
         from wavern.vocoder.config import VocoderConfig
@@ -371,7 +371,7 @@ def _torch_model(seed: int, lpc_order: int = 0):
         pytest.skip(f"wavern.vocoder.model not importable: {e}")
     torch.manual_seed(seed)
     cfg = VocoderConfig(hidden_size=64, cond_channels=16, cond_blocks=1, block_rows=16, block_cols=4,
-                        lpc_order=lpc_order, lpc_prediction_input=False)
+                        lpc_order=lpc_order, lpc_prediction_input=False, excitation=excitation)
     model = WaveRNN(cfg).eval()
     rng = np.random.default_rng(seed)
     with torch.no_grad():
@@ -408,15 +408,16 @@ def _export(cfg, model, path):
     return model
 
 
-def _engine_against_reference(tmp_path, *, model_seed: int, mel_seed: int, rng_seed: int, lpc_order: int = 0):
+def _engine_against_reference(tmp_path, *, model_seed: int, mel_seed: int, rng_seed: int, lpc_order: int = 0,
+                              excitation: str = "linear"):
     """The exported model in the engine and the torch reference loop, same uniforms: samples
     identical, logits to float32 rounding. Returns the engine's samples."""
-    torch, cfg, model = _torch_model(seed=model_seed, lpc_order=lpc_order)
+    torch, cfg, model = _torch_model(seed=model_seed, lpc_order=lpc_order, excitation=excitation)
     torch.set_num_threads(1)
     path = tmp_path / "vocoder.safetensors"
     model = _export(cfg, model, path)
     voc = Vocoder.load(path, cond_blocks=cfg.cond_blocks, hidden_size=cfg.hidden_size,
-                       cond_channels=cfg.cond_channels, lpc_order=lpc_order)
+                       cond_channels=cfg.cond_channels, lpc_order=lpc_order, excitation=excitation)
     frames = 12
     n = frames * 256
     mel = naive.random_mel(frames, seed=mel_seed)
@@ -446,8 +447,6 @@ def small_lpc(small):
 def test_lpc_generation_is_the_excitation_plus_the_prediction(small, small_lpc):
     """The same net with and without LPC draws the same excitation (same RNG); the LPC one's
     samples are that excitation passed through the predictor, computed here independently."""
-    from wavern.dsp import DEFAULT_MEL, mel_lpc
-
     plain = small[2]
     mel = naive.random_mel(6, seed=12)
     n = 6 * 256
@@ -456,17 +455,25 @@ def test_lpc_generation_is_the_excitation_plus_the_prediction(small, small_lpc):
     assert gi.shape == (6, 3 * 32 + 12)
     np.testing.assert_array_equal(gi[:, :96], plain.frame_inputs(mel))
     s = small_lpc.generate(gi, small_lpc.new_state(seed=3), n)
+    np.testing.assert_array_equal(s, _lpc_synthesis_reference(e, mel, lambda p, code: code + np.rint(p)))
+    assert not np.array_equal(s, e)
+
+
+def _lpc_synthesis_reference(codes: np.ndarray, mel: np.ndarray, sample) -> np.ndarray:
+    """Order-12 synthesis one sample at a time: ``s_t = clip(sample(p_t, code_t))`` with
+    ``p_t = -sum_k a_k s_{t-k}`` from the mel's float32 predictors."""
+    from wavern.dsp import DEFAULT_MEL, mel_lpc
+
     a = mel_lpc(mel, 12, DEFAULT_MEL).astype(np.float32).astype(np.float64)
     hist = np.zeros(12)
-    expect = np.empty(n)
-    for t in range(n):
+    out = np.empty(codes.size)
+    for t in range(codes.size):
         p = 0.0
         for k in range(12):
             p -= a[t // 256, k + 1] * hist[k]
-        expect[t] = min(max(e[t] + np.rint(p), -32768), 32767)
-        hist = np.concatenate([[expect[t]], hist[:-1]])
-    np.testing.assert_array_equal(s, expect)
-    assert not np.array_equal(s, e)
+        out[t] = min(max(sample(p, float(codes[t])), -32768), 32767)
+        hist = np.concatenate([[out[t]], hist[:-1]])
+    return out
 
 
 def test_lpc_chunks_batches_and_windows_equal_one_stream(small_lpc):
@@ -495,3 +502,24 @@ def test_lpc_chunks_batches_and_windows_equal_one_stream(small_lpc):
 
 def test_lpc_engine_equals_torch_reference_loop(tmp_path):
     _engine_against_reference(tmp_path, model_seed=5, mel_seed=6, rng_seed=8, lpc_order=10)
+
+
+def test_mulaw_lpc_engine_equals_torch_reference_loop(tmp_path):
+    out = _engine_against_reference(tmp_path, model_seed=5, mel_seed=6, rng_seed=8, lpc_order=10, excitation="mulaw")
+    assert len(np.unique(out)) > 100
+
+
+def test_mulaw_lpc_generation_expands_the_code_before_adding_the_prediction(small):
+    """Same net, same draws: the mu-law voice's samples are rint(p_t + expand(code_t)), computed
+    here independently from the plain net's codes; a linear voice would add the code itself."""
+    from wavern.dsp import mulaw_expand
+
+    dense, sparse, plain = small
+    voc = Vocoder(dense, sparse, cond_blocks=2, lpc_order=12, excitation="mulaw")
+    mel = naive.random_mel(6, seed=12)
+    n = 6 * 256
+    code = plain.generate(plain.frame_inputs(mel), plain.new_state(seed=3), n)
+    s = voc.generate(voc.frame_inputs(mel), voc.new_state(seed=3), n)
+    np.testing.assert_array_equal(s, _lpc_synthesis_reference(code, mel, lambda p, y: np.rint(p + mulaw_expand(y))))
+    with pytest.raises(VoiceFileError, match="excitation"):
+        Vocoder(dense, sparse, cond_blocks=2, lpc_order=0, excitation="mulaw")

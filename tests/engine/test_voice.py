@@ -376,11 +376,12 @@ def test_voice_runs_torch_and_blas_single_threaded_by_default(tiny_voice):
         use_threads(0)
 
 
-@pytest.fixture(scope="module")
-def lpc_voice(tmp_path_factory):
+@pytest.fixture(scope="module", params=["linear", "mulaw"])
+def lpc_voice(tmp_path_factory, request):
     from voice_factory import make_tiny_voice
 
-    path = make_tiny_voice(tmp_path_factory.mktemp("voices") / "lpcvoice", lpc_order=16, seed=3)
+    path = make_tiny_voice(tmp_path_factory.mktemp("voices") / "lpcvoice", lpc_order=16, seed=3,
+                           excitation=request.param)
     v = Voice.load(path)
     yield v
     v.close()
@@ -393,7 +394,7 @@ def test_lpc_voice_streams_what_one_generate_call_per_sentence_makes(lpc_voice):
     from wavern.engine.batch import render_utterance
 
     voice = lpc_voice
-    assert voice.vocoder.lpc_order == 16
+    assert voice.vocoder.lpc_order == 16 and voice.vocoder.excitation == voice.meta["vocoder"]["excitation"]
     text = "The first sentence is here. A second one follows."
     y = np.concatenate([c.samples for c in voice.stream(text, seed=4)])
     ref = _one_call_per_sentence(voice, text, seed=4)
@@ -417,4 +418,12 @@ def test_voice_with_a_prediction_input_vocoder_is_refused(tiny_voice, tmp_path):
     meta["vocoder"]["lpc_order"] = "16"
     (bad / "voice.json").write_text(json.dumps(meta))
     with pytest.raises(VoiceFileError, match="lpc_order"):
+        Voice.load(bad)
+    meta["vocoder"].update(lpc_order=0, lpc_prediction_input=False, excitation="mulaw")
+    (bad / "voice.json").write_text(json.dumps(meta))
+    with pytest.raises(VoiceFileError, match="excitation"):
+        Voice.load(bad)
+    meta["vocoder"].update(excitation="linear", pitch=True)
+    (bad / "voice.json").write_text(json.dumps(meta))
+    with pytest.raises(VoiceFileError, match="pitch"):
         Voice.load(bad)

@@ -12,10 +12,10 @@ import pytest
 import soundfile as sf
 import torch
 
-from wavern.dsp import MelConfig
+from wavern.dsp import MelConfig, int16_to_float, pitch_features, pitch_track
 from wavern.errors import CorpusError, ParameterError
 from wavern.training.corpus import is_held_out
-from wavern.training.vocoder_data import VocoderData, build_cache
+from wavern.training.vocoder_data import VocoderData, build_cache, build_pitch
 from wavern.training.vocoder_trainer import (CHECKPOINT, COMPACT, VocoderTrainConfig, VocoderTrainer, lr_at,
                                              train_vocoder)
 from wavern.vocoder.config import VocoderConfig
@@ -251,3 +251,73 @@ def test_lpc_vocoder_trains_resumes_and_is_not_exported(corpus, tmp_path):
     straight = train_vocoder(_cfg(root, tmp_path / "straight", vocoder=voc, steps=8))
     for k, v in straight.model.state_dict().items():  # resume is still bit-exact with LPC inputs
         assert torch.equal(again.model.state_dict()[k], v), k
+
+
+def test_pitch_cache_rows_are_each_utterances_pitch_features(corpus, tmp_path):
+    root, rows = corpus
+    build_cache(root, tmp_path / "cache", MEL)
+    build_pitch(tmp_path / "cache", MEL)
+    data = VocoderData.open(tmp_path / "cache", hop=HOP)
+    u, f0, t, pad = 3, 2, 4, 2
+    audio, _ = sf.read(root / "wavs" / f"{rows[u]['id']}.wav", dtype="int16")
+    feats = pitch_features(pitch_track(int16_to_float(audio), MEL))
+    mel = np.load(root / "mels" / f"{rows[u]['id']}.npy")
+    batch = data.segments(np.array([u]), np.array([f0]), segment_frames=t, mel_pad=pad, pitch=True)
+    assert batch.mel.shape == (1, t + 2 * pad, 82)
+    np.testing.assert_array_equal(batch.mel[0, :, :80], mel[f0 - pad:f0 + t + pad])
+    np.testing.assert_array_equal(batch.mel[0, :, 80:], feats[f0 - pad:f0 + t + pad])
+    plain = data.segments(np.array([u]), np.array([f0]), segment_frames=t, mel_pad=pad, lpc_order=4, mel_config=MEL)
+    with_pitch = data.segments(np.array([u]), np.array([f0]), segment_frames=t, mel_pad=pad, lpc_order=4,
+                               mel_config=MEL, pitch=True)
+    np.testing.assert_array_equal(with_pitch.lpc, plain.lpc)  # the predictor reads the mel channels only
+    no_pitch = VocoderData.open(tmp_path / "cache", hop=HOP)
+    no_pitch.pitch = None
+    with pytest.raises(CorpusError, match="pitch.npy"):
+        no_pitch.segments(np.array([u]), np.array([f0]), segment_frames=t, mel_pad=pad, pitch=True)
+
+
+def test_pitch_model_starts_from_a_model_without_pitch_as_the_same_function(corpus, tmp_path):
+    root, _ = corpus
+    voc = dataclasses.replace(VOC, lpc_order=4, lpc_prediction_input=False)
+    plain = train_vocoder(_cfg(root, tmp_path / "plain", vocoder=voc, steps=3, eval_every_steps=0))
+    pitched_cfg = _cfg(root, tmp_path / "pitch", vocoder=dataclasses.replace(voc, pitch=True), steps=5,
+                       init_from=str(tmp_path / "plain" / CHECKPOINT), eval_every_steps=0)
+    widened = VocoderTrainer(pitched_cfg)
+    widened.load(tmp_path / "plain" / CHECKPOINT, exact=False)
+    assert widened.step == 3
+    w = widened.model.cond.conv_in.weight
+    assert w.shape[1] == 82 and not w[:, 80:].any()
+    widened.open_data()
+    batch = widened._batch(np.random.default_rng(1))
+    mel, audio, prev, past, lpc = widened._to_tensors(batch)
+    assert mel.shape[-1] == 82 and mel[..., 80:].abs().sum() > 0
+    with torch.no_grad():
+        a = widened.model.loss(mel, audio, mel_pad=widened.mel_pad, past=past, lpc=lpc).total
+        b = plain.model.loss(mel[..., :80], audio, mel_pad=widened.mel_pad, past=past, lpc=lpc).total
+    assert float(a) == float(b)
+    moments = widened.optimizer.state[widened.model.cond.conv_in.weight]
+    assert moments["exp_avg"].shape == w.shape and not moments["exp_avg"][:, 80:].any()
+    trained = train_vocoder(pitched_cfg)  # and it trains on from there
+    assert trained.step == 5 and trained.model.cond.conv_in.weight[:, 80:].abs().sum() > 0
+    with pytest.raises(ParameterError, match="different vocoder config"):  # resuming exactly stays strict
+        VocoderTrainer(pitched_cfg).load(tmp_path / "plain" / CHECKPOINT, exact=True)
+
+
+def test_a_mulaw_run_continues_a_linear_lpc_run_and_the_flags_reach_the_config(corpus, tmp_path):
+    from wavern.training.vocoder_trainer import _parse
+
+    root, _ = corpus
+    linear = dataclasses.replace(VOC, lpc_order=4, lpc_prediction_input=False)
+    first = train_vocoder(_cfg(root, tmp_path / "linear", vocoder=linear, steps=3, eval_every_steps=0))
+    mulaw_cfg = _cfg(root, tmp_path / "mulaw", vocoder=dataclasses.replace(linear, excitation="mulaw"), steps=5,
+                     init_from=str(tmp_path / "linear" / CHECKPOINT), eval_every_steps=0)
+    start = VocoderTrainer(mulaw_cfg)
+    start.load(tmp_path / "linear" / CHECKPOINT, exact=False)
+    for k, v in first.model.state_dict().items():  # the same network, now predicting mu-law codes
+        assert torch.equal(start.model.state_dict()[k], v), k
+    assert train_vocoder(mulaw_cfg).step == 5
+    with pytest.raises(ParameterError, match="different vocoder config"):
+        VocoderTrainer(mulaw_cfg).load(tmp_path / "linear" / CHECKPOINT, exact=True)
+    cfg = _parse(["--lpc-order", "16", "--no-lpc-input", "--excitation", "mulaw", "--pitch"])
+    assert (cfg.vocoder.lpc_order, cfg.vocoder.excitation, cfg.vocoder.pitch) == (16, "mulaw", True)
+    assert _parse([]).vocoder.excitation == "linear" and not _parse([]).vocoder.pitch

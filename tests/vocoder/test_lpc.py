@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from wavern.dsp import MelConfig, log_mel, mel_lpc
+from wavern.dsp import MelConfig, log_mel, mel_lpc, mulaw_compress
 from wavern.errors import ParameterError
 from wavern.training.vocoder_data import VocoderData
 from wavern.vocoder.config import VocoderConfig
@@ -25,7 +25,8 @@ ORDER = 6
 MEL = MelConfig(hop_length=HOP)
 LPC = VocoderConfig(hidden_size=32, cond_channels=8, cond_blocks=1, mel=MEL, lpc_order=ORDER)
 EXCITATION_ONLY = dataclasses.replace(LPC, lpc_prediction_input=False)  # p_t not a GRU input
-VARIANTS = pytest.mark.parametrize("cfg", [LPC, EXCITATION_ONLY], ids=["p-input", "excitation-only"])
+MULAW = dataclasses.replace(EXCITATION_ONLY, excitation="mulaw")  # the excitation mu-law coded
+VARIANTS = pytest.mark.parametrize("cfg", [LPC, EXCITATION_ONLY, MULAW], ids=["p-input", "excitation-only", "mulaw"])
 
 
 def _speech_like(n: int, seed: int) -> np.ndarray:
@@ -66,6 +67,12 @@ def test_config_counts_the_prediction_input_and_checks_the_order():
     assert WaveRNN(EXCITATION_ONLY).gru.weight_ih_l0.shape == (3 * 32, 3 + 8)
     with pytest.raises(ParameterError, match="lpc_prediction_input"):
         dataclasses.replace(LPC, lpc_prediction_input=1)
+    with pytest.raises(ParameterError, match="needs lpc_order"):
+        dataclasses.replace(LPC, lpc_order=0, excitation="mulaw")
+    with pytest.raises(ParameterError, match="excitation"):
+        dataclasses.replace(LPC, excitation="alaw")
+    assert VocoderConfig.from_dict({k: v for k, v in MULAW.to_dict().items() if k != "excitation"}).excitation \
+        == "linear"
     assert VocoderConfig.from_dict({k: v for k, v in LPC.to_dict().items() if k != "lpc_order"}).lpc_order == 0
     assert VocoderConfig.from_dict(LPC.to_dict()) == LPC
     for bad in (-1, 65, 2.0, True):
@@ -73,21 +80,23 @@ def test_config_counts_the_prediction_input_and_checks_the_order():
             dataclasses.replace(LPC, lpc_order=bad)
 
 
-def test_targets_are_the_residual_of_the_mel_predictor():
+@pytest.mark.parametrize("cfg", [LPC, MULAW], ids=["linear", "mulaw"])
+def test_targets_are_the_residual_of_the_mel_predictor(cfg):
     audio, mel = _utterance(12)
     a = mel_lpc(mel, ORDER, MEL).astype(np.float32).astype(np.float64)  # stored as float32, summed in float64
     s = audio.astype(np.float64)
-    expected = np.empty(s.size)
+    residual = np.empty(s.size)
     for t in range(s.size):  # independent: one sample at a time, zero history before the start
         p = 0.0
         for k in range(1, ORDER + 1):
             p -= a[t // HOP, k] * (s[t - k] if t >= k else 0.0)
-        expected[t] = s[t] - np.round(p)
-    m = _model()
+        residual[t] = s[t] - (np.round(p) if cfg.excitation == "linear" else p)
+    expected = residual if cfg.excitation == "linear" else mulaw_compress(residual)
+    m = _model(cfg=cfg)
     got = m.targets(torch.from_numpy(audio)[None], past=torch.zeros(1, ORDER + 1, dtype=torch.int16),
                     lpc=_whole_utterance_lpc(mel))
     np.testing.assert_array_equal(got[0].numpy(), expected)
-    assert np.sqrt(np.mean(expected ** 2)) < 0.6 * np.sqrt(np.mean(s ** 2))  # it predicts something
+    assert np.sqrt(np.mean(residual ** 2)) < 0.6 * np.sqrt(np.mean(s ** 2))  # it predicts something
 
 
 @VARIANTS

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from wavern.dsp import (DEFAULT_MEL, MelConfig, byte_to_unit, float_to_int16, frames_for_samples, int16_to_float,
-                        join_coarse_fine, log_mel, split_coarse_fine)
+                        join_coarse_fine, log_mel, mulaw_compress, mulaw_expand, pitch_features, pitch_track,
+                        split_coarse_fine)
 from wavern.errors import ParameterError
 
 
@@ -55,3 +56,66 @@ def test_mel_config_strict_dict():
     assert MelConfig.from_dict(DEFAULT_MEL.to_dict()) == DEFAULT_MEL
     with pytest.raises(ParameterError, match="unknown"):
         MelConfig.from_dict({**DEFAULT_MEL.to_dict(), "bogus": 1})
+
+
+# ---------------------------------------------------------------- pitch
+def _glide(seconds: float = 1.5, f_lo: float = 80.0, f_hi: float = 250.0, sr: int = 22050):
+    """A glottal-like pulse train (decaying resonance per period) whose f0 glides exponentially."""
+    n = int(seconds * sr)
+    f0 = f_lo * (f_hi / f_lo) ** (np.arange(n) / n)
+    phase = np.cumsum(f0 / sr)
+    pulses = np.diff(np.floor(phase), prepend=0.0)  # 1 at the first sample of every period
+    kernel = np.exp(-np.arange(200) / 30.0) * np.sin(2 * np.pi * 700 * np.arange(200) / sr)
+    x = np.convolve(pulses, kernel)[:n]
+    return (0.5 * x / np.abs(x).max()).astype(np.float32), f0
+
+
+def test_pitch_track_follows_a_glide_and_agrees_with_librosa_yin():
+    import librosa
+
+    x, f0 = _glide()
+    track = pitch_track(x)
+    assert track.shape == (frames_for_samples(x.size), 2) and track.dtype == np.float32
+    centres = np.arange(track.shape[0]) * DEFAULT_MEL.hop_length
+    inner = slice(4, -4)  # away from the zero-padded ends
+    truth = f0[centres[inner]]
+    np.testing.assert_allclose(track[inner, 0], truth, rtol=0.015)
+    assert track[inner, 1].min() > 0.9
+    ref = librosa.yin(x, fmin=60, fmax=400, sr=22050, frame_length=1024, hop_length=256, center=True)
+    np.testing.assert_allclose(track[inner, 0], ref[inner], rtol=0.02)
+
+
+def test_pitch_track_noise_silence_and_bad_input():
+    noise = np.random.default_rng(0).standard_normal(22050).astype(np.float32) * 0.1
+    track = pitch_track(noise)
+    assert (track[:, 0] > 0).mean() < 0.05 and track[:, 1].mean() < 0.5
+    silent = pitch_track(np.zeros(5000, np.float32))
+    assert not silent.any()
+    assert pitch_track(np.zeros(0, np.float32)).shape == (1, 2)
+    with pytest.raises(ParameterError):
+        pitch_track(np.zeros(100, np.int16))
+    with pytest.raises(ParameterError):
+        pitch_track(np.zeros(100, np.float32), fmin=500, fmax=400)
+
+
+def test_pitch_features_fill_unvoiced_frames_from_their_neighbours():
+    track = np.array([[0, 0.1], [120, 0.9], [0, 0.2], [0, 0.2], [480, 0.95], [0, 0.0]], np.float32)
+    feats = pitch_features(track)
+    np.testing.assert_allclose(feats[:, 0], [0, 0, 2 / 3, 4 / 3, 2, 2], atol=1e-6)  # octaves above 120 Hz
+    np.testing.assert_array_equal(feats[:, 1], track[:, 1])
+    assert not pitch_features(np.zeros((3, 2), np.float32)).any()
+    with pytest.raises(ParameterError):
+        pitch_features(np.zeros((3, 3), np.float32))
+
+
+def test_mulaw_codes_are_monotone_and_invert_small_values_exactly():
+    x = np.arange(-32768, 32768)
+    y = mulaw_compress(x)
+    assert y.min() == -32767 and y.max() == 32767 and np.all(np.diff(y) >= 0)
+    assert np.array_equal(mulaw_compress(-x[1:]), -y[1:])  # odd
+    back = np.rint(mulaw_expand(y))
+    small = np.abs(x) < 2000
+    np.testing.assert_array_equal(back[small], x[small])
+    assert np.max(np.abs(back - x)) <= 3  # the coarsest codes, near full scale
+    np.testing.assert_allclose(mulaw_expand(mulaw_compress([0.0, 0.3, -1234.5])), [0, 0.3, -1234.5], atol=0.12)  # half a code
+    assert y[32768 + 1] - y[32768] > 40  # near zero, one unit of x is many codes
