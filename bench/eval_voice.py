@@ -57,6 +57,9 @@ def end_to_end(voice, records, *, seed: int = 0) -> dict:
             "mcd_dtw_vs_espeak": float(np.mean(mcd)), "audio_seconds": secs, "rtf": compute / secs}
 
 
+_KEYS = ("stoi", "pesq_wb", "mcd_db", "phone_acc", "vde", "gpe")  # copy-synthesis metrics kept per run
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--voice", default=str(ROOT / "assets" / "voices" / "default"))
@@ -102,9 +105,10 @@ def main() -> int:
                   + 2 * 256 * voice.vocoder.hidden_size // 2), 3),
            "vocoder_lpc_order": voice.vocoder.lpc_order,  # 0: the net makes the samples; P: an LPC excitation
            "postfilter": voice.postfilter.config.to_dict() if voice.postfilter is not None else None,
-           "copy": {k: copy[k] for k in ("stoi", "pesq_wb", "mcd_db", "phone_acc")},
-           **({"copy_vocoder_only": {k: raw[k] for k in ("stoi", "pesq_wb", "mcd_db", "phone_acc")}} if raw else {}),
-           "griffin_lim": {k: gl[k] for k in ("stoi", "pesq_wb", "mcd_db", "phone_acc")},
+           "vocoder_excitation": voice.vocoder.excitation,  # with LPC: "linear" or "mulaw" coded
+           "copy": {k: copy[k] for k in _KEYS},
+           **({"copy_vocoder_only": {k: raw[k] for k in _KEYS}} if raw else {}),
+           "griffin_lim": {k: gl[k] for k in _KEYS},
            "end_to_end": e2e, "n_utts": args.n_utts, "eval_wall_s": round(time.time() - t0, 1)}
     hist = Path(args.history)
     with hist.open("a", encoding="utf-8") as f:
@@ -198,6 +202,11 @@ def write_examples(folder: Path, voice, records, rows: list[dict], metrics: Path
     return {"folder": folder, "texts": texts}
 
 
+def _pitch(m: dict) -> str:
+    """The VDE and GPE cells of a metrics dict (empty for rows measured before they existed)."""
+    return f"{m['vde']:.3f} | {m['gpe']:.3f}" if "vde" in m else " | "
+
+
 def write_doc(out: Path, row: dict, rows: list[dict], cmd: str, voice, examples: dict | None = None) -> None:
     c, g, e = row["copy"], row["griffin_lim"], row["end_to_end"]
     lines = [
@@ -209,23 +218,26 @@ def write_doc(out: Path, row: dict, rows: list[dict], cmd: str, voice, examples:
            "docs/ARCHITECTURE.md" if row.get("vocoder_lpc_order") else "") + "). "
         f"Measured {row['date']} on {row['n_utts']} held-out corpus sentences with `.venv/bin/{cmd}`.",
         "",
-        "| | STOI | PESQ-WB | MCD-DTW dB | phone accuracy |",
-        "|---|---:|---:|---:|---:|",
+        "| | STOI | PESQ-WB | MCD-DTW dB | phone accuracy | voicing error | gross pitch error |",
+        "|---|---:|---:|---:|---:|---:|---:|",
         f"| vocoder copy synthesis (true mel → WaveRNN{' → post-filter' if row.get('postfilter') else ''}) | "
-        f"{c['stoi']:.3f} | {c['pesq_wb']:.2f} | {c['mcd_db']:.2f} | {c['phone_acc']:.3f} |",
+        f"{c['stoi']:.3f} | {c['pesq_wb']:.2f} | {c['mcd_db']:.2f} | {c['phone_acc']:.3f} | {_pitch(c)} |",
         *([f"| the same without the post-filter (WaveRNN alone) | {r0['stoi']:.3f} | {r0['pesq_wb']:.2f} | "
-           f"{r0['mcd_db']:.2f} | {r0['phone_acc']:.3f} |"] if (r0 := row.get("copy_vocoder_only")) else []),
+           f"{r0['mcd_db']:.2f} | {r0['phone_acc']:.3f} | {_pitch(r0)} |"] if (r0 := row.get("copy_vocoder_only"))
+          else []),
         f"| Griffin-Lim, 32 iterations (yardstick) | {g['stoi']:.3f} | {g['pesq_wb']:.2f} | {g['mcd_db']:.2f} | "
-        f"{g['phone_acc']:.3f} |",
-        f"| acoustic model alone (predicted mel → Griffin-Lim) | | | | {e['phone_acc_acoustic_gl']:.3f} |",
+        f"{g['phone_acc']:.3f} | {_pitch(g)} |",
+        f"| acoustic model alone (predicted mel → Griffin-Lim) | | | | {e['phone_acc_acoustic_gl']:.3f} | | |",
         f"| end to end (text → voice) | | | {e['mcd_dtw_vs_espeak']:.2f} (vs espeak-ng) | "
-        f"{e['phone_acc_end_to_end']:.3f} |",
+        f"{e['phone_acc_end_to_end']:.3f} | | |",
         "",
         "Goals (issue: default voice): copy synthesis PESQ-WB above Griffin-Lim's, STOI ≥ 0.95, phone accuracy "
         "≥ 0.93; end to end phone accuracy ≥ 0.85. Phone accuracy is the frame accuracy of the project's phone "
         "classifier (`assets/eval/`, 0.957 on true espeak audio, 0.06 on noise) against the espeak timings "
         "(copy synthesis) or the model's predicted timings (acoustic, end to end). MCD-DTW of noise-like audio "
-        "is about 6.4 dB whatever it is, so it cannot rank very bad vocoders.",
+        "is about 6.4 dB whatever it is, so it cannot rank very bad vocoders. Voicing error (VDE) and gross "
+        "pitch error (GPE, > 20 % off where both are voiced) compare YIN pitch tracks (`wavern.dsp.pitch_track`) "
+        "of the true and the copied audio: lower is better.",
         *(["", "Post-filter: the engine's formant post-filter (`engine/postfilter.py`, γ {gamma_num} / {gamma_den}, "
             "tilt {tilt}, order {order}) is part of the voice (`voice.json`, `inference.postfilter`), so copy "
             "synthesis and end to end include it; the row without it measures the WaveRNN alone."
@@ -236,8 +248,8 @@ def write_doc(out: Path, row: dict, rows: list[dict], cmd: str, voice, examples:
         "Copy-synthesis columns: the WaveRNN alone, then (where the voice has one) with the post-filter; "
         "the end-to-end column is the voice as shipped, so with the post-filter from the first row that has one.",
         "",
-        "Vocoder LPC: 0 for the first run (the net makes the samples), P for the run that models an order-P "
-        "linear predictor's excitation (steps count from 0 again).",
+        "Vocoder LPC: 0 for the first run (the net makes the samples), P for the runs that model an order-P "
+        "linear predictor's excitation, linearly or μ-law coded (steps count from 0 again for each run).",
         "",
         "| date | acoustic step | vocoder LPC | vocoder step | copy STOI | copy PESQ | copy phone acc | + post-filter: "
         "STOI / PESQ / phone acc | acoustic (GL) phone acc | end-to-end phone acc |",
@@ -247,7 +259,8 @@ def write_doc(out: Path, row: dict, rows: list[dict], cmd: str, voice, examples:
         v = r.get("copy_vocoder_only", r["copy"])
         p = (f"{r['copy']['stoi']:.3f} / {r['copy']['pesq_wb']:.2f} / {r['copy']['phone_acc']:.3f}"
              if r.get("postfilter") else "")
-        lines.append(f"| {r['date']} | {r['acoustic_step']} | {r.get('vocoder_lpc_order', 0)} | {r['vocoder_step']} | "
+        lpc = f"{r.get('vocoder_lpc_order', 0)}{' μ-law' if r.get('vocoder_excitation') == 'mulaw' else ''}"
+        lines.append(f"| {r['date']} | {r['acoustic_step']} | {lpc} | {r['vocoder_step']} | "
                      f"{v['stoi']:.3f} | "
                      f"{v['pesq_wb']:.2f} | {v['phone_acc']:.3f} | {p} | "
                      f"{r['end_to_end']['phone_acc_acoustic_gl']:.3f} | {r['end_to_end']['phone_acc_end_to_end']:.3f} |")

@@ -291,7 +291,7 @@ class Vocoder:
         if not self.lpc_order:
             return gi
         # the voice's dsp equals the runtime's (voicefile); row by row, so a window gives the whole's rows
-        a = mel_lpc(np.asarray(mel), self.lpc_order, DEFAULT_MEL)[:, 1:].astype(np.float32)
+        a = mel_lpc(np.asarray(mel)[:, :DEFAULT_MEL.n_mels], self.lpc_order, DEFAULT_MEL)[:, 1:].astype(np.float32)
         return np.ascontiguousarray(np.concatenate([gi, a], axis=1))
 
     def new_state(self, *, seed: int = 0, rng: np.ndarray | None = None) -> VocoderState:

@@ -20,6 +20,10 @@ Metrics (all on float mono audio at 22 050 Hz, or on :func:`wavern.dsp.log_mel` 
 - :func:`log_spectral_distance`: per-frame RMS over STFT bins of the dB difference of the
   power spectra (magnitudes floored at 1e-3, about 16-bit quantisation noise in this STFT),
   mean over frames, no alignment (for sample-aligned copy synthesis).
+- :func:`pitch_errors`: voicing decision error (VDE, the share of frames whose voiced/unvoiced
+  decision differs) and gross pitch error (GPE, the share of frames voiced in both whose f0
+  differs by more than 20 %), both from :func:`wavern.dsp.pitch_track` of the two signals, no
+  alignment (copy synthesis). They measure what a noise-excited vocoder misses: the voicing.
 
 Intelligibility: a small frame-level phone classifier (an MLP on ±5 stacked log-mel frames)
 trained on the espeak-ng corpus with espeak's phoneme timings as frame labels
@@ -70,6 +74,7 @@ __all__ = [
     "dtw_align",
     "mcd_dtw_mel",
     "mcd_dtw",
+    "pitch_errors",
     "log_spectral_distance",
     "SILENCE",
     "base_phone",
@@ -296,6 +301,19 @@ def log_spectral_distance(reference: np.ndarray, degraded: np.ndarray, *, cfg: M
     ref, deg = _match(reference, degraded)
     d = _power_db(ref, cfg, floor) - _power_db(deg, cfg, floor)
     return float(np.sqrt((d * d).mean(axis=1)).mean())
+
+
+def pitch_errors(reference: np.ndarray, degraded: np.ndarray, *, cfg: MelConfig = DEFAULT_MEL) -> tuple[float, float]:
+    """(VDE, GPE) of sample-aligned signals: see the module docstring. GPE is NaN when no frame
+    is voiced in both."""
+    from wavern.dsp import pitch_track
+
+    ref, deg = _match(reference, degraded)
+    r, d = pitch_track(ref, cfg)[:, 0], pitch_track(deg, cfg)[:, 0]
+    vde = float(np.mean((r > 0) != (d > 0)))
+    both = (r > 0) & (d > 0)
+    gpe = float(np.mean(np.abs(d[both] / r[both] - 1.0) > 0.2)) if both.any() else float("nan")
+    return vde, gpe
 
 
 # =========================================================================== phone labels
@@ -794,7 +812,7 @@ def coarse_only(audio: np.ndarray) -> np.ndarray:
     return int16_to_float(join_coarse_fine(coarse, np.full_like(coarse, 128)))
 
 
-_METRICS = ("stoi", "pesq_wb", "mcd_db", "lsd_db", "phone_acc")
+_METRICS = ("stoi", "pesq_wb", "mcd_db", "lsd_db", "phone_acc", "vde", "gpe")
 
 
 def evaluate_utterances(render: Callable[[EvalUtterance], np.ndarray], utterances: Sequence[EvalUtterance], *,
@@ -805,7 +823,7 @@ def evaluate_utterances(render: Callable[[EvalUtterance], np.ndarray], utterance
     Args:
         render: utterance → (n,) float audio at 22 050 Hz, sample-aligned with the true audio
             (cut or zero-padded to its length).
-        metrics: any of ``stoi``, ``pesq_wb``, ``mcd_db``, ``lsd_db``, ``phone_acc``.
+        metrics: any of ``stoi``, ``pesq_wb``, ``mcd_db``, ``lsd_db``, ``phone_acc``, ``vde``, ``gpe``.
 
     Returns:
         dict with ``n_utts``, ``ids``, ``audio_seconds`` (true audio), ``render_seconds``
@@ -833,6 +851,11 @@ def evaluate_utterances(render: Callable[[EvalUtterance], np.ndarray], utterance
             per["pesq_wb"].append(pesq_wb(u.audio, y))
         if "lsd_db" in per:
             per["lsd_db"].append(log_spectral_distance(u.audio, y))
+        if "vde" in per or "gpe" in per:
+            vde, gpe = pitch_errors(u.audio, y)
+            for name, value in (("vde", vde), ("gpe", gpe)):
+                if name in per:
+                    per[name].append(value)
         if "mcd_db" in per or clf is not None:
             mel = log_mel(y32)
             if "mcd_db" in per:

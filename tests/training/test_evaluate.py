@@ -132,6 +132,29 @@ def test_stoi_and_pesq_order_clean_above_noisy():
     assert ev.stoi_score(x, np.concatenate([x, x[:500]])) == pytest.approx(1.0, abs=1e-6)
 
 
+def _pulses(f0_hz: float, seconds: float = 1.0, sr: int = 22050) -> np.ndarray:
+    """A decaying-resonance pulse train at a fixed f0 (voiced), float32."""
+    n = int(seconds * sr)
+    pulses = np.zeros(n)
+    pulses[::int(round(sr / f0_hz))] = 1.0
+    kernel = np.exp(-np.arange(200) / 30.0) * np.sin(2 * np.pi * 700 * np.arange(200) / sr)
+    x = np.convolve(pulses, kernel)[:n]
+    return (0.5 * x / np.abs(x).max()).astype(np.float32)
+
+
+def test_pitch_errors_separate_voicing_and_octave_mistakes():
+    voiced = _pulses(120.0)
+    assert ev.pitch_errors(voiced, voiced) == (0.0, 0.0)
+    noise = (0.1 * np.random.default_rng(0).standard_normal(voiced.size)).astype(np.float32)
+    vde, _ = ev.pitch_errors(voiced, noise)
+    assert vde > 0.9  # every voiced frame lost its voicing
+    vde, gpe = ev.pitch_errors(voiced, _pulses(240.0))
+    assert vde < 0.1 and gpe > 0.9  # voiced in both, an octave off
+    vde, gpe = ev.pitch_errors(voiced, _pulses(126.0))
+    assert vde < 0.1 and gpe == 0.0  # 5 % off is not a gross error
+    assert math.isnan(ev.pitch_errors(noise, noise[::-1].copy())[1])  # nothing voiced in both
+
+
 def test_coarse_only_keeps_the_high_byte():
     x = _speechlike(0.5)
     y = ev.coarse_only(x)
