@@ -83,7 +83,9 @@ class VocoderTrainConfig:
     lr_min: float = 5e-5
     optimizer: str = "adam"  # one of OPTIMIZERS
     grad_clip: float = 1.0  # global grad-norm clip (Adam)
-    input_noise: float = 0.0  # largest std (int16 units) of the noise on the fed-back samples; 0: teacher forcing
+    # largest std of the noise on the fed-back samples (int16 units; with LPC on the fed-back
+    # excitation codes, so mu-law code units with excitation "mulaw"); 0: teacher forcing
+    input_noise: float = 0.0
     gta_prob: float = 0.0  # share of training segments conditioned on the acoustic model's GTA mel (training.gta)
     threads: int = 2  # torch intra-op threads on the CPU
     bf16: str = "auto"  # "auto" (bf16 autocast where the CPU has native bf16), "on", "off"

@@ -234,7 +234,9 @@ class WaveRNN(nn.Module):
         ``input_audio`` (B, N) int16, optional: the samples fed back as the previous-sample inputs
         ``c_{t-1}, f_{t-1}`` (default: ``audio`` itself). A noisy copy of ``audio`` there, with the
         clean ``audio`` as targets and as the fine half's ``c_t``, trains the model to return to
-        the clean signal after its own sampling errors (LPCNet's noise injection; not with LPC).
+        the clean signal after its own sampling errors (LPCNet's noise injection). With LPC the
+        noise ``input_audio - audio`` is added to the fed-back excitation codes instead (the
+        predictor and the targets stay clean), so it is in code units (mu-law codes with "mulaw").
         """
         inputs, _ = self._inputs(audio, prev_audio, input_audio, past, lpc)
         return self._states(mel, inputs, mel_pad, audio.shape)
@@ -268,8 +270,6 @@ class WaveRNN(nn.Module):
     def _lpc_inputs(self, audio, past, lpc, input_audio) -> tuple[torch.Tensor, torch.Tensor]:
         b, n = audio.shape
         order, hop = self.config.lpc_order, self.hop_length
-        if input_audio is not None:
-            raise ParameterError("input noise is not supported with lpc_order > 0")
         if past is None or lpc is None:
             raise ParameterError(f"an LPC vocoder (lpc_order {order}) needs past (B, {order + 1}) and lpc "
                                  f"(B, frames + 1, {order + 1})")
@@ -293,7 +293,15 @@ class WaveRNN(nn.Module):
             pred = torch.round(pred)
             e = torch.clamp(s[:, order:] - pred, -32768, 32767).to(torch.int64)  # e_{-1} .. e_{N-1}
         c_all, f_all = split_bytes(e)
-        columns = [_unit(c_all[:, :-1]), _unit(f_all[:, :-1]), _unit(c_all[:, 1:])]
+        c_in, f_in = c_all[:, :-1], f_all[:, :-1]
+        if input_audio is not None:  # the noise it carries goes onto the fed-back codes (in code units)
+            if input_audio.shape != audio.shape:
+                raise ParameterError(f"input_audio must have audio's shape {tuple(audio.shape)}, "
+                                     f"found {tuple(input_audio.shape)}")
+            noise = input_audio.to(torch.int64) - audio.to(torch.int64)
+            fed = torch.cat([e[:, :1], torch.clamp(e[:, 1:-1] + noise[:, :-1], -32768, 32767)], dim=1)
+            c_in, f_in = split_bytes(fed)
+        columns = [_unit(c_in), _unit(f_in), _unit(c_all[:, 1:])]
         if self.n_in == 4:
             columns.append((pred[:, 1:] / 32768.0).to(torch.float32))
         return torch.stack(columns, dim=-1), e[:, 1:]  # (B, N, n_inputs)

@@ -321,3 +321,14 @@ def test_a_mulaw_run_continues_a_linear_lpc_run_and_the_flags_reach_the_config(c
     cfg = _parse(["--lpc-order", "16", "--no-lpc-input", "--excitation", "mulaw", "--pitch"])
     assert (cfg.vocoder.lpc_order, cfg.vocoder.excitation, cfg.vocoder.pitch) == (16, "mulaw", True)
     assert _parse([]).vocoder.excitation == "linear" and not _parse([]).vocoder.pitch
+
+
+def test_input_noise_reaches_an_lpc_model(corpus, tmp_path):
+    root, _ = corpus
+    voc = dataclasses.replace(VOC, lpc_order=4, lpc_prediction_input=False, excitation="mulaw")
+    clean = VocoderTrainer(_cfg(root, tmp_path / "clean", vocoder=voc, steps=2))
+    noisy = VocoderTrainer(_cfg(root, tmp_path / "noisy", vocoder=voc, steps=2, input_noise=2000.0))
+    for t in (clean, noisy):
+        t.open_data()
+    a, b = clean.train_step(), noisy.train_step()
+    assert np.isfinite(b["loss"]) and b["loss"] != a["loss"]  # same weights and batch: only the fed-back codes differ

@@ -204,3 +204,24 @@ def test_lpc_inputs_are_required_and_refused_where_they_do_not_belong(tmp_path):
     with pytest.raises(ParameterError, match="cannot be exported"):
         export_vocoder(m, "/nonexistent/vocoder.safetensors")
     export_vocoder(_model(cfg=EXCITATION_ONLY), tmp_path / "vocoder.safetensors")  # an ordinary 3-input net
+
+
+@pytest.mark.parametrize("cfg", [EXCITATION_ONLY, MULAW], ids=["linear", "mulaw"])
+def test_input_noise_moves_the_fed_back_codes_only(cfg):
+    """LPCNet's noise injection with LPC: the noise (input_audio - audio) lands on the excitation
+    codes fed back as c_{t-1}, f_{t-1}; the targets, c_t and the predictor stay clean."""
+    audio_np, mel = _utterance(5, seed=4)
+    audio = torch.from_numpy(audio_np)[None]
+    noise = torch.from_numpy(np.random.default_rng(0).integers(-900, 900, audio.shape))
+    past, lpc = torch.zeros(1, ORDER + 1, dtype=torch.int16), _whole_utterance_lpc(mel)
+    m = _model(cfg=cfg)
+    clean_in, target = m._inputs(audio, None, None, past, lpc)
+    noisy_in, noisy_target = m._inputs(audio, None, (audio.to(torch.int64) + noise).to(torch.int16), past, lpc)
+    assert torch.equal(target, noisy_target)
+    fed = torch.clamp(target[:, :-1] + noise[:, :-1], -32768, 32767)  # fed back at samples 1 .. N-1
+    c, f = split_bytes(fed)
+    expect = torch.stack([c / 127.5 - 1, f / 127.5 - 1], dim=-1).float()
+    torch.testing.assert_close(noisy_in[:, 1:, :2], expect, rtol=0, atol=0)
+    torch.testing.assert_close(noisy_in[0, :1], clean_in[0, :1], rtol=0, atol=0)  # e_{-1}: before the start
+    torch.testing.assert_close(noisy_in[..., 2], clean_in[..., 2], rtol=0, atol=0)  # c_t stays the truth
+    assert not torch.equal(noisy_in, clean_in)
