@@ -45,6 +45,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from wavern.dsp import mulaw_log_slope
 from wavern.errors import ParameterError
 from wavern.training.common import CheckpointTimer, MetricsLog, StopFlag, atomic_save, seed_step
 from wavern.training.distributed import (all_sum, any_rank, average_gradients, barrier, broadcast_parameters,
@@ -286,11 +287,23 @@ class VocoderTrainer:
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
-        """Mean loss on fixed held-out segments (drawn once from ``default_rng([seed, -1])``)."""
+        """Mean loss on fixed held-out segments (drawn once from ``default_rng([seed, -1])``).
+
+        ``eval_sample_nll``: the loss in nats per *sample value*, comparable between runs of any
+        excitation code: the loss itself, or for a mu-law code ``loss - E[ln dy/dx]`` over the
+        batches' targets (:func:`wavern.dsp.mulaw_log_slope`).
+        """
         if self._eval_batches is None:
             rng = np.random.default_rng([self.cfg.seed, 2**32 - 1])
             held = self.data.split(True).size > 0
             self._eval_batches = [self._batch(rng, held_out=held) for _ in range(self.cfg.eval_batches)]
+            self._eval_slope = 0.0
+            if self.cfg.vocoder.excitation == "mulaw":
+                slopes = []
+                for b in self._eval_batches:
+                    _, audio, _, past, lpc = self._to_tensors(b)
+                    slopes.append(mulaw_log_slope(self.model.targets(audio, past=past, lpc=lpc).cpu().numpy()).ravel())
+                self._eval_slope = float(np.mean(np.concatenate(slopes)))
         self.model.eval()
         total = coarse = fine = 0.0
         for batch in self._eval_batches:
@@ -299,7 +312,8 @@ class VocoderTrainer:
                 loss = self.model.loss(mel, audio, prev_audio=prev, mel_pad=self.mel_pad, past=past, lpc=lpc)
             total, coarse, fine = total + float(loss.total), coarse + float(loss.coarse), fine + float(loss.fine)
         k = max(1, len(self._eval_batches))
-        return {"eval_loss": total / k, "eval_coarse": coarse / k, "eval_fine": fine / k}
+        return {"eval_loss": total / k, "eval_coarse": coarse / k, "eval_fine": fine / k,
+                "eval_sample_nll": total / k - self._eval_slope}
 
     # ---------------------------------------------------------------- checkpoints
     def state(self) -> dict[str, Any]:
@@ -479,8 +493,8 @@ def _run(trainer: VocoderTrainer, cfg: VocoderTrainConfig,
             if main and cfg.eval_every_steps and step % cfg.eval_every_steps == 0:
                 ev = trainer.evaluate()
                 metrics.write({"kind": "eval", "step": step, **ev})
-                log.info("step %d: held-out loss %.4f (coarse %.3f, fine %.3f)", step, ev["eval_loss"],
-                         ev["eval_coarse"], ev["eval_fine"])
+                log.info("step %d: held-out loss %.4f (coarse %.3f, fine %.3f; %.4f nats per sample value)", step,
+                         ev["eval_loss"], ev["eval_coarse"], ev["eval_fine"], ev["eval_sample_nll"])
             if timer.due() and main:
                 trainer.save()
                 trainer.save_compact()

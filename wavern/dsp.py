@@ -39,6 +39,7 @@ __all__ = [
     "MU_LAW",
     "mulaw_compress",
     "mulaw_expand",
+    "mulaw_log_slope",
 ]
 
 
@@ -285,6 +286,16 @@ def mulaw_expand(y: np.ndarray) -> np.ndarray:
     """Codes -> real values, the inverse of :func:`mulaw_compress` up to its rounding (float64)."""
     y = np.asarray(y, np.float64)
     return np.sign(y) * (32768.0 / MU_LAW) * np.expm1(np.abs(y) / _MU_SCALE)
+
+
+def mulaw_log_slope(y: np.ndarray) -> np.ndarray:
+    """``ln dy/dx`` of :func:`mulaw_compress` at codes ``y``: codes per unit of x, in nats.
+
+    A distribution over codes puts ``P(y)`` where one over values would put ``P(y) dy/dx`` per
+    unit, so ``NLL_x = NLL_y - E[ln dy/dx]`` compares a mu-law model's loss with a linear one's.
+    """
+    x = np.abs(mulaw_expand(y))
+    return np.log(_MU_SCALE * MU_LAW / 32768.0) - np.log1p(MU_LAW * x / 32768.0)
 
 
 def frames_for_samples(n_samples: int, cfg: MelConfig = DEFAULT_MEL) -> int:

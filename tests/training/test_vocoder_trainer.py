@@ -332,3 +332,23 @@ def test_input_noise_reaches_an_lpc_model(corpus, tmp_path):
         t.open_data()
     a, b = clean.train_step(), noisy.train_step()
     assert np.isfinite(b["loss"]) and b["loss"] != a["loss"]  # same weights and batch: only the fed-back codes differ
+
+
+def test_sample_nll_puts_mulaw_and_linear_losses_on_one_scale(corpus, tmp_path):
+    from wavern.dsp import mulaw_log_slope
+
+    root, _ = corpus
+    linear = dataclasses.replace(VOC, lpc_order=4, lpc_prediction_input=False)
+    tr = VocoderTrainer(_cfg(root, tmp_path / "lin", vocoder=linear, eval_batches=2))
+    tr.open_data()
+    ev = tr.evaluate()
+    assert ev["eval_sample_nll"] == ev["eval_loss"]
+    mu = VocoderTrainer(_cfg(root, tmp_path / "mu", vocoder=dataclasses.replace(linear, excitation="mulaw"),
+                             eval_batches=2))
+    mu.open_data()
+    ev = mu.evaluate()
+    codes = [mu.model.targets(torch.from_numpy(b.audio), past=torch.from_numpy(b.past), lpc=torch.from_numpy(b.lpc))
+             for b in mu._eval_batches]
+    slope = np.mean(np.concatenate([mulaw_log_slope(c.numpy()).ravel() for c in codes]))
+    assert abs(slope) > 0.1
+    assert ev["eval_sample_nll"] == pytest.approx(ev["eval_loss"] - slope, abs=1e-9)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from wavern.dsp import (DEFAULT_MEL, MelConfig, byte_to_unit, float_to_int16, frames_for_samples, int16_to_float,
-                        join_coarse_fine, log_mel, mulaw_compress, mulaw_expand, pitch_features, pitch_track,
+                        join_coarse_fine, log_mel, mulaw_compress, mulaw_expand, mulaw_log_slope, pitch_features, pitch_track,
                         split_coarse_fine)
 from wavern.errors import ParameterError
 
@@ -119,3 +119,12 @@ def test_mulaw_codes_are_monotone_and_invert_small_values_exactly():
     assert np.max(np.abs(back - x)) <= 3  # the coarsest codes, near full scale
     np.testing.assert_allclose(mulaw_expand(mulaw_compress([0.0, 0.3, -1234.5])), [0, 0.3, -1234.5], atol=0.12)  # half a code
     assert y[32768 + 1] - y[32768] > 40  # near zero, one unit of x is many codes
+
+
+def test_mulaw_log_slope_is_the_derivative_of_the_code():
+    def code(v):  # the unrounded mu-law curve, written out independently
+        return np.sign(v) * 32767 * np.log1p(255 * np.abs(v) / 32768) / np.log1p(255)
+
+    x, h = np.array([0.0, 3.0, 80.0, 1940.0, 20000.0]), 0.01
+    numeric = (code(x + h) - code(x - h)) / (2 * h)
+    np.testing.assert_allclose(mulaw_log_slope(mulaw_compress(x)), np.log(numeric), atol=0.01)
