@@ -717,26 +717,38 @@ def _draw(logits, inv_temp, u, probs):
 
 
 @njit(**_JIT)
-def _lpc_synthesis(out, gi, col0, order, frame0, start, hop, hist, mu):
+def _lpc_synthesis(out, gi, col0, order, frame0, start, hop, hist, mu, ring):
     """Add the linear prediction back to an LPC vocoder's excitation, in place (int16).
 
     ``s_t = clip(e_t + rint(p_t))``, or with ``mu`` > 0 (a mu-law coded excitation)
-    ``s_t = clip(rint(p_t + expand(e_t)))`` (``wavern.dsp.mulaw_expand``), with
+    ``s_t = clip(rint(p_t + l_t + expand(e_t)))`` (``wavern.dsp.mulaw_expand``), with
     ``p_t = -sum_k a_k s_{t-k}`` in float64, summed in the
     order k = 1 .. order (as ``wavern.vocoder.model`` does in training and in its reference loop),
     ``a_k`` the float32 ``gi[frame, col0 + k - 1]`` of the sample's frame (``Vocoder.frame_inputs``
     appends them after the 3H gate inputs). ``hist`` (order,) float64: s_{t-1}, s_{t-2}, ...
     newest first, carried across calls. ``out[t]`` is sample ``start + t``.
+
+    ``ring`` (LTP_MAX_LAG + 1,) float64, or empty without a long-term predictor: the residuals
+    ``r = s - p``, ``r_j`` at ``j % len(ring)``; then the frame's columns ``col0 + order`` and
+    ``+ 1`` are its lag T and gain beta, and ``l_t = beta r_{t - T}`` (0 when T is 0).
     """
+    n_ring = ring.shape[0]
     for t in range(out.shape[0]):
         row = gi[(start + t) // hop - frame0]
         pred = 0.0
         for k in range(order):
             pred -= np.float64(row[col0 + k]) * hist[k]
         if mu > 0.0:
+            base = pred
+            if n_ring:
+                lag = int(row[col0 + order])
+                if lag > 0:
+                    base = pred + np.float64(row[col0 + order + 1]) * ring[(start + t - lag) % n_ring]
             y = np.float64(out[t])
             x = (32768.0 / mu) * np.expm1(abs(y) * (np.log1p(mu) / 32767.0))
-            v = min(max(np.rint(pred + (x if y >= 0.0 else -x)), -32768.0), 32767.0)
+            v = min(max(np.rint(base + (x if y >= 0.0 else -x)), -32768.0), 32767.0)
+            if n_ring:
+                ring[(start + t) % n_ring] = v - pred
         else:
             v = min(max(np.float64(out[t]) + np.rint(pred), -32768.0), 32767.0)
         for k in range(order - 1, 0, -1):
@@ -1357,7 +1369,7 @@ def warmup() -> None:
                     np.zeros((2, 2), np.int64), rng_states(0, 2), np.zeros((2, 2), np.int16),
                     np.zeros((2, 0, 2, nc), np.float32), np.zeros(lane_work_size(H, L), np.float32))
     _lpc_synthesis(np.zeros(2, np.int16), np.zeros((1, 3 * H + 2), np.float32), 3 * H, 2, 0, 0, HOP,
-                   np.zeros(2), 0.0)  # LPC voices: the predictor's synthesis loop
+                   np.zeros(2), 0.0, np.zeros(0))  # LPC voices: the predictor's synthesis loop
 
 
 def _tiny_mat(rows: int, cols: int, br: int, bc: int, kind: int, rs: np.random.Generator) -> tuple:

@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from wavern.dsp import DEFAULT_MEL, MU_LAW, mel_lpc
+from wavern.dsp import DEFAULT_MEL, LTP_MAX_LAG, MU_LAW, ltp_params, mel_lpc
 from wavern.engine import kernels as K
 from wavern.engine.condnet import CondNet
 from wavern.errors import ParameterError, VoiceFileError
@@ -127,6 +127,7 @@ class VocoderState:
     position: int
     work: np.ndarray
     lpc_hist: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))  # (P,) s_{t-1}.. (LPC)
+    ltp_ring: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))  # (LTP_MAX_LAG + 1,) residuals
 
 
 def lane_split(batch_size: int) -> int:
@@ -161,6 +162,7 @@ class BatchState:
     work_lanes: np.ndarray
     work_streams: np.ndarray
     lpc_hist: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 0)))  # (B, P) (LPC)
+    ltp_ring: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 0)))  # (B, LTP_MAX_LAG + 1)
 
     @property
     def batch_size(self) -> int:
@@ -189,7 +191,7 @@ class Vocoder:
     hop = K.HOP
 
     def __init__(self, dense: dict[str, np.ndarray], sparse: dict[str, BlockSparse], *, cond_blocks: int,
-                 lpc_order: int = 0, excitation: str = "linear"):
+                 lpc_order: int = 0, excitation: str = "linear", ltp: bool = False):
         if not isinstance(lpc_order, int) or isinstance(lpc_order, bool) or not 0 <= lpc_order <= 64:
             raise VoiceFileError(f"vocoder lpc_order must be an integer in [0, 64], found {lpc_order!r}")
         if excitation not in ("linear", "mulaw") or (excitation == "mulaw" and not lpc_order):
@@ -201,6 +203,12 @@ class Vocoder:
         #: "mulaw": the excitation is mu-law coded (``wavern.dsp.mulaw_compress``); "linear": it is not.
         self.excitation = excitation
         self._mu = MU_LAW if excitation == "mulaw" else 0.0
+        if ltp and excitation != "mulaw":
+            raise VoiceFileError("a long-term predictor (vocoder ltp) needs a mu-law excitation")
+        #: True: the features end with pitch features, from which each frame gets a long-term
+        #: predictor (``wavern.dsp.ltp_params``) whose residual memory is in the stream state.
+        self.ltp = bool(ltp)
+        self._ring = LTP_MAX_LAG + 1 if ltp else 0
         self.cond = CondNet.from_tensors(dense, cond_blocks=cond_blocks)
         self.cond_blocks = int(cond_blocks)
         whh = sparse.get("gru.weight_hh")
@@ -249,15 +257,16 @@ class Vocoder:
 
     @classmethod
     def from_tensors(cls, dense: dict[str, np.ndarray], sparse: dict[str, BlockSparse], *,
-                     cond_blocks: int, lpc_order: int = 0, excitation: str = "linear") -> "Vocoder":
-        return cls(dense, sparse, cond_blocks=cond_blocks, lpc_order=lpc_order, excitation=excitation)
+                     cond_blocks: int, lpc_order: int = 0, excitation: str = "linear", ltp: bool = False) -> "Vocoder":
+        return cls(dense, sparse, cond_blocks=cond_blocks, lpc_order=lpc_order, excitation=excitation, ltp=ltp)
 
     @classmethod
     def load(cls, path: str | os.PathLike, *, cond_blocks: int, hidden_size: int | None = None,
-             cond_channels: int | None = None, lpc_order: int = 0, excitation: str = "linear") -> "Vocoder":
+             cond_channels: int | None = None, lpc_order: int = 0, excitation: str = "linear",
+             ltp: bool = False) -> "Vocoder":
         """Read a vocoder file; ``hidden_size`` / ``cond_channels``, if given, must match it."""
         dense, sparse = load_vocoder_tensors(path, cond_blocks=cond_blocks)
-        voc = cls(dense, sparse, cond_blocks=cond_blocks, lpc_order=lpc_order, excitation=excitation)
+        voc = cls(dense, sparse, cond_blocks=cond_blocks, lpc_order=lpc_order, excitation=excitation, ltp=ltp)
         for name, want, got in (("hidden_size", hidden_size, voc.hidden_size),
                                 ("cond_channels", cond_channels, voc.cond_channels)):
             if want is not None and want != got:
@@ -273,8 +282,9 @@ class Vocoder:
 
     @property
     def frame_width(self) -> int:
-        """Columns of :meth:`frame_inputs`: 3H gate inputs, then the LPC predictor's ``lpc_order``."""
-        return 3 * self.hidden_size + self.lpc_order
+        """Columns of :meth:`frame_inputs`: 3H gate inputs, then the LPC predictor's ``lpc_order``
+        (and with ``ltp`` the long-term predictor's lag and gain)."""
+        return 3 * self.hidden_size + self.lpc_order + (2 if self.ltp else 0)
 
     def frame_inputs(self, mel: np.ndarray) -> np.ndarray:
         """Per-frame gate inputs ``W_ih[:, 3:] cond_t + b_ih`` (T, 3H) float32 of a log-mel (T, 80);
@@ -291,8 +301,12 @@ class Vocoder:
         if not self.lpc_order:
             return gi
         # the voice's dsp equals the runtime's (voicefile); row by row, so a window gives the whole's rows
-        a = mel_lpc(np.asarray(mel)[:, :DEFAULT_MEL.n_mels], self.lpc_order, DEFAULT_MEL)[:, 1:].astype(np.float32)
-        return np.ascontiguousarray(np.concatenate([gi, a], axis=1))
+        mel = np.asarray(mel)
+        a = mel_lpc(mel[:, :DEFAULT_MEL.n_mels], self.lpc_order, DEFAULT_MEL)[:, 1:].astype(np.float32)
+        parts = [gi, a]
+        if self.ltp:  # the pitch features after the mel give each frame its (lag, gain)
+            parts.append(ltp_params(mel[:, DEFAULT_MEL.n_mels:DEFAULT_MEL.n_mels + 2], DEFAULT_MEL))
+        return np.ascontiguousarray(np.concatenate(parts, axis=1))
 
     def new_state(self, *, seed: int = 0, rng: np.ndarray | None = None) -> VocoderState:
         """A fresh stream: h = 0, previous sample = digital silence (c 128, f 0), position 0."""
@@ -300,7 +314,7 @@ class Vocoder:
         rng = K.rng_state(seed) if rng is None else np.array(rng, dtype=np.uint64).reshape(1)
         return VocoderState(h=np.zeros(H, np.float32), prev=np.array([128, 0], np.int64), rng=rng, position=0,
                             work=np.zeros(3 * H + H // 2 + 2 * K.N_CLASSES, np.float32),
-                            lpc_hist=np.zeros(self.lpc_order))
+                            lpc_hist=np.zeros(self.lpc_order), ltp_ring=np.zeros(self._ring))
 
     def new_batch_state(self, rng: np.ndarray) -> BatchState:
         """B fresh streams, stream b drawing from ``rng[b]`` (see ``kernels.rng_states``)."""
@@ -316,7 +330,7 @@ class Vocoder:
         return BatchState(h_lanes=np.zeros((H, L), np.float32), h_streams=np.zeros((ns, H), np.float32),
                           prev=prev, rng=rng, position=0, work_lanes=np.zeros(K.lane_work_size(H, L), np.float32),
                           work_streams=np.zeros(ns * (3 * H + H // 2 + K.N_CLASSES + 2) + K.N_CLASSES, np.float32),
-                          lpc_hist=np.zeros((B, self.lpc_order)))
+                          lpc_hist=np.zeros((B, self.lpc_order)), ltp_ring=np.zeros((B, self._ring)))
 
     def _check_frames(self, gi: np.ndarray, ndim: int, frame0: int, position: int, n: int) -> None:
         if gi.dtype != np.float32 or gi.ndim != ndim or gi.shape[-1] != self.frame_width \
@@ -362,7 +376,7 @@ class Vocoder:
                     state.rng, out, logits_out, state.work)
         if self.lpc_order:  # the net made the excitation: add the prediction back
             K._lpc_synthesis(out, gi, 3 * self.hidden_size, self.lpc_order, int(frame0), int(state.position),
-                             self.hop, state.lpc_hist, self._mu)
+                             self.hop, state.lpc_hist, self._mu, state.ltp_ring)
         state.position += n_samples
         return out
 
@@ -408,7 +422,7 @@ class Vocoder:
         """LPC vocoders: add each stream's prediction back to its excitation (in place)."""
         for b in range(out.shape[0] if self.lpc_order else 0):
             K._lpc_synthesis(out[b], gi[b], 3 * self.hidden_size, self.lpc_order, int(frame0), int(state.position),
-                             self.hop, state.lpc_hist[b], self._mu)
+                             self.hop, state.lpc_hist[b], self._mu, state.ltp_ring[b])
 
     # ---- offline ------------------------------------------------------------------------------
 

@@ -47,6 +47,7 @@ class VocoderBatch(NamedTuple):
     # With an LPC vocoder (lpc_order P > 0), else None:
     past: np.ndarray | None = None  # (B, P + 1) int16: the P + 1 samples before audio[:, 0] (0 before the start)
     lpc: np.ndarray | None = None  # (B, T + 1, P + 1) float64: predictors of the frame before and of the T frames
+    # (with ltp: past (B, history_samples), lpc (B, T + history_frames, P + 3), see VocoderData.segments)
 
 
 def _fingerprint(corpus_dir: Path, mel: MelConfig) -> dict:
@@ -207,7 +208,7 @@ class VocoderData:
 
     def batch(self, rng: np.random.Generator, *, batch_size: int, segment_frames: int, mel_pad: int,
               held_out: bool = False, gta_prob: float = 0.0, lpc_order: int = 0,
-              mel_config: MelConfig | None = None, pitch: bool = False) -> VocoderBatch:
+              mel_config: MelConfig | None = None, pitch: bool = False, ltp: bool = False) -> VocoderBatch:
         """Draw ``batch_size`` random segments from one split with the generator ``rng``.
 
         ``gta_prob``: each segment's mel is the GTA mel (:mod:`wavern.training.gta`) with this
@@ -230,18 +231,22 @@ class VocoderData:
                                   "`python -m wavern.training.gta CACHE ACOUSTIC_CHECKPOINT`")
             gta = rng.random(batch_size) < gta_prob
         return self.segments(utts[pick], starts, segment_frames=segment_frames, mel_pad=mel_pad, gta=gta,
-                             lpc_order=lpc_order, mel_config=mel_config, pitch=pitch)
+                             lpc_order=lpc_order, mel_config=mel_config, pitch=pitch, ltp=ltp)
 
     def segments(self, utts: np.ndarray, start_frames: np.ndarray, *, segment_frames: int,
                  mel_pad: int, gta: np.ndarray | None = None, lpc_order: int = 0,
-                 mel_config: MelConfig | None = None, pitch: bool = False) -> VocoderBatch:
+                 mel_config: MelConfig | None = None, pitch: bool = False, ltp: bool = False) -> VocoderBatch:
         """The segments of utterances ``utts`` starting at frames ``start_frames`` (their mel from
         ``gta_mels`` where ``gta`` is True).
 
         With ``lpc_order`` P > 0, ``past`` holds the P + 1 samples before each segment and ``lpc``
         the predictors (:func:`wavern.dsp.mel_lpc`) of the frame before it and of its frames, from
         the same mel the segment is conditioned on; before an utterance's first frame the
-        predictor is ``[1, 0, ...]`` (no prediction) and the samples are 0.
+        predictor is ``[1, 0, ...]`` (no prediction) and the samples are 0. With ``ltp`` (needs
+        ``pitch``) ``past`` reaches LTP_MAX_LAG + 1 samples further back, ``lpc`` starts that
+        many samples' frames before the segment and each row ends with the frame's
+        :func:`wavern.dsp.ltp_params` (lag, gain): ``VocoderConfig.history_samples`` /
+        ``history_frames`` / ``lpc_columns``.
         """
         b, t, hop = len(utts), segment_frames, self.hop
         n_mels = self.mels.shape[1]
@@ -269,27 +274,34 @@ class VocoderData:
                     mel[i, c_lo - lo:c_hi - lo, n_mels:] = self.pitch[c_lo:c_hi]
         if not lpc_order:
             return VocoderBatch(mel, audio, prev)
-        from wavern.dsp import DEFAULT_MEL, mel_lpc
+        from wavern.dsp import DEFAULT_MEL, LTP_MAX_LAG, ltp_params, mel_lpc
 
+        if ltp and not pitch:
+            raise CorpusError("a long-term predictor (ltp) is computed from the pitch features: pass pitch=True")
         cfg = mel_config or DEFAULT_MEL
-        past = np.zeros((b, lpc_order + 1), np.int16)
-        rows = np.zeros((b, t + 1, n_mels), np.float32)  # the frame before the segment, then its frames
-        first = np.zeros(b, bool)  # the segment starts at its utterance's first frame
+        k = -(-(LTP_MAX_LAG + 1) // hop) if ltp else 1  # frames before the segment (VocoderConfig.history_frames)
+        n_past = lpc_order + 1 + (LTP_MAX_LAG + 1 if ltp else 0)  # VocoderConfig.history_samples
+        past = np.zeros((b, n_past), np.int16)
+        rows = np.zeros((b, t + k, n_feat), np.float32)  # the k frames before the segment, then its frames
+        before = np.zeros((b, t + k), bool)  # frames before the utterance's first
         for i, (u, f0) in enumerate(zip(utts, start_frames)):
             a0 = self.sample_offsets[u] + f0 * hop
-            lo = max(self.sample_offsets[u], a0 - lpc_order - 1)
+            lo = max(self.sample_offsets[u], a0 - n_past)
             if a0 > lo:
-                past[i, lpc_order + 1 - (a0 - lo):] = self.audio[lo:a0]
-            first[i] = f0 == 0
-        rows[:, 1:] = mel[:, mel_pad:mel_pad + t, :n_mels]
-        if mel_pad:
-            rows[:, 0] = mel[:, mel_pad - 1, :n_mels]
-        else:  # no context frames in the batch: read the frame before from the store
-            for i, (u, f0) in enumerate(zip(utts, start_frames)):
-                if f0 > 0:
-                    src = self.gta_mels if gta is not None and gta[i] else self.mels
-                    rows[i, 0] = src[self.frame_offsets[u] + f0 - 1]
-        lpc = mel_lpc(rows.reshape(-1, n_mels), lpc_order, cfg).reshape(b, t + 1, lpc_order + 1)
-        lpc[first, 0] = 0.0
-        lpc[first, 0, 0] = 1.0
+                past[i, n_past - (a0 - lo):] = self.audio[lo:a0]
+            src = self.gta_mels if gta is not None and gta[i] else self.mels
+            for j, f in enumerate(range(f0 - k, f0)):
+                if f < 0:
+                    before[i, j] = True
+                    continue
+                rows[i, j, :n_mels] = src[self.frame_offsets[u] + f]
+                if pitch:
+                    rows[i, j, n_mels:] = self.pitch[self.frame_offsets[u] + f]
+        rows[:, k:] = mel[:, mel_pad:mel_pad + t]
+        lpc = mel_lpc(rows[..., :n_mels].reshape(-1, n_mels), lpc_order, cfg).reshape(b, t + k, lpc_order + 1)
+        if ltp:
+            params = ltp_params(rows[..., n_mels:].reshape(-1, rows.shape[2] - n_mels), cfg)
+            lpc = np.concatenate([lpc, params.reshape(b, t + k, 2).astype(np.float64)], axis=2)
+        lpc[before] = 0.0
+        lpc[before, 0] = 1.0
         return VocoderBatch(mel, audio, prev, past, lpc)

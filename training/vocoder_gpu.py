@@ -167,7 +167,7 @@ class GpuSegments:
 
     def batch(self, rng: np.random.Generator, *, batch_size: int, segment_frames: int, mel_pad: int,
               held_out: bool = False, gta_prob: float = 0.0, lpc_order: int = 0, mel_config=None,
-              pitch: bool = False) -> VocoderBatch:
+              pitch: bool = False, ltp: bool = False) -> VocoderBatch:
         if gta_prob:
             raise ParameterError("the GPU pack has no GTA mels")
         if pitch:

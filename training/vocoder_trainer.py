@@ -242,7 +242,7 @@ class VocoderTrainer:
         return self.data.batch(rng, batch_size=cfg.batch_size, segment_frames=cfg.segment_frames,
                                mel_pad=self.mel_pad, held_out=held_out, gta_prob=gta_prob,
                                lpc_order=cfg.vocoder.lpc_order, mel_config=cfg.vocoder.mel,
-                               pitch=cfg.vocoder.pitch)
+                               pitch=cfg.vocoder.pitch, ltp=cfg.vocoder.ltp)
 
     def _autocast(self):
         if not self.bf16:
@@ -357,22 +357,23 @@ class VocoderTrainer:
             raise ParameterError(f"{path} is not a vocoder checkpoint (format {fmt!r})")
         saved = VocoderConfig.from_dict(ck["vocoder_config"])
         model_state, widen = ck["model"], 0
-        if not exact and not saved.pitch and self.cfg.vocoder.pitch \
-                and dataclasses.replace(saved, pitch=True) == self.cfg.vocoder:
-            # a model without pitch inputs starts a pitch model: same function, zero pitch weights
-            w = model_state["cond.conv_in.weight"]
-            extra = self.cfg.vocoder.n_features - saved.n_features
-            model_state = {**model_state, "cond.conv_in.weight": torch.cat(
-                [w, torch.zeros(w.shape[0], extra, w.shape[2], dtype=w.dtype)], dim=1)}
-            widen = extra
-            log.info("%s has no pitch inputs: its conditioning input gains %d zero channels", path, extra)
-            saved = self.cfg.vocoder
-        if not exact and saved.excitation != self.cfg.vocoder.excitation \
-                and dataclasses.replace(saved, excitation=self.cfg.vocoder.excitation) == self.cfg.vocoder:
-            # the same network learns to predict a differently coded excitation (its heads re-learn)
-            log.info("%s coded the excitation %r; continuing with %r", path, saved.excitation,
-                     self.cfg.vocoder.excitation)
-            saved = self.cfg.vocoder
+        want = self.cfg.vocoder
+        coding = {"pitch": want.pitch, "excitation": want.excitation, "ltp": want.ltp}
+        try:
+            recoded = dataclasses.replace(saved, **coding)
+        except ParameterError:  # saved differs elsewhere too (e.g. no LPC): the check below reports it
+            recoded = None
+        if not exact and saved != want and not (saved.pitch and not want.pitch) and recoded == want:
+            # the same network goes on with another excitation code (its heads re-learn) and/or gains
+            # pitch inputs: the conditioning input widens with zero weights (the same function)
+            if want.pitch and not saved.pitch:
+                w = model_state["cond.conv_in.weight"]
+                widen = want.n_features - saved.n_features
+                model_state = {**model_state, "cond.conv_in.weight": torch.cat(
+                    [w, torch.zeros(w.shape[0], widen, w.shape[2], dtype=w.dtype)], dim=1)}
+            log.info("%s: continuing with %s (was %s)", path, coding,
+                     {k: getattr(saved, k) for k in coding})
+            saved = want
         if saved != self.cfg.vocoder:
             diff = {k: (v, getattr(self.cfg.vocoder, k)) for k, v in dataclasses.asdict(saved).items()
                     if getattr(self.cfg.vocoder, k) != v}
@@ -546,6 +547,8 @@ def _parse(argv: list[str] | None) -> VocoderTrainConfig:
     p.add_argument("--pitch", action="store_true",
                    help="condition on pitch features too (cache/pitch.npy, computed on first use); "
                         "--init-from a model without them widens its conditioning input with zero weights")
+    p.add_argument("--ltp", action="store_true",
+                   help="with --excitation mulaw --pitch: also take out a long-term (pitch) predictor of the residual")
     p.add_argument("--steps", type=int, default=d.steps)
     p.add_argument("--batch", type=int, default=d.batch_size)
     p.add_argument("--segment-frames", type=int, default=d.segment_frames)
@@ -580,7 +583,7 @@ def _parse(argv: list[str] | None) -> VocoderTrainConfig:
                         block_rows=br, block_cols=bc, target_density=a.density, prune_start_step=a.prune_start,
                         prune_ramp_steps=a.prune_ramp, prune_every_steps=a.prune_every, lpc_order=a.lpc_order,
                         lpc_prediction_input=not a.no_lpc_input, head_pruning=a.head_pruning,
-                        pitch=a.pitch, excitation=a.excitation)
+                        pitch=a.pitch, excitation=a.excitation, ltp=a.ltp)
     return VocoderTrainConfig(
         corpus_dir=a.corpus, run_dir=a.run, vocoder=voc, steps=a.steps, batch_size=a.batch,
         segment_frames=a.segment_frames, lr=a.lr, warmup_steps=a.warmup, lr_half_life_steps=a.lr_half_life,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from wavern.dsp import MelConfig
+from wavern.dsp import LTP_MAX_LAG, MelConfig
 from wavern.errors import ParameterError
 
 __all__ = ["VocoderConfig", "BLOCK_SHAPES", "N_PITCH_FEATURES"]
@@ -61,6 +61,10 @@ class VocoderConfig:
     # is spiky (median |e| 79, rms 463 on the corpus), so a linear code leaves its shape to the
     # fine byte (docs/bench/lpc_vocoder.md).
     excitation: str = "linear"
+    # with a mu-law excitation and pitch features: a long-term predictor beta_f r_{t - T_f} of the
+    # residual r = s - p (wavern.dsp.ltp_params of each frame's pitch features) is taken out too,
+    # so the net models the innovation and the synthesis filter carries the period.
+    ltp: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.mel, dict):  # tolerate a nested dict (from_dict does this properly)
@@ -100,6 +104,10 @@ class VocoderConfig:
             raise ParameterError("excitation 'mulaw' codes an LPC excitation: it needs lpc_order > 0")
         if not isinstance(self.pitch, bool):
             raise ParameterError(f"pitch must be true or false, found {self.pitch!r}")
+        if not isinstance(self.ltp, bool):
+            raise ParameterError(f"ltp must be true or false, found {self.ltp!r}")
+        if self.ltp and not (self.excitation == "mulaw" and self.pitch):
+            raise ParameterError("ltp (a long-term predictor) needs excitation 'mulaw' and pitch features")
         if self.mel.n_mels <= 0 or self.mel.hop_length <= 0:
             raise ParameterError(f"mel config needs positive n_mels and hop_length, found {self.mel}")
 
@@ -119,6 +127,22 @@ class VocoderConfig:
     @property
     def n_mels(self) -> int:
         return self.mel.n_mels
+
+    @property
+    def lpc_columns(self) -> int:
+        """Columns of a frame's synthesis filter: ``1, a_1 .. a_P``, then with ``ltp`` its lag and gain."""
+        return self.lpc_order + 1 + (2 if self.ltp else 0)
+
+    @property
+    def history_frames(self) -> int:
+        """Frames before a training segment whose filters its first samples need: the one of the
+        sample before it, or with ``ltp`` those of the LTP_MAX_LAG + 1 residual samples before it."""
+        return -(-(LTP_MAX_LAG + 1) // self.hop_length) if self.ltp else 1
+
+    @property
+    def history_samples(self) -> int:
+        """Samples before a training segment its first prediction needs."""
+        return self.lpc_order + 1 + (LTP_MAX_LAG + 1 if self.ltp else 0)
 
     @property
     def n_features(self) -> int:

@@ -34,7 +34,7 @@ def _param_name(file_name: str) -> str:
 
 def expected_shapes(config: VocoderConfig) -> dict[str, tuple[int, ...]]:
     """Shape of every tensor (file names, dense and block-sparse full shapes) for ``config``."""
-    h, c, half, m = config.hidden_size, config.cond_channels, config.hidden_size // 2, config.n_mels
+    h, c, half, m = config.hidden_size, config.cond_channels, config.hidden_size // 2, config.n_features
     shapes: dict[str, tuple[int, ...]] = {"cond.conv_in.weight": (c, m, 5), "cond.conv_in.bias": (c,)}
     for i in range(config.cond_blocks):
         shapes.update({f"cond.blocks.{i}.conv1.weight": (c, c, 3), f"cond.blocks.{i}.conv1.bias": (c,),

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
 
-from wavern.dsp import MU_LAW, mel_lpc, mulaw_compress, mulaw_expand
+from wavern.dsp import LTP_MAX_LAG, MU_LAW, ltp_params, mel_lpc, mulaw_compress, mulaw_expand
 from wavern.errors import ParameterError
 from wavern.vocoder.config import VocoderConfig
 from wavern.vocoder.gru import gru_sequence
@@ -269,29 +269,38 @@ class WaveRNN(nn.Module):
 
     def _lpc_inputs(self, audio, past, lpc, input_audio) -> tuple[torch.Tensor, torch.Tensor]:
         b, n = audio.shape
-        order, hop = self.config.lpc_order, self.hop_length
+        cfg = self.config
+        order, hop = cfg.lpc_order, self.hop_length
+        n_past, k_rows, n_cols = cfg.history_samples, cfg.history_frames, cfg.lpc_columns
         if past is None or lpc is None:
-            raise ParameterError(f"an LPC vocoder (lpc_order {order}) needs past (B, {order + 1}) and lpc "
-                                 f"(B, frames + 1, {order + 1})")
+            raise ParameterError(f"an LPC vocoder (lpc_order {order}) needs past (B, {n_past}) and lpc "
+                                 f"(B, frames + {k_rows}, {n_cols})")
         t_frames = -(-n // hop)
-        if tuple(past.shape) != (b, order + 1) or lpc.ndim != 3 or lpc.shape[0] != b or lpc.shape[2] != order + 1 \
-                or lpc.shape[1] < t_frames + 1:
-            raise ParameterError(f"past must be (B, {order + 1}) and lpc (B, >= {t_frames + 1}, {order + 1}); found "
+        if tuple(past.shape) != (b, n_past) or lpc.ndim != 3 or lpc.shape[0] != b or lpc.shape[2] != n_cols \
+                or lpc.shape[1] < t_frames + k_rows:
+            raise ParameterError(f"past must be (B, {n_past}) and lpc (B, >= {t_frames + k_rows}, {n_cols}); found "
                                  f"{tuple(past.shape)} and {tuple(lpc.shape)}")
-        s = torch.cat([past.to(torch.int64), audio.to(torch.int64)], dim=1).to(torch.float64)  # s_{-P-1} .. s_{N-1}
-        rows = torch.cat([torch.zeros(1, dtype=torch.int64), torch.arange(n) // hop + 1]).to(audio.device)
-        # (B, N + 1, P + 1): the predictor of samples -1 .. N-1, rounded to float32 as the engine keeps it
+        m = n_past - order  # predicted samples before the segment: 1, or with ltp LTP_MAX_LAG + 1
+        s = torch.cat([past.to(torch.int64), audio.to(torch.int64)], dim=1).to(torch.float64)  # s_{-n_past} ..
+        j = torch.arange(-m, n, device=audio.device)
+        rows = torch.div(j, hop, rounding_mode="floor") + k_rows  # the frame of sample j
+        # (B, m + N, columns): the filters of samples -m .. N-1, rounded to float32 as the engine keeps them
         a = lpc.to(torch.float32).to(torch.float64)[:, rows]
-        pred = torch.zeros(b, n + 1, dtype=torch.float64, device=audio.device)
+        pred = torch.zeros(b, n + m, dtype=torch.float64, device=audio.device)
         for k in range(1, order + 1):  # p_j = -sum_k a_k s_{j-k}, summed in this order (the engine's too)
-            pred -= a[..., k] * s[:, order - k:order - k + n + 1]
-        if self.config.excitation == "mulaw":  # the code of s - p, p unrounded
-            x = s[:, order:] - pred
+            pred -= a[..., k] * s[:, order - k:order - k + n + m]
+        if cfg.excitation == "mulaw":  # the code of s - p (minus the long-term prediction), p unrounded
+            x = s[:, order:] - pred  # the residual r_j, j = -m .. N-1
+            if cfg.ltp:  # i_j = r_j - beta_j r_{j - T_j} for j = -1 .. N-1 (T = 0 where beta = 0)
+                q = torch.arange(m - 1, m + n, device=audio.device)
+                lag = a[:, m - 1:, order + 1].to(torch.int64)
+                x = x[:, m - 1:] - a[:, m - 1:, order + 2] * torch.gather(x, 1, q[None] - lag)
             e = torch.clamp(torch.round(torch.sign(x) * _MU_SCALE * torch.log1p(MU_LAW * x.abs() / 32768.0)),
                             -32768, 32767).to(torch.int64)
         else:
             pred = torch.round(pred)
             e = torch.clamp(s[:, order:] - pred, -32768, 32767).to(torch.int64)  # e_{-1} .. e_{N-1}
+        pred = pred[:, m - 1:]  # p_{-1} .. p_{N-1}
         c_all, f_all = split_bytes(e)
         c_in, f_in = c_all[:, :-1], f_all[:, :-1]
         if input_audio is not None:  # the noise it carries goes onto the fed-back codes (in code units)
@@ -393,6 +402,11 @@ class WaveRNN(nn.Module):
         if order:  # the predictor of every frame, from the same mel (float64, sample loop below)
             lpc = mel_lpc(mel[:, :self.config.n_mels].numpy(), order, self.config.mel).astype(np.float32).astype(np.float64).tolist()
             hist = [0.0] * order  # s_{t-1}, s_{t-2}, ... newest first
+        ltp = self.config.ltp
+        if ltp:  # each frame's (lag, gain) from its pitch features, and the residual r = s - p so far
+            n_mels = self.config.n_mels
+            lag_gain = ltp_params(mel[:, n_mels:n_mels + 2].numpy(), self.config.mel).astype(np.float64).tolist()
+            resid = [0.0] * (LTP_MAX_LAG + 1)  # r_{t-1}, r_{t-2}, ... newest first (0 before the start)
         param = next(self.parameters())
         gi_frames = self.frame_gates(mel.to(param.device))  # (T, 3H)
         w_ih = self.masked_weight_ih()
@@ -428,8 +442,12 @@ class WaveRNN(nn.Module):
                     pred = float(round(pred))
                 if w_pred is not None:
                     gi = gi + w_pred * torch.tensor(pred / 32768.0, dtype=torch.float32, device=param.device)
+            long_term = 0.0
+            if ltp:  # beta r_{t - T}
+                lag, gain = lag_gain[t // hop]
+                long_term = gain * resid[int(lag) - 1] if lag else 0.0
             if forced_audio is not None:  # the bytes of the forced sample (its excitation with LPC)
-                code = (int(mulaw_compress(forced[t] - pred)) if mulaw
+                code = (int(mulaw_compress(forced[t] - pred - long_term)) if mulaw
                         else min(max(forced[t] - int(pred), -32768), 32767))
                 forced_c, forced_f = divmod(code + 32768, 256)
             hc = gate_half(gi[rows_c], gh[rows_c], state[:half])
@@ -442,9 +460,12 @@ class WaveRNN(nn.Module):
             state = torch.cat([hc, hf])
             value = c_t * 256 + f_t - 32768
             if order:  # s_t = e_t + round(p_t), or round(p_t + expand(e_t)) for a mu-law code
-                value = (int(np.rint(pred + float(mulaw_expand(value)))) if mulaw else value + int(pred))
+                value = (int(np.rint(pred + long_term + float(mulaw_expand(value)))) if mulaw
+                         else value + int(pred))
                 value = min(max(value, -32768), 32767)
                 hist = [float(value)] + hist[:-1]
+                if ltp:
+                    resid = [value - pred] + resid[:-1]
             samples[t] = value
             logits_c[t], logits_f[t], states[t] = lc.cpu(), lf.cpu(), state.cpu()
             c_prev, f_prev = c_t, f_t

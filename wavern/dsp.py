@@ -40,6 +40,8 @@ __all__ = [
     "mulaw_compress",
     "mulaw_expand",
     "mulaw_log_slope",
+    "LTP_MAX_LAG",
+    "ltp_params",
 ]
 
 
@@ -296,6 +298,27 @@ def mulaw_log_slope(y: np.ndarray) -> np.ndarray:
     """
     x = np.abs(mulaw_expand(y))
     return np.log(_MU_SCALE * MU_LAW / 32768.0) - np.log1p(MU_LAW * x / 32768.0)
+
+
+LTP_MAX_LAG = 400  # samples: the longest pitch period a long-term predictor uses (55 Hz at 22 050 Hz)
+
+
+def ltp_params(features: np.ndarray, cfg: MelConfig = DEFAULT_MEL) -> np.ndarray:
+    """Long-term (pitch) predictor of every frame from its :func:`pitch_features`, (T, 2) float32:
+    the lag ``T_f = rint(sr / f0)`` in samples (in [20, LTP_MAX_LAG]) and the gain
+    ``beta_f = 0.9 clip((q - 0.5) / 0.4, 0, 1)`` of periodicity q; a frame with gain 0 has lag 0.
+
+    An LPC vocoder with ``ltp`` predicts its residual ``r_t = s_t - p_t`` by ``beta r_{t - T}``
+    (CELP's adaptive codebook), so a voiced stretch keeps its period in the synthesis filter
+    instead of in the network's free-running memory.
+    """
+    features = np.asarray(features, np.float32)
+    if features.ndim != 2 or features.shape[1] != 2:
+        raise ParameterError(f"expected pitch features (frames, 2), found shape {features.shape}")
+    f0 = PITCH_REFERENCE_HZ * np.exp2(np.clip(features[:, 0].astype(np.float64), -4.0, 4.0))
+    lag = np.clip(np.rint(cfg.sample_rate / f0), 20, LTP_MAX_LAG)
+    gain = 0.9 * np.clip((features[:, 1].astype(np.float64) - 0.5) / 0.4, 0.0, 1.0)
+    return np.stack([np.where(gain > 0, lag, 0.0), gain], axis=1).astype(np.float32)
 
 
 def frames_for_samples(n_samples: int, cfg: MelConfig = DEFAULT_MEL) -> int:

@@ -362,7 +362,7 @@ def test_same_seed_same_bytes_in_other_processes():
 
 # ---- the torch reference (wavern.vocoder) -------------------------------------------------------
 
-def _torch_model(seed: int, lpc_order: int = 0, excitation: str = "linear"):
+def _torch_model(seed: int, lpc_order: int = 0, excitation: str = "linear", ltp: bool = False):
     torch = pytest.importorskip("torch")
     try:
         from wavern.vocoder.config import VocoderConfig
@@ -371,7 +371,8 @@ def _torch_model(seed: int, lpc_order: int = 0, excitation: str = "linear"):
         pytest.skip(f"wavern.vocoder.model not importable: {e}")
     torch.manual_seed(seed)
     cfg = VocoderConfig(hidden_size=64, cond_channels=16, cond_blocks=1, block_rows=16, block_cols=4,
-                        lpc_order=lpc_order, lpc_prediction_input=False, excitation=excitation)
+                        lpc_order=lpc_order, lpc_prediction_input=False, excitation=excitation,
+                        pitch=ltp, ltp=ltp)
     model = WaveRNN(cfg).eval()
     rng = np.random.default_rng(seed)
     with torch.no_grad():
@@ -409,18 +410,22 @@ def _export(cfg, model, path):
 
 
 def _engine_against_reference(tmp_path, *, model_seed: int, mel_seed: int, rng_seed: int, lpc_order: int = 0,
-                              excitation: str = "linear"):
+                              excitation: str = "linear", ltp: bool = False):
     """The exported model in the engine and the torch reference loop, same uniforms: samples
-    identical, logits to float32 rounding. Returns the engine's samples."""
-    torch, cfg, model = _torch_model(seed=model_seed, lpc_order=lpc_order, excitation=excitation)
+    identical, logits to float32 rounding. Returns the engine's samples. With ``ltp`` the mel is
+    followed by pitch features (a 110 Hz voice, periodicity falling from 0.99 to 0.4)."""
+    torch, cfg, model = _torch_model(seed=model_seed, lpc_order=lpc_order, excitation=excitation, ltp=ltp)
     torch.set_num_threads(1)
     path = tmp_path / "vocoder.safetensors"
     model = _export(cfg, model, path)
     voc = Vocoder.load(path, cond_blocks=cfg.cond_blocks, hidden_size=cfg.hidden_size,
-                       cond_channels=cfg.cond_channels, lpc_order=lpc_order, excitation=excitation)
+                       cond_channels=cfg.cond_channels, lpc_order=lpc_order, excitation=excitation, ltp=ltp)
     frames = 12
     n = frames * 256
     mel = naive.random_mel(frames, seed=mel_seed)
+    if ltp:
+        pitch = np.stack([np.full(frames, np.log2(110 / 120)), np.linspace(0.99, 0.4, frames)], axis=1)
+        mel = np.ascontiguousarray(np.concatenate([mel, pitch.astype(np.float32)], axis=1))
     u = K.uniforms(K.rng_state(rng_seed), n)
     ref = model.infer(torch.from_numpy(mel), u, temperature=1.0, return_logits=True)
     logits = np.zeros((n, 2, 256), np.float32)
@@ -523,3 +528,38 @@ def test_mulaw_lpc_generation_expands_the_code_before_adding_the_prediction(smal
     np.testing.assert_array_equal(s, _lpc_synthesis_reference(code, mel, lambda p, y: np.rint(p + mulaw_expand(y))))
     with pytest.raises(VoiceFileError, match="excitation"):
         Vocoder(dense, sparse, cond_blocks=2, lpc_order=0, excitation="mulaw")
+
+
+def test_ltp_engine_equals_torch_reference_loop(tmp_path):
+    out = _engine_against_reference(tmp_path, model_seed=5, mel_seed=6, rng_seed=8, lpc_order=10, excitation="mulaw",
+                                    ltp=True)
+    assert len(np.unique(out)) > 100
+
+
+def test_ltp_chunks_and_batches_equal_one_stream(tmp_path):
+    """The long-term predictor's residual memory carries across chunks and stays per stream."""
+    _, cfg, model = _torch_model(seed=7, lpc_order=10, excitation="mulaw", ltp=True)
+    path = tmp_path / "vocoder.safetensors"
+    _export(cfg, model, path)
+    voc = Vocoder.load(path, cond_blocks=cfg.cond_blocks, lpc_order=10, excitation="mulaw", ltp=True)
+
+    def feats(frames: int, seed: int) -> np.ndarray:
+        pitch = np.stack([np.full(frames, np.log2(90 / 120 + seed / 50)), np.full(frames, 0.97)], axis=1)
+        return np.ascontiguousarray(np.concatenate([naive.random_mel(frames, seed=seed), pitch.astype(np.float32)],
+                                                   axis=1))
+
+    gi = voc.frame_inputs(feats(10, 0))
+    assert gi.shape[1] == voc.frame_width == 3 * cfg.hidden_size + 12 and gi[0, -2] == np.rint(22050 / 90)
+    n = 10 * 256
+    one = voc.generate(gi, voc.new_state(seed=2), n)
+    st, parts, rng = voc.new_state(seed=2), [], np.random.default_rng(3)
+    while st.position < n:
+        k = int(min(rng.integers(1, 700), n - st.position))
+        first = st.position // 256
+        parts.append(voc.generate(gi[first:], st, k, frame0=first))
+    np.testing.assert_array_equal(np.concatenate(parts), one)
+    rngs = K.rng_states(5, 3)
+    gis = np.stack([voc.frame_inputs(feats(4, s)) for s in range(3)])
+    batch = voc.generate_batch(gis, voc.new_batch_state(rngs), 4 * 256)
+    for s in range(3):
+        np.testing.assert_array_equal(batch[s], voc.generate(gis[s], voc.new_state(rng=rngs[s]), 4 * 256))

@@ -352,3 +352,25 @@ def test_sample_nll_puts_mulaw_and_linear_losses_on_one_scale(corpus, tmp_path):
     slope = np.mean(np.concatenate([mulaw_log_slope(c.numpy()).ravel() for c in codes]))
     assert abs(slope) > 0.1
     assert ev["eval_sample_nll"] == pytest.approx(ev["eval_loss"] - slope, abs=1e-9)
+
+
+def test_an_ltp_run_starts_from_a_mulaw_run_and_trains(corpus, tmp_path):
+    root, _ = corpus
+    mulaw = dataclasses.replace(VOC, lpc_order=4, lpc_prediction_input=False, excitation="mulaw")
+    first = train_vocoder(_cfg(root, tmp_path / "mu", vocoder=mulaw, steps=2, eval_every_steps=0))
+    ltp = dataclasses.replace(mulaw, pitch=True, ltp=True)
+    cfg = _cfg(root, tmp_path / "ltp", vocoder=ltp, steps=4, init_from=str(tmp_path / "mu" / CHECKPOINT),
+               eval_every_steps=2)
+    start = VocoderTrainer(cfg)
+    start.load(tmp_path / "mu" / CHECKPOINT, exact=False)
+    torch.testing.assert_close(start.model.cond.conv_in.weight[:, :80], first.model.cond.conv_in.weight)
+    start.open_data()
+    batch = start._batch(np.random.default_rng(0))
+    assert batch.past.shape == (3, ltp.history_samples) and batch.lpc.shape[1:] == (3 + ltp.history_frames, 7)
+    trained = train_vocoder(cfg)
+    assert trained.step == 4
+    rows = [json.loads(x) for x in (tmp_path / "ltp" / "metrics.jsonl").read_text().splitlines()]
+    assert all(np.isfinite(r["eval_sample_nll"]) for r in rows if r["kind"] == "eval")
+    from wavern.training.vocoder_trainer import _parse
+
+    assert _parse(["--lpc-order", "16", "--excitation", "mulaw", "--pitch", "--ltp"]).vocoder.ltp

@@ -225,3 +225,104 @@ def test_input_noise_moves_the_fed_back_codes_only(cfg):
     torch.testing.assert_close(noisy_in[0, :1], clean_in[0, :1], rtol=0, atol=0)  # e_{-1}: before the start
     torch.testing.assert_close(noisy_in[..., 2], clean_in[..., 2], rtol=0, atol=0)  # c_t stays the truth
     assert not torch.equal(noisy_in, clean_in)
+
+
+# ---- the long-term (pitch) predictor ------------------------------------------------------------
+LTP = dataclasses.replace(MULAW, pitch=True, ltp=True)
+LAG = 40  # samples: the synthetic pitch period below (a few frames of HOP 16)
+
+
+def _pitched(frames: int, seed: int = 0):
+    """A speech-like signal, its features (mel + synthetic pitch features: lag 40, periodicity 0.95
+    in the second half, unvoiced before), and the whole-utterance past / filters of an LTP model."""
+    from wavern.dsp import PITCH_REFERENCE_HZ, ltp_params
+
+    n, half = frames * HOP, frames // 2 * HOP
+    x = np.random.default_rng(seed).normal(0, 600, n)
+    x[half:] = 0.0
+    x[half::LAG] = 8000.0  # glottal-like pulses every LAG samples in the second half
+    y = np.zeros(n)
+    for t in range(n):  # the resonators of _speech_like
+        y[t] = x[t] + 1.6 * (y[t - 1] if t >= 1 else 0) - 0.8 * (y[t - 2] if t >= 2 else 0)
+    audio = np.clip(y, -32768, 32767).astype(np.int16)
+    mel = log_mel(audio.astype(np.float32) / 32768, MEL)[:frames]
+    pitch = np.zeros((frames, 2), np.float32)
+    pitch[:, 0] = np.log2(22050 / LAG / PITCH_REFERENCE_HZ)
+    pitch[frames // 2:, 1] = 0.95
+    feats = np.concatenate([mel, pitch], axis=1)
+    k = LTP.history_frames
+    rows = np.zeros((k + frames, LTP.lpc_columns))
+    rows[:k, 0] = 1.0  # before the start: no prediction, no long-term prediction
+    rows[k:, :ORDER + 1] = mel_lpc(mel, ORDER, MEL)
+    rows[k:, ORDER + 1:] = ltp_params(pitch, MEL)
+    past = torch.zeros(1, LTP.history_samples, dtype=torch.int16)
+    return audio, feats, past, torch.from_numpy(rows)[None]
+
+
+def test_ltp_config_and_params():
+    from wavern.dsp import ltp_params
+
+    assert LTP.lpc_columns == ORDER + 3 and LTP.history_samples == ORDER + 1 + 401
+    assert LTP.history_frames == -(-401 // HOP)
+    with pytest.raises(ParameterError, match="ltp"):
+        dataclasses.replace(MULAW, ltp=True)  # no pitch features
+    params = ltp_params(np.array([[0.0, 0.95], [1.0, 0.7], [0.0, 0.3], [-5.0, 0.9]], np.float32))
+    np.testing.assert_allclose(params[:, 0], [np.rint(22050 / 120), np.rint(22050 / 240), 0, 400])
+    np.testing.assert_allclose(params[:, 1], [0.9, 0.45, 0.0, 0.9], atol=1e-6)
+
+
+def test_ltp_targets_are_the_innovation_of_both_predictors():
+    audio, feats, past, rows = _pitched(12)
+    a = rows[0].numpy().astype(np.float32).astype(np.float64)
+    k = LTP.history_frames
+    s = audio.astype(np.float64)
+    r = np.zeros(s.size)
+    innovation = np.empty(s.size)
+    for t in range(s.size):  # independent: one sample at a time, zero history before the start
+        row = a[k + t // HOP]
+        p = 0.0
+        for j in range(1, ORDER + 1):
+            p -= row[j] * (s[t - j] if t >= j else 0.0)
+        r[t] = s[t] - p
+        lag, gain = int(row[ORDER + 1]), row[ORDER + 2]
+        innovation[t] = r[t] - (gain * r[t - lag] if lag and t >= lag else 0.0)
+    m = _model(cfg=LTP)
+    got = m.targets(torch.from_numpy(audio)[None], past=past, lpc=rows)[0].numpy()
+    np.testing.assert_array_equal(got, mulaw_compress(innovation))
+    voiced = slice(6 * HOP + LAG, None)  # where the long-term predictor works, it removes something
+    assert np.sum(innovation[voiced] ** 2) < np.sum(r[voiced] ** 2)
+
+
+@pytest.mark.parametrize("impl", ["loop", "nn"])
+def test_ltp_teacher_forced_matches_the_reference_loop_and_generation_adds_both_back(impl):
+    m = _model(cfg=LTP)
+    m.gru_impl = impl
+    audio_np, feats, past, rows = _pitched(8, seed=3)
+    mel_t, audio = torch.from_numpy(feats), torch.from_numpy(audio_np)[None]
+    with torch.no_grad():
+        coarse, fine = m(mel_t[None], audio, past=past, lpc=rows)
+    samples, ref_c, ref_f, _ = m._reference_loop(mel_t, forced_audio=audio[0])
+    assert torch.equal(samples, audio[0])
+    torch.testing.assert_close(coarse[0], ref_c, atol=2e-5, rtol=0)
+    torch.testing.assert_close(fine[0], ref_f, atol=2e-5, rtol=0)
+    with torch.no_grad():  # free running: teacher forcing on the generated audio gives the loop's logits back
+        for lin in (m.O2, m.O4):
+            lin.weight.mul_(0.0)
+            lin.bias.copy_(-((torch.arange(256) - 128.0) ** 2) / 8.0)
+    res = m.infer(mel_t, np.random.default_rng(1).random((8 * HOP, 2)), return_logits=True)
+    with torch.no_grad():
+        coarse, fine = m(mel_t[None], res.samples[None], past=past, lpc=rows)
+    torch.testing.assert_close(coarse[0], res.coarse_logits, atol=2e-5, rtol=0)
+    torch.testing.assert_close(fine[0], res.fine_logits, atol=2e-5, rtol=0)
+
+
+def test_ltp_segment_inside_an_utterance_sees_the_same_innovation_as_the_whole():
+    audio, feats, past0, rows = _pitched(40, seed=5)
+    m = _model(cfg=LTP)
+    whole = m.targets(torch.from_numpy(audio)[None], past=past0, lpc=rows)[0]
+    k, n_past = LTP.history_frames, LTP.history_samples
+    f0, t = 30, 4  # far enough in for a full history
+    seg = m.targets(torch.from_numpy(audio[f0 * HOP:(f0 + t) * HOP])[None],
+                    past=torch.from_numpy(audio[f0 * HOP - n_past:f0 * HOP])[None],
+                    lpc=rows[:, f0:f0 + k + t])[0]
+    assert torch.equal(seg, whole[f0 * HOP:(f0 + t) * HOP])
