@@ -263,15 +263,16 @@ def _global_rows(attn: LongformerSelfAttention, xn: torch.Tensor, pos: torch.Ten
 
 
 class AcousticOutput(NamedTuple):
-    mel: torch.Tensor  # (B, T, n_mels) log-mel; padding frames 0
+    mel: torch.Tensor  # (B, T, n_out) log-mel (then the pitch features with config.pitch); padding frames 0
     log_durations: torch.Tensor  # (B, N) predicted log(1 + frames); padding 0
     frame_padding_mask: torch.Tensor  # (B, T) bool
 
 
 class AcousticLoss(NamedTuple):
-    total: torch.Tensor  # mel_l1 + duration_weight * duration_mse
+    total: torch.Tensor  # mel_l1 + duration_weight * duration_mse (+ pitch_l1)
     mel_l1: torch.Tensor  # mean |log-mel error| over real frames and bins (natural-log units)
     duration_mse: torch.Tensor  # mean squared error of log(1 + frames) over real tokens
+    pitch_l1: torch.Tensor | float = 0.0  # mean |pitch feature error| over real frames (with pitch targets)
 
 
 # A streamed sentence's rows come in two passes of the window decoder's last layer
@@ -303,7 +304,7 @@ class LazyMel:
             self._mel, self._lo, self._hi = mel, 0, self.n_frames
         else:
             self.n_frames = int(x.shape[1])
-            self._mel = np.zeros((self.n_frames, model.config.n_mels), np.float32)
+            self._mel = np.zeros((self.n_frames, model.config.n_out), np.float32)
             self._lo = self._hi = 0  # rows [lo, hi) are decoded; none yet
         self._cache: dict = {}
         self._lock = threading.Lock()
@@ -430,6 +431,7 @@ class AcousticModel(nn.Module):
             names=("frames", "speaker", "reference"), peer_names=("frames", "text", "speaker", "reference"))
         self.decoder = FrameDecoder(config)
         self.mel_out = nn.Linear(d_dec, config.n_mels)
+        self.pitch_out = nn.Linear(d_dec, 2) if config.pitch else None  # the pitch features (config.pitch)
         # Per-bin log-mel statistics of the training corpus (the trainer sets them); the network
         # predicts normalised mel, so its output layer starts at the corpus mean.
         self.register_buffer("mel_mean", torch.zeros(config.n_mels))
@@ -468,8 +470,12 @@ class AcousticModel(nn.Module):
         """Length regulator + frame fusion + decoder: -> (mel (B, T, n_mels), frame padding (B, T))."""
         x, frame_glob, fpad = self._frames(tokens, durations, context)
         h = self.decoder(x, global_mask=frame_glob, padding_mask=fpad)
+        return self._project(h).masked_fill(fpad.unsqueeze(-1), 0.0), fpad
+
+    def _project(self, h: torch.Tensor) -> torch.Tensor:
+        """Decoder states (B, T, D) -> frames (B, T, n_out): the log-mel, then the pitch features."""
         mel = self.mel_out(h) * self.mel_std + self.mel_mean
-        return mel.masked_fill(fpad.unsqueeze(-1), 0.0), fpad
+        return mel if self.pitch_out is None else torch.cat([mel, self.pitch_out(h)], dim=-1)
 
     def _frames(self, tokens: torch.Tensor, durations: torch.Tensor, context):
         """Length regulator + frame fusion: the decoder's input (B, T, D), global frames, padding (B, T)."""
@@ -521,22 +527,29 @@ class AcousticModel(nn.Module):
 
     @staticmethod
     def loss(out: AcousticOutput, mel: torch.Tensor, durations: torch.Tensor, *,
-             padding_mask: torch.Tensor | None = None, duration_weight: float = 1.0) -> AcousticLoss:
-        """Masked mel L1 plus duration MSE in ``log(1 + frames)``.
+             padding_mask: torch.Tensor | None = None, duration_weight: float = 1.0,
+             n_pitch: int = 0) -> AcousticLoss:
+        """Masked mel L1 plus duration MSE in ``log(1 + frames)`` (plus the pitch features' L1).
 
         Args:
             out: the forward pass.
-            mel: (B, T, n_mels) target log-mel (T as in ``out``; padding frames ignored).
+            mel: (B, T, n_out) target log-mel (T as in ``out``; padding frames ignored); with
+                ``n_pitch`` its last ``n_pitch`` channels are pitch features, whose mean |error|
+                is ``pitch_l1`` (added to the total, weight 1), not part of ``mel_l1``.
             durations: (B, N) target frames.
             padding_mask: (B, N) bool token padding.
         """
         keep = (~out.frame_padding_mask).unsqueeze(-1).to(mel.dtype)  # (B, T, 1)
-        n_mels = mel.shape[-1]
-        mel_l1 = ((out.mel - mel).abs() * keep).sum() / (keep.sum() * n_mels).clamp_min(1.0)
+        n_mels = mel.shape[-1] - n_pitch
+        err = (out.mel - mel).abs() * keep
+        mel_l1 = err[..., :n_mels].sum() / (keep.sum() * n_mels).clamp_min(1.0)
         target = torch.log1p(durations.to(out.log_durations.dtype))
         tok = torch.ones_like(target) if padding_mask is None else (~padding_mask).to(target.dtype)
         dur_mse = (((out.log_durations - target) ** 2) * tok).sum() / tok.sum().clamp_min(1.0)
-        return AcousticLoss(mel_l1 + duration_weight * dur_mse, mel_l1, dur_mse)
+        if not n_pitch:
+            return AcousticLoss(mel_l1 + duration_weight * dur_mse, mel_l1, dur_mse)
+        pitch_l1 = err[..., n_mels:].sum() / (keep.sum() * n_pitch).clamp_min(1.0)
+        return AcousticLoss(mel_l1 + duration_weight * dur_mse + pitch_l1, mel_l1, dur_mse, pitch_l1)
 
     # -- generation ----------------------------------------------------------
     def predict_durations(self, log_durations: torch.Tensor, *, speed: float = 1.0) -> torch.Tensor:
@@ -610,7 +623,7 @@ class AcousticModel(nn.Module):
                 h = dec.norm(dec.layers[-1](x, global_mask=is_global.unsqueeze(0), padding_mask=None))
             else:
                 h = dec.last_rows(x, is_global, start, stop, cache)
-            mel = self.mel_out(h) * self.mel_std + self.mel_mean
+            mel = self._project(h)
         return mel[0].float().cpu().numpy()
 
     def _check_sequence(self, ids, is_global) -> tuple[torch.Tensor, torch.Tensor]:

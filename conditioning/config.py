@@ -104,6 +104,10 @@ class AcousticConfig:
     max_infer_tokens: int = 4096  # longer inputs must go through stream_mel (bounded memory)
     max_frames_per_token: int = 200  # ~2.3 s: clamps a runaway duration prediction
     mel: MelConfig = dataclasses.field(default_factory=MelConfig)  # features the model predicts
+    # True: each frame also gets the two pitch features (wavern.dsp.pitch_features: log2 f0 / 120 Hz,
+    # periodicity) after its log-mel, from their own projection; a pitch vocoder (its long-term
+    # predictor) needs them
+    pitch: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.encoder, dict):
@@ -143,6 +147,8 @@ class AcousticConfig:
             raise ParameterError(f"prune_gate_threshold must be in (0, 1), found {self.prune_gate_threshold}")
         if not 0.0 <= self.dropout < 1.0:
             raise ParameterError(f"dropout must be in [0, 1), found {self.dropout}")
+        if not isinstance(self.pitch, bool):
+            raise ParameterError(f"pitch must be true or false, found {self.pitch!r}")
 
     @property
     def n_mels(self) -> int:
@@ -151,6 +157,11 @@ class AcousticConfig:
     @property
     def hop_length(self) -> int:
         return self.mel.hop_length
+
+    @property
+    def n_out(self) -> int:
+        """Channels of a predicted frame: the log-mel, then the two pitch features with ``pitch``."""
+        return self.mel.n_mels + (2 if self.pitch else 0)
 
     def speaker_id(self, speaker: str | int) -> int:
         """Index of ``speaker`` (a voice name from :attr:`speakers`, or an index) in the table."""

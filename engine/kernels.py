@@ -729,8 +729,10 @@ def _lpc_synthesis(out, gi, col0, order, frame0, start, hop, hist, mu, ring):
     newest first, carried across calls. ``out[t]`` is sample ``start + t``.
 
     ``ring`` (LTP_MAX_LAG + 1,) float64, or empty without a long-term predictor: the residuals
-    ``r = s - p``, ``r_j`` at ``j % len(ring)``; then the frame's columns ``col0 + order`` and
-    ``+ 1`` are its lag T and gain beta, and ``l_t = beta r_{t - T}`` (0 when T is 0).
+    ``r = s - p``, ``r_{t-1}, r_{t-2}, ...`` newest first (like ``hist``, so a stream's position
+    may restart at a sentence while its memories carry on); then the frame's columns
+    ``col0 + order`` and ``+ 1`` are its lag T and gain beta, and ``l_t = beta r_{t - T}`` (0 when
+    T is 0).
     """
     n_ring = ring.shape[0]
     for t in range(out.shape[0]):
@@ -743,12 +745,14 @@ def _lpc_synthesis(out, gi, col0, order, frame0, start, hop, hist, mu, ring):
             if n_ring:
                 lag = int(row[col0 + order])
                 if lag > 0:
-                    base = pred + np.float64(row[col0 + order + 1]) * ring[(start + t - lag) % n_ring]
+                    base = pred + np.float64(row[col0 + order + 1]) * ring[lag - 1]
             y = np.float64(out[t])
             x = (32768.0 / mu) * np.expm1(abs(y) * (np.log1p(mu) / 32767.0))
             v = min(max(np.rint(base + (x if y >= 0.0 else -x)), -32768.0), 32767.0)
             if n_ring:
-                ring[(start + t) % n_ring] = v - pred
+                for k in range(n_ring - 1, 0, -1):
+                    ring[k] = ring[k - 1]
+                ring[0] = v - pred
         else:
             v = min(max(np.float64(out[t]) + np.rint(pred), -32768.0), 32767.0)
         for k in range(order - 1, 0, -1):

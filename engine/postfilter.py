@@ -116,7 +116,9 @@ class Postfilter:
         return PostfilterState(np.zeros(p), np.zeros(p), np.zeros(1))
 
     def coefficients(self, mel: np.ndarray, mel_config: MelConfig = MelConfig()) -> np.ndarray:
-        return postfilter_coefficients(mel, self.config, mel_config)
+        """Each frame's filter from its log-mel; wider frames (a pitch voice's features: the mel,
+        then its pitch features) are read for their first ``n_mels`` channels."""
+        return postfilter_coefficients(np.asarray(mel)[:, :mel_config.n_mels], self.config, mel_config)
 
     def apply(self, audio: np.ndarray, coefs: np.ndarray, state: PostfilterState, *, frame0: int = 0) -> np.ndarray:
         """Filter the next ``len(audio)`` samples of a stream (int16 in, int16 out; float in, float32 out).

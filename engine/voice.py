@@ -235,13 +235,18 @@ class Voice:
         if excitation not in ("linear", "mulaw") or (excitation == "mulaw" and not lpc_order):
             raise VoiceFileError(f"{path}/voice.json: field 'vocoder.excitation' must be 'linear' or, with "
                                  f"lpc_order > 0, 'mulaw'; found {excitation!r}")
-        if voc.get("pitch", False) is not False:
-            raise VoiceFileError(f"{path}/voice.json: this vocoder is conditioned on pitch features "
-                                 "(vocoder.pitch), which the voices' acoustic models do not predict yet")
+        pitch, ltp = voc.get("pitch", False), voc.get("ltp", False)
+        if not isinstance(pitch, bool) or not isinstance(ltp, bool) or (ltp and not (pitch and excitation == "mulaw")):
+            raise VoiceFileError(f"{path}/voice.json: fields 'vocoder.pitch' and 'vocoder.ltp' must be true or false, "
+                                 f"ltp only with pitch and a mu-law excitation; found {pitch!r}, {ltp!r}")
+        if pitch != acfg.pitch:
+            raise VoiceFileError(f"{path}/voice.json: the vocoder {'reads' if pitch else 'does not read'} pitch "
+                                 f"features but the acoustic model {'predicts' if acfg.pitch else 'does not predict'} "
+                                 "them (vocoder.pitch, acoustic.pitch)")
         acoustic = load_acoustic(path / "acoustic.safetensors", acfg)
         vocoder = Vocoder.load(path / "vocoder.safetensors", cond_blocks=voc["cond_blocks"],
                                hidden_size=voc["hidden_size"], cond_channels=voc["cond_channels"],
-                               lpc_order=lpc_order, excitation=excitation)
+                               lpc_order=lpc_order, excitation=excitation, ltp=ltp)
         try:
             table = SymbolTable(meta["symbols"])
         except Exception as e:  # noqa: BLE001 - any rejection of the table is a voice file problem

@@ -9,8 +9,13 @@ import torch
 
 
 def make_tiny_voice(out: Path, *, seed: int = 0, hidden_size: int = 64, density: float = 0.5,
-                    name: str = "testvoice", lpc_order: int = 0, excitation: str = "linear") -> Path:
-    """A voice folder with a randomly initialised tiny acoustic model and a block-pruned WaveRNN."""
+                    name: str = "testvoice", lpc_order: int = 0, excitation: str = "linear",
+                    ltp: bool = False) -> Path:
+    """A voice folder with a randomly initialised tiny acoustic model and a block-pruned WaveRNN.
+
+    ``ltp``: the acoustic model predicts pitch features and the vocoder (mu-law LPC) reads them,
+    with a long-term predictor; its pitch projection is biased towards a 110 Hz, periodic voice.
+    """
     from wavern.conditioning.acoustic import AcousticModel
     from wavern.conditioning.config import AcousticConfig, EncoderConfig
     from wavern.conditioning.frontend.phonemes import SymbolTable
@@ -24,10 +29,14 @@ def make_tiny_voice(out: Path, *, seed: int = 0, hidden_size: int = 64, density:
     acfg = AcousticConfig(
         encoder=EncoderConfig(n_symbols=len(table), d_model=32, n_layers=1, n_heads=2, window=8, ffn_channels=32),
         decoder_layers=1, decoder_d_model=32, decoder_heads=2, decoder_ffn_channels=32, duration_channels=16,
-        speaker_dim=8, ref_channels=8, peer_width=8)
+        speaker_dim=8, ref_channels=8, peer_width=8, pitch=ltp)
     acoustic = AcousticModel(acfg).eval()
+    if ltp:
+        with torch.no_grad():
+            acoustic.pitch_out.weight.mul_(0.1)
+            acoustic.pitch_out.bias.copy_(torch.tensor([np.log2(110 / 120), 0.95]))
     vcfg = VocoderConfig(hidden_size=hidden_size, cond_channels=16, cond_blocks=1, lpc_order=lpc_order,
-                         lpc_prediction_input=False, excitation=excitation)
+                         lpc_prediction_input=False, excitation=excitation, pitch=ltp, ltp=ltp)
     vocoder = WaveRNN(vcfg)
     with torch.no_grad():
         w = vocoder.gru.weight_hh_l0

@@ -36,6 +36,7 @@ import dataclasses
 import json
 import logging
 import math
+import pickle
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -93,6 +94,10 @@ class AcousticTrainConfig:
     progress: bool = True  # tqdm bar on stderr
     export: bool = True  # write acoustic.safetensors etc. when the run reaches `steps`
     init_encoder: str | None = None  # encoder.safetensors from `wavern train pretrain`: initial encoder weights
+    # a checkpoint.pt whose model (config and weights) starts this run at step 0 with a fresh
+    # optimiser; with `pitch` its missing pitch projection starts from its random init
+    init_from: str | None = None
+    pitch: bool = False  # also predict the pitch features (AcousticConfig.pitch) a pitch vocoder needs
 
     def __post_init__(self) -> None:
         if isinstance(self.model, dict):
@@ -186,13 +191,14 @@ def _items(records, table: SymbolTable, speakers: tuple[str, ...], hop: int, max
 
 def _draw_batch(items: list[_Item], by_speaker: dict[int, list[int]], cfg: AcousticTrainConfig,
                 rng: np.random.Generator, n_mels: int, device: torch.device, *,
-                rows: np.ndarray | None = None) -> dict[str, torch.Tensor]:
+                rows: np.ndarray | None = None, pitch: dict[str, np.ndarray] | None = None) -> dict[str, torch.Tensor]:
     """A padded batch. 4 x batch_size candidates are drawn, sorted by length and a random run of
     batch_size consecutive ones kept, so utterances of similar length share a batch.
 
     Every random draw of the whole batch is made (so ``rng`` advances the same way whatever
     ``rows`` is); only the rows ``rows`` of it (a data-parallel rank's share; default all) are
-    read from disk and padded, to their own longest.
+    read from disk and padded, to their own longest. ``pitch`` (utterance id -> (T, 2) pitch
+    features): the targets' channels after the mel's ``n_mels`` are those.
     """
     n_cand = min(len(items), 4 * cfg.batch_size)
     cand = rng.choice(len(items), size=n_cand, replace=False)
@@ -217,13 +223,15 @@ def _draw_batch(items: list[_Item], by_speaker: dict[int, list[int]], cfg: Acous
     glob = np.zeros((b, n_tok), bool)
     pad = np.ones((b, n_tok), bool)
     frames = np.zeros((b, n_tok), np.int64)
-    mel = np.zeros((b, n_frm, n_mels), np.float32)
+    mel = np.zeros((b, n_frm, n_mels + (2 if pitch is not None else 0)), np.float32)
     refs = []
     for k, (it, ref, _, start) in enumerate(plan):
         n = len(it.ids)
         ids[k, :n], glob[k, :n], pad[k, :n], frames[k, :n] = it.ids, it.is_global, False, it.frames
         m = it.record.mel()
-        mel[k, :m.shape[0]] = m
+        mel[k, :m.shape[0], :n_mels] = m
+        if pitch is not None:
+            mel[k, :m.shape[0], n_mels:] = pitch[it.record.id]
         refs.append(ref.record.mel()[start:start + cfg.reference_frames])
     n_ref = max(r.shape[0] for r in refs)
     ref_mel = np.zeros((b, n_ref, n_mels), np.float32)
@@ -234,6 +242,24 @@ def _draw_batch(items: list[_Item], by_speaker: dict[int, list[int]], cfg: Acous
          "speaker": np.array([p[0].speaker for p in plan], np.int64), "reference": ref_mel,
          "reference_padding_mask": ref_pad, "reference_present": np.array([p[2] for p in plan], bool)}
     return {k: torch.from_numpy(v).to(device) for k, v in t.items()}
+
+
+def _pitch_features_of(record) -> np.ndarray:
+    """:func:`wavern.dsp.pitch_features` of a corpus record's audio: (n_frames, 2) float32."""
+    import soundfile as sf
+
+    from wavern.dsp import pitch_features, pitch_track
+
+    audio, _ = sf.read(str(record.wav_path), dtype="float32")
+    feats = pitch_features(pitch_track(audio))
+    if feats.shape[0] != record.n_frames:
+        raise CorpusError(f"utterance {record.id!r}: {feats.shape[0]} pitch frames for {record.n_frames} mel frames")
+    return feats
+
+
+def _pitch_targets(items: list[_Item]) -> dict[str, np.ndarray]:
+    """The pitch features of every training item (about 1 s of CPU per 4 minutes of audio)."""
+    return {it.record.id: _pitch_features_of(it.record) for it in items}
 
 
 def _mel_stats(items: list[_Item], n_mels: int, limit: int = 256) -> tuple[np.ndarray, np.ndarray]:
@@ -327,6 +353,7 @@ def evaluate_acoustic(model: AcousticModel, corpus, n: int = 16, *, phone_accura
       predicted / true frames per utterance.
     - ``phone_accuracy`` (optional): the phone classifier's frame accuracy on Griffin-Lim
       renderings of the free-running mel, against the model's own predicted timings.
+    - ``pitch_l1`` (a pitch model): mean |error| of the pitch features, teacher-forced timing.
 
     Args:
         model: the model (any mode; evaluated in eval mode).
@@ -347,7 +374,7 @@ def evaluate_acoustic(model: AcousticModel, corpus, n: int = 16, *, phone_accura
     was = model.training
     model.eval()
     device = model.mel_mean.device
-    l1, mcd, mae, ratio, acc = [], [], [], [], []
+    l1, mcd, mae, ratio, acc, p_l1 = [], [], [], [], [], []
     try:
         with torch.no_grad():
             for it in items:
@@ -355,8 +382,12 @@ def evaluate_acoustic(model: AcousticModel, corpus, n: int = 16, *, phone_accura
                 out = model(torch.as_tensor(it.ids)[None].to(device), torch.as_tensor(it.is_global)[None].to(device),
                             torch.as_tensor(it.frames)[None].to(device),
                             speaker=torch.tensor([it.speaker], device=device))
-                l1.append(float((out.mel[0].cpu() - torch.as_tensor(mel_true)).abs().mean()))
+                pred = out.mel[0].cpu()
+                l1.append(float((pred[:, :cfg.n_mels] - torch.as_tensor(mel_true)).abs().mean()))
+                if cfg.pitch:
+                    p_l1.append(float((pred[:, cfg.n_mels:] - torch.as_tensor(_pitch_features_of(it.record))).abs().mean()))
                 mel_pred, dur = model.infer(it.ids, it.is_global, speaker=it.speaker)
+                mel_pred = mel_pred[:, :cfg.n_mels]
                 mcd.append(mcd_dtw_mel(mel_true, mel_pred))
                 mae.append(float(np.abs(dur - it.frames).mean()))
                 ratio.append(dur.sum() / max(it.n_frames, 1))
@@ -368,6 +399,8 @@ def evaluate_acoustic(model: AcousticModel, corpus, n: int = 16, *, phone_accura
               "length_ratio": float(np.mean(ratio)), "n": len(items)}
     if phone_accuracy:
         result["phone_accuracy"] = float(np.nanmean(acc))
+    if cfg.pitch:
+        result["pitch_l1"] = float(np.mean(p_l1))  # teacher-forced timing, like mel_l1
     return result
 
 
@@ -412,7 +445,21 @@ def _train(cfg: AcousticTrainConfig, device: torch.device, dist_info: DistInfo) 
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     corpus = load_corpus(cfg.corpus_dir)
+    ckpt_path = out / CHECKPOINT
+    init = None
+    if cfg.init_from and not (cfg.resume and ckpt_path.is_file()):
+        try:
+            init = torch.load(cfg.init_from, map_location=device, weights_only=True)
+        except (OSError, RuntimeError, ValueError, EOFError, pickle.UnpicklingError) as exc:
+            raise ParameterError(f"{cfg.init_from} is not an acoustic checkpoint ({exc})") from None
+        if not isinstance(init, dict) or init.get("format") != CHECKPOINT_FORMAT:
+            raise ParameterError(f"{cfg.init_from} is not an acoustic checkpoint (format {init.get('format')!r})")
     model_cfg = _model_config(cfg, corpus)
+    if cfg.init_from:  # the started-from model's shape (on resume too: the same config again)
+        source = init if init is not None else torch.load(cfg.init_from, map_location="cpu", weights_only=True)
+        model_cfg = AcousticConfig.from_dict(source["model_config"])
+    if cfg.pitch:
+        model_cfg = dataclasses.replace(model_cfg, pitch=True)
     table = SymbolTable.from_list(corpus.symbols)
     items = _items(corpus.train, table, model_cfg.speakers, model_cfg.hop_length, cfg.max_frames)
     if not items:
@@ -430,11 +477,17 @@ def _train(cfg: AcousticTrainConfig, device: torch.device, dist_info: DistInfo) 
     mean, std = _mel_stats(items, model_cfg.n_mels)
     model.mel_mean.copy_(torch.from_numpy(mean))
     model.mel_std.copy_(torch.from_numpy(std))
+    if init is not None:
+        missing, unexpected = model.load_state_dict(init["model"], strict=False)
+        if unexpected or set(missing) - {"pitch_out.weight", "pitch_out.bias"}:
+            raise ParameterError(f"{cfg.init_from} does not fit this model: missing {missing}, unexpected {unexpected}")
+        log.info("initialised from %s (step %s)%s", cfg.init_from, init.get("step"),
+                 "; the pitch projection is new" if missing else "")
+    pitch = _pitch_targets(items) if model_cfg.pitch else None
     model.to(device)
     opt = _optimizer(cfg, model)
     metrics = MetricsLog(out / "metrics.jsonl")
     step, elapsed_before = 0, 0.0
-    ckpt_path = out / CHECKPOINT
     if cfg.resume and ckpt_path.is_file():  # every rank reads the same checkpoint
         ckpt = torch.load(ckpt_path, map_location=device, weights_only=True)
         _same_run(ckpt, cfg, model_cfg)
@@ -473,19 +526,20 @@ def _train(cfg: AcousticTrainConfig, device: torch.device, dist_info: DistInfo) 
         with StopFlag() as stop:
             while step < cfg.steps:
                 rng = seed_step(cfg.seed, step, dist_info.rank)
-                batch = _draw_batch(items, by_speaker, cfg, rng, model_cfg.n_mels, device, rows=rows)
+                batch = _draw_batch(items, by_speaker, cfg, rng, model_cfg.n_mels, device, rows=rows, pitch=pitch)
                 model.train()
                 out_t = model(batch["ids"], batch["is_global"], batch["durations"], speaker=batch["speaker"],
                               padding_mask=batch["padding_mask"], reference=batch["reference"],
                               reference_padding_mask=batch["reference_padding_mask"],
                               reference_present=batch["reference_present"])
                 loss = model.loss(out_t, batch["mel"][:, :out_t.mel.shape[1]], batch["durations"],
-                                  padding_mask=batch["padding_mask"], duration_weight=cfg.duration_weight)
+                                  padding_mask=batch["padding_mask"], duration_weight=cfg.duration_weight,
+                                  n_pitch=2 if model_cfg.pitch else 0)
                 objective = loss.total
                 if dist_info.enabled:  # the global batch's mean: weight by this rank's share of frames, tokens
                     counts = [float(batch["durations"].sum()), float((~batch["padding_mask"]).sum())]
                     w_mel, w_dur, bad = loss_weights(counts + [float(not torch.isfinite(loss.total))], dist_info)
-                    objective = w_mel * loss.mel_l1 + cfg.duration_weight * w_dur * loss.duration_mse
+                    objective = w_mel * (loss.mel_l1 + loss.pitch_l1) + cfg.duration_weight * w_dur * loss.duration_mse
                     finite = bad == 0
                 else:
                     w_mel = w_dur = 1.0
@@ -509,6 +563,8 @@ def _train(cfg: AcousticTrainConfig, device: torch.device, dist_info: DistInfo) 
                 last = {"loss": mel_l1 + cfg.duration_weight * dur_mse, "mel_l1": mel_l1, "duration_mse": dur_mse}
                 if not dist_info.enabled:
                     last["loss"] = float(loss.total.detach())
+                    if model_cfg.pitch:
+                        last["pitch_l1"] = float(loss.pitch_l1.detach())
                 bar.update(1)
                 if main and (step % cfg.log_every == 0 or step == cfg.steps):
                     bar.set_postfix(mel_l1=f"{last['mel_l1']:.3f}", dur=f"{last['duration_mse']:.3f}")
@@ -559,6 +615,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ffn", type=int, default=None, help="FFN channels of encoder and decoder")
     p.add_argument("--decoder-kind", default=None)
     p.add_argument("--eval-every", type=int, default=0)
+    p.add_argument("--init-from", default=None, help="a checkpoint.pt to start from (its model, step 0)")
+    p.add_argument("--pitch", action="store_true", help="also predict the pitch features a pitch vocoder needs")
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
@@ -583,7 +641,7 @@ def main(argv: list[str] | None = None) -> int:
         lr=args.lr, warmup_steps=args.warmup_steps, optimizer=args.optimizer, seed=args.seed, threads=args.threads,
         device=args.device,
         time_limit_s=None if args.time_limit_min is None else 60.0 * args.time_limit_min,
-        eval_every=args.eval_every, progress=not args.no_progress)
+        eval_every=args.eval_every, progress=not args.no_progress, init_from=args.init_from, pitch=args.pitch)
     result = train_acoustic(cfg)
     print(json.dumps({"step": result.step, "finished": result.finished, "last": result.last_loss,
                       "evaluation": result.evaluation}))

@@ -470,3 +470,27 @@ def test_export_rejects_mismatched_and_corrupt_files(tmp_path):
     save_file(state, str(tmp_path / "nometa.safetensors"))
     with pytest.raises(VoiceFileError, match="format"):
         load_acoustic(tmp_path / "nometa.safetensors")
+
+
+def test_a_pitch_model_predicts_the_pitch_features_after_the_mel():
+    m = _model("window", pitch=True)
+    plain = _model("window")
+    missing, _ = m.load_state_dict(plain.state_dict(), strict=False)
+    assert sorted(missing) == ["pitch_out.bias", "pitch_out.weight"]
+    ids = torch.tensor([[1, 2, 3]])
+    glob = torch.tensor([[True, False, False]])
+    dur = torch.tensor([[3, 2, 4]])
+    with torch.no_grad():
+        out = m(ids, glob, dur, speaker=torch.tensor([0]))
+        ref = plain(ids, glob, dur, speaker=torch.tensor([0]))
+    assert out.mel.shape == (1, 9, 82) and ref.mel.shape == (1, 9, 80)
+    torch.testing.assert_close(out.mel[..., :80], ref.mel)  # the mel is the plain model's
+    target = torch.randn(1, 9, 82)
+    loss = m.loss(out, target, dur, n_pitch=2)
+    torch.testing.assert_close(loss.mel_l1, (out.mel - target)[..., :80].abs().mean())
+    torch.testing.assert_close(loss.pitch_l1, (out.mel - target)[..., 80:].abs().mean())
+    torch.testing.assert_close(loss.total, loss.mel_l1 + loss.duration_mse + loss.pitch_l1)
+    lazy, frames = m.infer_lazy(np.array([1, 2, 3, 4]), np.array([True, False, False, True]), speaker=0)
+    whole = m.infer(np.array([1, 2, 3, 4]), np.array([True, False, False, True]), speaker=0)[0]
+    assert whole.shape == (int(frames.sum()), 82)
+    np.testing.assert_allclose(np.concatenate([lazy.rows(0, 3), lazy.rows(3, lazy.n_frames)]), whole, atol=2e-5)

@@ -264,9 +264,13 @@ def test_paced_sink_thread_follows_its_clock():
 
     from wavern.engine.sinks import PacedSink
 
-    now = [0.0]
-    sink = PacedSink(sample_rate=1000, blocksize=10, buffer_s=1.0, prefill_s=0.0, wake_s=0.001, clock=lambda: now[0],
-                     keep=True)
+    # The sink's start (its first clock reading) is t = 0, where block 0 falls due; the thread then
+    # sees t = -5 ms until the samples are written, or a busy machine could let it read block 0
+    # empty before the write.
+    now = [-0.005]
+    readings = iter([0.0])
+    sink = PacedSink(sample_rate=1000, blocksize=10, buffer_s=1.0, prefill_s=0.0, wake_s=0.001,
+                     clock=lambda: next(readings, now[0]), keep=True)
     try:
         sink.write(np.arange(35, dtype=np.float32))
         now[0] = 0.025  # blocks 0, 1, 2 are due (read at 0, 10 and 20 ms)

@@ -376,12 +376,12 @@ def test_voice_runs_torch_and_blas_single_threaded_by_default(tiny_voice):
         use_threads(0)
 
 
-@pytest.fixture(scope="module", params=["linear", "mulaw"])
+@pytest.fixture(scope="module", params=["linear", "mulaw", "mulaw+ltp"])
 def lpc_voice(tmp_path_factory, request):
     from voice_factory import make_tiny_voice
 
     path = make_tiny_voice(tmp_path_factory.mktemp("voices") / "lpcvoice", lpc_order=16, seed=3,
-                           excitation=request.param)
+                           excitation=request.param.split("+")[0], ltp=request.param.endswith("+ltp"))
     v = Voice.load(path)
     yield v
     v.close()

@@ -143,3 +143,20 @@ def test_train_config_is_strict():
         AcousticTrainConfig.from_dict({"corpus_dir": "x", "stepz": 3})
     cfg = AcousticTrainConfig(corpus_dir="x", model=_model_cfg())
     assert AcousticTrainConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
+
+
+def test_a_pitch_model_starts_from_a_mel_model(corpus_dir, tmp_path):
+    train_acoustic(_cfg(corpus_dir, tmp_path / "mel", steps=2))
+    source, _ = load_checkpoint(tmp_path / "mel" / "checkpoint.pt")
+    result = train_acoustic(_cfg(corpus_dir, tmp_path / "pitch", steps=1, lr=1e-9, pitch=True,
+                                 init_from=str(tmp_path / "mel" / "checkpoint.pt")))
+    model, _ = load_checkpoint(tmp_path / "pitch" / "checkpoint.pt")
+    assert model.config.pitch and model.config.n_out == 82 and result.step == 1
+    for name, value in source.state_dict().items():  # one step at lr 1e-9 away from the source
+        torch.testing.assert_close(model.state_dict()[name], value, atol=1e-6, rtol=0, msg=name)
+    assert "pitch_l1" in result.last_loss and np.isfinite(result.last_loss["pitch_l1"])
+    corpus = load_corpus(corpus_dir)
+    ev = evaluate_acoustic(model, corpus, 2)
+    assert np.isfinite(ev["pitch_l1"]) and np.isfinite(ev["mel_l1"])
+    with pytest.raises(ParameterError, match="not an acoustic checkpoint"):
+        train_acoustic(_cfg(corpus_dir, tmp_path / "bad", init_from=str(tmp_path / "mel" / "metrics.jsonl")))
