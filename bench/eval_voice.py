@@ -84,13 +84,15 @@ def main() -> int:
 
     voice = Voice.load(args.voice)
     t0 = time.time()
+    pitch = voice.acoustic.config.pitch  # a pitch voice copies the true audio's pitch features too
     copy = evaluate_copy_synthesis(  # what a user hears: the vocoder and the voice's post-filter, if any
-        lambda mel: int16_to_float(voice.render_mel(mel, seed=args.seed)), args.corpus, args.n_utts, args.seed)
+        lambda mel: int16_to_float(voice.render_mel(mel, seed=args.seed)), args.corpus, args.n_utts, args.seed,
+        pitch=pitch)
     raw = None
     if voice.postfilter is not None:  # the vocoder alone, comparable with rows from before the post-filter
         raw = evaluate_copy_synthesis(
             lambda mel: int16_to_float(voice.vocoder.render(mel, seed=args.seed, fold_frames=None)),
-            args.corpus, args.n_utts, args.seed)
+            args.corpus, args.n_utts, args.seed, pitch=pitch)
     gl = evaluate_griffin_lim(args.corpus, args.n_utts, args.seed)
     held = sorted(load_corpus(args.corpus).held_out, key=lambda r: r.id)
     pick = np.sort(np.random.default_rng(args.seed).choice(len(held), size=min(args.n_utts, len(held)),
@@ -153,7 +155,12 @@ def write_examples(folder: Path, voice, records, rows: list[dict], metrics: Path
     first = picked[0]
     ref = int16_to_float(first.audio())
     mel = log_mel(ref)
-    copy = int16_to_float(voice.render_mel(mel, seed=seed))
+    feats = mel
+    if voice.acoustic.config.pitch:  # a pitch voice copies the true audio's pitch too
+        from wavern.dsp import pitch_features, pitch_track
+
+        feats = np.concatenate([mel, pitch_features(pitch_track(ref))], axis=1)
+    copy = int16_to_float(voice.render_mel(feats, seed=seed))
     e2e = sf.read(folder / "example_1.wav", dtype="float32")[0]
     fig, axes = plt.subplots(3, 1, figsize=(10, 7), sharex=True)
     for ax, (title, m) in zip(axes, (("espeak-ng (the training audio)", mel),

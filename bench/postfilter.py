@@ -95,7 +95,8 @@ def quality(args) -> list[str]:
 
     voice = Voice.load(args.voice)
     utts = held_out_utterances(args.corpus, args.n_utts, seed=args.seed)
-    raw = {u.id: voice.vocoder.render(u.mel, seed=0, fold_frames=None) for u in utts}
+    pitch = voice.acoustic.config.pitch  # a pitch voice's vocoder reads the true audio's pitch too
+    raw = {u.id: voice.vocoder.render(u.features(pitch), seed=0, fold_frames=None) for u in utts}
     settings = [None] + [PostfilterConfig(order=k) for k in (16, 32, 56, 72)] + [
         PostfilterConfig(gamma_den=0.95, order=56), PostfilterConfig(gamma_den=0.99, order=56),
         PostfilterConfig(gamma_num=0.7, gamma_den=0.95, order=56), PostfilterConfig(gamma_num=0.85, gamma_den=0.95, order=56),

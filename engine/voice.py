@@ -46,7 +46,7 @@ from typing import Iterator
 
 import numpy as np
 
-from wavern.dsp import DEFAULT_MEL, int16_to_float, log_mel
+from wavern.dsp import DEFAULT_MEL, int16_to_float, log_mel, pitch_features, pitch_track
 from wavern.engine.chunk import AudioChunk, SpeakConfig
 from wavern.engine.voicefile import read_voice_json
 from wavern.errors import ParameterError, VoiceFileError
@@ -437,14 +437,18 @@ class Voice:
 
     def vocode(self, audio: np.ndarray, *, seed: int = 0, temperature: float | None = None,
                postfilter: bool = True) -> np.ndarray:
-        """Copy synthesis: float audio → log-mel → this voice's vocoder (folded, as
-        :meth:`Vocoder.render`) and post-filter (unless ``postfilter=False``) → float32 audio."""
+        """Copy synthesis: float audio → log-mel (and, for a pitch voice, its pitch features) →
+        this voice's vocoder (folded, as :meth:`Vocoder.render`) and post-filter (unless
+        ``postfilter=False``) → float32 audio."""
         x = np.asarray(audio, np.float32)
         if x.ndim != 1 or x.size == 0:
             raise ParameterError(f"vocode expects mono audio with samples, found shape {x.shape}")
         from wavern.engine.batch import DEFAULT_FOLD_FRAMES
 
-        y = self.render_mel(log_mel(x, DEFAULT_MEL), seed=seed, temperature=temperature,
+        feats = log_mel(x, DEFAULT_MEL)
+        if self.acoustic.config.pitch:
+            feats = np.concatenate([feats, pitch_features(pitch_track(x, DEFAULT_MEL))], axis=1)
+        y = self.render_mel(feats, seed=seed, temperature=temperature,
                             fold_frames=DEFAULT_FOLD_FRAMES, postfilter=postfilter)
         return int16_to_float(y[: x.size])
 

@@ -716,6 +716,16 @@ class EvalUtterance:
     phonemes: tuple[str, ...]  # (n_tokens,)
     durations: np.ndarray  # (n_tokens,) int64 samples, sum == n_samples
 
+    def features(self, pitch: bool = False) -> np.ndarray:
+        """What copy synthesis gives a vocoder: the log-mel, then with ``pitch`` the pitch features
+        (:func:`wavern.dsp.pitch_features` of :func:`wavern.dsp.pitch_track` of the true audio)."""
+        if not pitch:
+            return self.mel
+        from wavern.dsp import pitch_features, pitch_track
+
+        feats = pitch_features(pitch_track(self.audio))[:self.mel.shape[0]]
+        return np.ascontiguousarray(np.concatenate([self.mel, feats], axis=1), np.float32)
+
 
 def _load(corpus_dir: str | Path):
     """The corpus (validated by :func:`wavern.training.corpus.load_corpus`) and its espeak-timed records."""
@@ -876,13 +886,14 @@ def evaluate_utterances(render: Callable[[EvalUtterance], np.ndarray], utterance
 
 def evaluate_copy_synthesis(vocode_fn: Callable[[np.ndarray], np.ndarray], corpus_dir: str | Path,
                             n_utts: int = 20, seed: int = 0, *, classifier: PhoneClassifier | None = None,
-                            metrics: Iterable[str] = _METRICS) -> dict:
+                            metrics: Iterable[str] = _METRICS, pitch: bool = False) -> dict:
     """Copy synthesis on held-out utterances: ``vocode_fn(true log-mel (T, 80)) -> float audio``, scored.
 
-    See :func:`evaluate_utterances` for the returned dict.
+    ``pitch``: the vocoder reads pitch features too; it gets :meth:`EvalUtterance.features`
+    (T, 82), the true audio's. See :func:`evaluate_utterances` for the returned dict.
     """
     utts = held_out_utterances(corpus_dir, n_utts, seed=seed)
-    return evaluate_utterances(lambda u: vocode_fn(u.mel), utts, classifier=classifier, metrics=metrics)
+    return evaluate_utterances(lambda u: vocode_fn(u.features(pitch)), utts, classifier=classifier, metrics=metrics)
 
 
 def evaluate_griffin_lim(corpus_dir: str | Path, n_utts: int = 20, seed: int = 0, *, n_iter: int = 32,

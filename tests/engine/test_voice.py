@@ -405,6 +405,9 @@ def test_lpc_voice_streams_what_one_generate_call_per_sentence_makes(lpc_voice):
     assert np.mean(np.abs(y - ref) > 4 / 32768) < 1e-3
     rendered = render_utterance(voice, text, seed=4, fold_frames=None)
     np.testing.assert_array_equal(int16_to_float(rendered.samples), y)  # the renderer decodes as the stream
+    x = (0.3 * np.sin(2 * np.pi * 150 * np.arange(6000) / 22050)).astype(np.float32)
+    copied = voice.vocode(x)  # copy synthesis (a pitch voice tracks the pitch of x itself)
+    assert copied.shape == x.shape and np.isfinite(copied).all()
 
 
 def test_voice_with_a_prediction_input_vocoder_is_refused(tiny_voice, tmp_path):

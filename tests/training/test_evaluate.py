@@ -337,3 +337,15 @@ def log_mel_inverse_identity(mel, utts):
         if u.mel.shape == mel.shape and np.array_equal(u.mel, mel):
             return u.audio
     raise AssertionError("unknown mel")
+
+
+def test_copy_features_append_the_true_audios_pitch():
+    from wavern.dsp import pitch_features, pitch_track
+
+    x = _pulses(120.0, seconds=0.5)
+    u = ev.EvalUtterance(id="u", audio=x, mel=log_mel(x), phonemes=("a",), durations=np.array([x.size]))
+    assert u.features() is u.mel
+    f = u.features(pitch=True)
+    assert f.shape == (u.mel.shape[0], 82) and f.dtype == np.float32
+    np.testing.assert_array_equal(f[:, :80], u.mel)
+    np.testing.assert_array_equal(f[:, 80:], pitch_features(pitch_track(x)))
