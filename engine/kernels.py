@@ -721,7 +721,8 @@ def _lpc_synthesis(out, gi, col0, order, frame0, start, hop, hist, mu, ring):
     """Add the linear prediction back to an LPC vocoder's excitation, in place (int16).
 
     ``s_t = clip(e_t + rint(p_t))``, or with ``mu`` > 0 (a mu-law coded excitation)
-    ``s_t = clip(rint(p_t + l_t + expand(e_t)))`` (``wavern.dsp.mulaw_expand``), with
+    ``s_t = clip(rint(p_t + l_t + expand(e_t)))`` (``wavern.dsp.mulaw_expand``; a linear code with
+    a long-term predictor: ``clip(rint(p_t + l_t + e_t))``), with
     ``p_t = -sum_k a_k s_{t-k}`` in float64, summed in the
     order k = 1 .. order (as ``wavern.vocoder.model`` does in training and in its reference loop),
     ``a_k`` the float32 ``gi[frame, col0 + k - 1]`` of the sample's frame (``Vocoder.frame_inputs``
@@ -740,15 +741,17 @@ def _lpc_synthesis(out, gi, col0, order, frame0, start, hop, hist, mu, ring):
         pred = 0.0
         for k in range(order):
             pred -= np.float64(row[col0 + k]) * hist[k]
-        if mu > 0.0:
+        if mu > 0.0 or n_ring:
             base = pred
             if n_ring:
                 lag = int(row[col0 + order])
                 if lag > 0:
                     base = pred + np.float64(row[col0 + order + 1]) * ring[lag - 1]
             y = np.float64(out[t])
-            x = (32768.0 / mu) * np.expm1(abs(y) * (np.log1p(mu) / 32767.0))
-            v = min(max(np.rint(base + (x if y >= 0.0 else -x)), -32768.0), 32767.0)
+            if mu > 0.0:
+                x = (32768.0 / mu) * np.expm1(abs(y) * (np.log1p(mu) / 32767.0))
+                y = x if y >= 0.0 else -x
+            v = min(max(np.rint(base + y), -32768.0), 32767.0)
             if n_ring:
                 for k in range(n_ring - 1, 0, -1):
                     ring[k] = ring[k - 1]

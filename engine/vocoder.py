@@ -203,8 +203,8 @@ class Vocoder:
         #: "mulaw": the excitation is mu-law coded (``wavern.dsp.mulaw_compress``); "linear": it is not.
         self.excitation = excitation
         self._mu = MU_LAW if excitation == "mulaw" else 0.0
-        if ltp and excitation != "mulaw":
-            raise VoiceFileError("a long-term predictor (vocoder ltp) needs a mu-law excitation")
+        if ltp and not lpc_order:
+            raise VoiceFileError("a long-term predictor (vocoder ltp) needs lpc_order > 0")
         #: True: the features end with pitch features, from which each frame gets a long-term
         #: predictor (``wavern.dsp.ltp_params``) whose residual memory is in the stream state.
         self.ltp = bool(ltp)

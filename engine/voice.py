@@ -236,9 +236,9 @@ class Voice:
             raise VoiceFileError(f"{path}/voice.json: field 'vocoder.excitation' must be 'linear' or, with "
                                  f"lpc_order > 0, 'mulaw'; found {excitation!r}")
         pitch, ltp = voc.get("pitch", False), voc.get("ltp", False)
-        if not isinstance(pitch, bool) or not isinstance(ltp, bool) or (ltp and not (pitch and excitation == "mulaw")):
+        if not isinstance(pitch, bool) or not isinstance(ltp, bool) or (ltp and not (pitch and lpc_order)):
             raise VoiceFileError(f"{path}/voice.json: fields 'vocoder.pitch' and 'vocoder.ltp' must be true or false, "
-                                 f"ltp only with pitch and a mu-law excitation; found {pitch!r}, {ltp!r}")
+                                 f"ltp only with pitch and lpc_order > 0; found {pitch!r}, {ltp!r}")
         if pitch != acfg.pitch:
             raise VoiceFileError(f"{path}/voice.json: the vocoder {'reads' if pitch else 'does not read'} pitch "
                                  f"features but the acoustic model {'predicts' if acfg.pitch else 'does not predict'} "

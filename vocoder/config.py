@@ -61,9 +61,10 @@ class VocoderConfig:
     # is spiky (median |e| 79, rms 463 on the corpus), so a linear code leaves its shape to the
     # fine byte (docs/bench/lpc_vocoder.md).
     excitation: str = "linear"
-    # with a mu-law excitation and pitch features: a long-term predictor beta_f r_{t - T_f} of the
-    # residual r = s - p (wavern.dsp.ltp_params of each frame's pitch features) is taken out too,
-    # so the net models the innovation and the synthesis filter carries the period.
+    # with LPC and pitch features: a long-term predictor beta_f r_{t - T_f} of the residual
+    # r = s - p (wavern.dsp.ltp_params of each frame's pitch features) is taken out too, so the
+    # net models the innovation and the synthesis filter carries the period (a linear code is
+    # then rint(r_t - beta r_{t-T}), p unrounded).
     ltp: bool = False
 
     def __post_init__(self) -> None:
@@ -106,8 +107,8 @@ class VocoderConfig:
             raise ParameterError(f"pitch must be true or false, found {self.pitch!r}")
         if not isinstance(self.ltp, bool):
             raise ParameterError(f"ltp must be true or false, found {self.ltp!r}")
-        if self.ltp and not (self.excitation == "mulaw" and self.pitch):
-            raise ParameterError("ltp (a long-term predictor) needs excitation 'mulaw' and pitch features")
+        if self.ltp and not (self.lpc_order and self.pitch):
+            raise ParameterError("ltp (a long-term predictor) needs lpc_order > 0 and pitch features")
         if self.mel.n_mels <= 0 or self.mel.hop_length <= 0:
             raise ParameterError(f"mel config needs positive n_mels and hop_length, found {self.mel}")
 

@@ -289,14 +289,15 @@ class WaveRNN(nn.Module):
         pred = torch.zeros(b, n + m, dtype=torch.float64, device=audio.device)
         for k in range(1, order + 1):  # p_j = -sum_k a_k s_{j-k}, summed in this order (the engine's too)
             pred -= a[..., k] * s[:, order - k:order - k + n + m]
-        if cfg.excitation == "mulaw":  # the code of s - p (minus the long-term prediction), p unrounded
+        if cfg.excitation == "mulaw" or cfg.ltp:  # the code of s - p (minus the long-term prediction), p unrounded
             x = s[:, order:] - pred  # the residual r_j, j = -m .. N-1
             if cfg.ltp:  # i_j = r_j - beta_j r_{j - T_j} for j = -1 .. N-1 (T = 0 where beta = 0)
                 q = torch.arange(m - 1, m + n, device=audio.device)
                 lag = a[:, m - 1:, order + 1].to(torch.int64)
                 x = x[:, m - 1:] - a[:, m - 1:, order + 2] * torch.gather(x, 1, q[None] - lag)
-            e = torch.clamp(torch.round(torch.sign(x) * _MU_SCALE * torch.log1p(MU_LAW * x.abs() / 32768.0)),
-                            -32768, 32767).to(torch.int64)
+            if cfg.excitation == "mulaw":
+                x = torch.sign(x) * _MU_SCALE * torch.log1p(MU_LAW * x.abs() / 32768.0)
+            e = torch.clamp(torch.round(x), -32768, 32767).to(torch.int64)
         else:
             pred = torch.round(pred)
             e = torch.clamp(s[:, order:] - pred, -32768, 32767).to(torch.int64)  # e_{-1} .. e_{N-1}
@@ -438,7 +439,7 @@ class WaveRNN(nn.Module):
                 a = lpc[t // hop]
                 for k in range(1, order + 1):
                     pred -= a[k] * hist[k - 1]
-                if not mulaw:
+                if not (mulaw or ltp):
                     pred = float(round(pred))
                 if w_pred is not None:
                     gi = gi + w_pred * torch.tensor(pred / 32768.0, dtype=torch.float32, device=param.device)
@@ -447,8 +448,12 @@ class WaveRNN(nn.Module):
                 lag, gain = lag_gain[t // hop]
                 long_term = gain * resid[int(lag) - 1] if lag else 0.0
             if forced_audio is not None:  # the bytes of the forced sample (its excitation with LPC)
-                code = (int(mulaw_compress(forced[t] - pred - long_term)) if mulaw
-                        else min(max(forced[t] - int(pred), -32768), 32767))
+                if mulaw:
+                    code = int(mulaw_compress(forced[t] - pred - long_term))
+                elif ltp:
+                    code = int(min(max(np.rint(forced[t] - pred - long_term), -32768), 32767))
+                else:
+                    code = min(max(forced[t] - int(pred), -32768), 32767)
                 forced_c, forced_f = divmod(code + 32768, 256)
             hc = gate_half(gi[rows_c], gh[rows_c], state[:half])
             lc = self.O2(F.relu(self.O1(hc)))
@@ -460,8 +465,12 @@ class WaveRNN(nn.Module):
             state = torch.cat([hc, hf])
             value = c_t * 256 + f_t - 32768
             if order:  # s_t = e_t + round(p_t), or round(p_t + expand(e_t)) for a mu-law code
-                value = (int(np.rint(pred + long_term + float(mulaw_expand(value)))) if mulaw
-                         else value + int(pred))
+                if mulaw:
+                    value = int(np.rint(pred + long_term + float(mulaw_expand(value))))
+                elif ltp:
+                    value = int(np.rint(pred + long_term + value))
+                else:
+                    value = value + int(pred)
                 value = min(max(value, -32768), 32767)
                 hist = [float(value)] + hist[:-1]
                 if ltp:

@@ -530,18 +530,20 @@ def test_mulaw_lpc_generation_expands_the_code_before_adding_the_prediction(smal
         Vocoder(dense, sparse, cond_blocks=2, lpc_order=0, excitation="mulaw")
 
 
-def test_ltp_engine_equals_torch_reference_loop(tmp_path):
-    out = _engine_against_reference(tmp_path, model_seed=5, mel_seed=6, rng_seed=8, lpc_order=10, excitation="mulaw",
-                                    ltp=True)
+@pytest.mark.parametrize("excitation", ["mulaw", "linear"])
+def test_ltp_engine_equals_torch_reference_loop(tmp_path, excitation):
+    out = _engine_against_reference(tmp_path, model_seed=5, mel_seed=6, rng_seed=8, lpc_order=10,
+                                    excitation=excitation, ltp=True)
     assert len(np.unique(out)) > 100
 
 
-def test_ltp_chunks_and_batches_equal_one_stream(tmp_path):
+@pytest.mark.parametrize("excitation", ["mulaw", "linear"])
+def test_ltp_chunks_and_batches_equal_one_stream(tmp_path, excitation):
     """The long-term predictor's residual memory carries across chunks and stays per stream."""
-    _, cfg, model = _torch_model(seed=7, lpc_order=10, excitation="mulaw", ltp=True)
+    _, cfg, model = _torch_model(seed=7, lpc_order=10, excitation=excitation, ltp=True)
     path = tmp_path / "vocoder.safetensors"
     _export(cfg, model, path)
-    voc = Vocoder.load(path, cond_blocks=cfg.cond_blocks, lpc_order=10, excitation="mulaw", ltp=True)
+    voc = Vocoder.load(path, cond_blocks=cfg.cond_blocks, lpc_order=10, excitation=excitation, ltp=True)
 
     def feats(frames: int, seed: int) -> np.ndarray:
         pitch = np.stack([np.full(frames, np.log2(90 / 120 + seed / 50)), np.full(frames, 0.97)], axis=1)

@@ -229,6 +229,8 @@ def test_input_noise_moves_the_fed_back_codes_only(cfg):
 
 # ---- the long-term (pitch) predictor ------------------------------------------------------------
 LTP = dataclasses.replace(MULAW, pitch=True, ltp=True)
+LINEAR_LTP = dataclasses.replace(EXCITATION_ONLY, pitch=True, ltp=True)
+LTP_VARIANTS = pytest.mark.parametrize("cfg", [LTP, LINEAR_LTP], ids=["mulaw", "linear"])
 LAG = 40  # samples: the synthetic pitch period below (a few frames of HOP 16)
 
 
@@ -266,12 +268,15 @@ def test_ltp_config_and_params():
     assert LTP.history_frames == -(-401 // HOP)
     with pytest.raises(ParameterError, match="ltp"):
         dataclasses.replace(MULAW, ltp=True)  # no pitch features
+    with pytest.raises(ParameterError, match="ltp"):
+        VocoderConfig(pitch=True, ltp=True)  # no LPC
     params = ltp_params(np.array([[0.0, 0.95], [1.0, 0.7], [0.0, 0.3], [-5.0, 0.9]], np.float32))
     np.testing.assert_allclose(params[:, 0], [np.rint(22050 / 120), np.rint(22050 / 240), 0, 400])
     np.testing.assert_allclose(params[:, 1], [0.9, 0.45, 0.0, 0.9], atol=1e-6)
 
 
-def test_ltp_targets_are_the_innovation_of_both_predictors():
+@LTP_VARIANTS
+def test_ltp_targets_are_the_innovation_of_both_predictors(cfg):
     audio, feats, past, rows = _pitched(12)
     a = rows[0].numpy().astype(np.float32).astype(np.float64)
     k = LTP.history_frames
@@ -286,16 +291,18 @@ def test_ltp_targets_are_the_innovation_of_both_predictors():
         r[t] = s[t] - p
         lag, gain = int(row[ORDER + 1]), row[ORDER + 2]
         innovation[t] = r[t] - (gain * r[t - lag] if lag and t >= lag else 0.0)
-    m = _model(cfg=LTP)
+    m = _model(cfg=cfg)
     got = m.targets(torch.from_numpy(audio)[None], past=past, lpc=rows)[0].numpy()
-    np.testing.assert_array_equal(got, mulaw_compress(innovation))
+    code = mulaw_compress(innovation) if cfg.excitation == "mulaw" else np.clip(np.rint(innovation), -32768, 32767)
+    np.testing.assert_array_equal(got, code)
     voiced = slice(6 * HOP + LAG, None)  # where the long-term predictor works, it removes something
     assert np.sum(innovation[voiced] ** 2) < np.sum(r[voiced] ** 2)
 
 
+@LTP_VARIANTS
 @pytest.mark.parametrize("impl", ["loop", "nn"])
-def test_ltp_teacher_forced_matches_the_reference_loop_and_generation_adds_both_back(impl):
-    m = _model(cfg=LTP)
+def test_ltp_teacher_forced_matches_the_reference_loop_and_generation_adds_both_back(impl, cfg):
+    m = _model(cfg=cfg)
     m.gru_impl = impl
     audio_np, feats, past, rows = _pitched(8, seed=3)
     mel_t, audio = torch.from_numpy(feats), torch.from_numpy(audio_np)[None]
@@ -316,9 +323,10 @@ def test_ltp_teacher_forced_matches_the_reference_loop_and_generation_adds_both_
     torch.testing.assert_close(fine[0], res.fine_logits, atol=2e-5, rtol=0)
 
 
-def test_ltp_segment_inside_an_utterance_sees_the_same_innovation_as_the_whole():
+@LTP_VARIANTS
+def test_ltp_segment_inside_an_utterance_sees_the_same_innovation_as_the_whole(cfg):
     audio, feats, past0, rows = _pitched(40, seed=5)
-    m = _model(cfg=LTP)
+    m = _model(cfg=cfg)
     whole = m.targets(torch.from_numpy(audio)[None], past=past0, lpc=rows)[0]
     k, n_past = LTP.history_frames, LTP.history_samples
     f0, t = 30, 4  # far enough in for a full history
