@@ -528,14 +528,14 @@ class AcousticModel(nn.Module):
     @staticmethod
     def loss(out: AcousticOutput, mel: torch.Tensor, durations: torch.Tensor, *,
              padding_mask: torch.Tensor | None = None, duration_weight: float = 1.0,
-             n_pitch: int = 0) -> AcousticLoss:
+             n_pitch: int = 0, pitch_weight: float = 1.0) -> AcousticLoss:
         """Masked mel L1 plus duration MSE in ``log(1 + frames)`` (plus the pitch features' L1).
 
         Args:
             out: the forward pass.
             mel: (B, T, n_out) target log-mel (T as in ``out``; padding frames ignored); with
                 ``n_pitch`` its last ``n_pitch`` channels are pitch features, whose mean |error|
-                is ``pitch_l1`` (added to the total, weight 1), not part of ``mel_l1``.
+                is ``pitch_l1`` (added to the total with ``pitch_weight``), not part of ``mel_l1``.
             durations: (B, N) target frames.
             padding_mask: (B, N) bool token padding.
         """
@@ -549,7 +549,7 @@ class AcousticModel(nn.Module):
         if not n_pitch:
             return AcousticLoss(mel_l1 + duration_weight * dur_mse, mel_l1, dur_mse)
         pitch_l1 = err[..., n_mels:].sum() / (keep.sum() * n_pitch).clamp_min(1.0)
-        return AcousticLoss(mel_l1 + duration_weight * dur_mse + pitch_l1, mel_l1, dur_mse, pitch_l1)
+        return AcousticLoss(mel_l1 + duration_weight * dur_mse + pitch_weight * pitch_l1, mel_l1, dur_mse, pitch_l1)
 
     # -- generation ----------------------------------------------------------
     def predict_durations(self, log_durations: torch.Tensor, *, speed: float = 1.0) -> torch.Tensor:

@@ -98,6 +98,7 @@ class AcousticTrainConfig:
     # optimiser; with `pitch` its missing pitch projection starts from its random init
     init_from: str | None = None
     pitch: bool = False  # also predict the pitch features (AcousticConfig.pitch) a pitch vocoder needs
+    pitch_weight: float = 1.0  # weight of the pitch features' L1 against the mel's
 
     def __post_init__(self) -> None:
         if isinstance(self.model, dict):
@@ -110,6 +111,8 @@ class AcousticTrainConfig:
                 raise ParameterError(f"{name} must be >= 1, found {getattr(self, name)}")
         if not (self.lr > 0 and math.isfinite(self.lr)):
             raise ParameterError(f"lr must be a positive finite number, found {self.lr}")
+        if not (self.pitch_weight >= 0 and math.isfinite(self.pitch_weight)):
+            raise ParameterError(f"pitch_weight must be a finite number >= 0, found {self.pitch_weight}")
         if not 0.0 <= self.reference_drop <= 1.0:
             raise ParameterError(f"reference_drop must be in [0, 1], found {self.reference_drop}")
         if self.eval_every < 0 or self.checkpoint_every_s <= 0 or self.grad_clip <= 0:
@@ -534,12 +537,13 @@ def _train(cfg: AcousticTrainConfig, device: torch.device, dist_info: DistInfo) 
                               reference_present=batch["reference_present"])
                 loss = model.loss(out_t, batch["mel"][:, :out_t.mel.shape[1]], batch["durations"],
                                   padding_mask=batch["padding_mask"], duration_weight=cfg.duration_weight,
-                                  n_pitch=2 if model_cfg.pitch else 0)
+                                  n_pitch=2 if model_cfg.pitch else 0, pitch_weight=cfg.pitch_weight)
                 objective = loss.total
                 if dist_info.enabled:  # the global batch's mean: weight by this rank's share of frames, tokens
                     counts = [float(batch["durations"].sum()), float((~batch["padding_mask"]).sum())]
                     w_mel, w_dur, bad = loss_weights(counts + [float(not torch.isfinite(loss.total))], dist_info)
-                    objective = w_mel * (loss.mel_l1 + loss.pitch_l1) + cfg.duration_weight * w_dur * loss.duration_mse
+                    objective = (w_mel * (loss.mel_l1 + cfg.pitch_weight * loss.pitch_l1)
+                                 + cfg.duration_weight * w_dur * loss.duration_mse)
                     finite = bad == 0
                 else:
                     w_mel = w_dur = 1.0
@@ -617,6 +621,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--eval-every", type=int, default=0)
     p.add_argument("--init-from", default=None, help="a checkpoint.pt to start from (its model, step 0)")
     p.add_argument("--pitch", action="store_true", help="also predict the pitch features a pitch vocoder needs")
+    p.add_argument("--pitch-weight", type=float, default=1.0, help="weight of the pitch features' L1")
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
@@ -641,7 +646,8 @@ def main(argv: list[str] | None = None) -> int:
         lr=args.lr, warmup_steps=args.warmup_steps, optimizer=args.optimizer, seed=args.seed, threads=args.threads,
         device=args.device,
         time_limit_s=None if args.time_limit_min is None else 60.0 * args.time_limit_min,
-        eval_every=args.eval_every, progress=not args.no_progress, init_from=args.init_from, pitch=args.pitch)
+        eval_every=args.eval_every, progress=not args.no_progress, init_from=args.init_from, pitch=args.pitch,
+        pitch_weight=args.pitch_weight)
     result = train_acoustic(cfg)
     print(json.dumps({"step": result.step, "finished": result.finished, "last": result.last_loss,
                       "evaluation": result.evaluation}))

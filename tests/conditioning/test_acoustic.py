@@ -490,6 +490,8 @@ def test_a_pitch_model_predicts_the_pitch_features_after_the_mel():
     torch.testing.assert_close(loss.mel_l1, (out.mel - target)[..., :80].abs().mean())
     torch.testing.assert_close(loss.pitch_l1, (out.mel - target)[..., 80:].abs().mean())
     torch.testing.assert_close(loss.total, loss.mel_l1 + loss.duration_mse + loss.pitch_l1)
+    heavy = m.loss(out, target, dur, n_pitch=2, pitch_weight=5.0)
+    torch.testing.assert_close(heavy.total, loss.mel_l1 + loss.duration_mse + 5.0 * loss.pitch_l1)
     lazy, frames = m.infer_lazy(np.array([1, 2, 3, 4]), np.array([True, False, False, True]), speaker=0)
     whole = m.infer(np.array([1, 2, 3, 4]), np.array([True, False, False, True]), speaker=0)[0]
     assert whole.shape == (int(frames.sum()), 82)
