@@ -303,10 +303,19 @@ def mulaw_log_slope(y: np.ndarray) -> np.ndarray:
 LTP_MAX_LAG = 400  # samples: the longest pitch period a long-term predictor uses (55 Hz at 22 050 Hz)
 
 
+# The long-term predictor's gain against periodicity q: the median least-squares gain of the LPC
+# residual at the YIN lag over voiced frames of 10 held-out corpus sentences, per q bin
+# (docs/bench/lpc_vocoder.md). A larger gain than the residual supports makes the synthesis
+# filter amplify the net's unpredictable part by 1 / (1 - beta^2) in voiced stretches.
+LTP_GAIN_Q = (0.45, 0.55, 0.65, 0.75, 0.85, 0.95)
+LTP_GAIN = (0.0, 0.14, 0.2, 0.25, 0.3, 0.48)
+
+
 def ltp_params(features: np.ndarray, cfg: MelConfig = DEFAULT_MEL) -> np.ndarray:
     """Long-term (pitch) predictor of every frame from its :func:`pitch_features`, (T, 2) float32:
-    the lag ``T_f = rint(sr / f0)`` in samples (in [20, LTP_MAX_LAG]) and the gain
-    ``beta_f = 0.9 clip((q - 0.5) / 0.4, 0, 1)`` of periodicity q; a frame with gain 0 has lag 0.
+    the lag ``T_f = rint(sr / f0)`` in samples (in [20, LTP_MAX_LAG]) and the gain ``beta_f``,
+    piecewise linear in the periodicity q through (LTP_GAIN_Q, LTP_GAIN) (0 below 0.45, 0.48 from
+    0.95 on); a frame with gain 0 has lag 0.
 
     An LPC vocoder with ``ltp`` predicts its residual ``r_t = s_t - p_t`` by ``beta r_{t - T}``
     (CELP's adaptive codebook), so a voiced stretch keeps its period in the synthesis filter
@@ -317,7 +326,7 @@ def ltp_params(features: np.ndarray, cfg: MelConfig = DEFAULT_MEL) -> np.ndarray
         raise ParameterError(f"expected pitch features (frames, 2), found shape {features.shape}")
     f0 = PITCH_REFERENCE_HZ * np.exp2(np.clip(features[:, 0].astype(np.float64), -4.0, 4.0))
     lag = np.clip(np.rint(cfg.sample_rate / f0), 20, LTP_MAX_LAG)
-    gain = 0.9 * np.clip((features[:, 1].astype(np.float64) - 0.5) / 0.4, 0.0, 1.0)
+    gain = np.interp(features[:, 1].astype(np.float64), LTP_GAIN_Q, LTP_GAIN)
     return np.stack([np.where(gain > 0, lag, 0.0), gain], axis=1).astype(np.float32)
 
 

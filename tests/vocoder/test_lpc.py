@@ -270,9 +270,9 @@ def test_ltp_config_and_params():
         dataclasses.replace(MULAW, ltp=True)  # no pitch features
     with pytest.raises(ParameterError, match="ltp"):
         VocoderConfig(pitch=True, ltp=True)  # no LPC
-    params = ltp_params(np.array([[0.0, 0.95], [1.0, 0.7], [0.0, 0.3], [-5.0, 0.9]], np.float32))
-    np.testing.assert_allclose(params[:, 0], [np.rint(22050 / 120), np.rint(22050 / 240), 0, 400])
-    np.testing.assert_allclose(params[:, 1], [0.9, 0.45, 0.0, 0.9], atol=1e-6)
+    params = ltp_params(np.array([[0.0, 0.95], [1.0, 0.7], [0.0, 0.3], [-5.0, 0.9], [0.0, 1.0]], np.float32))
+    np.testing.assert_allclose(params[:, 0], [np.rint(22050 / 120), np.rint(22050 / 240), 0, 400, np.rint(22050 / 120)])
+    np.testing.assert_allclose(params[:, 1], [0.48, 0.225, 0.0, 0.39, 0.48], atol=1e-6)
 
 
 @LTP_VARIANTS
