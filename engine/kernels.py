@@ -717,7 +717,7 @@ def _draw(logits, inv_temp, u, probs):
 
 
 @njit(**_JIT)
-def _lpc_synthesis(out, gi, col0, order, frame0, start, hop, hist, mu, ring):
+def _lpc_synthesis(out, gi, col0, order, frame0, start, hop, hist, mu, ring, head):
     """Add the linear prediction back to an LPC vocoder's excitation, in place (int16).
 
     ``s_t = clip(e_t + rint(p_t))``, or with ``mu`` > 0 (a mu-law coded excitation)
@@ -729,13 +729,14 @@ def _lpc_synthesis(out, gi, col0, order, frame0, start, hop, hist, mu, ring):
     appends them after the 3H gate inputs). ``hist`` (order,) float64: s_{t-1}, s_{t-2}, ...
     newest first, carried across calls. ``out[t]`` is sample ``start + t``.
 
-    ``ring`` (LTP_MAX_LAG + 1,) float64, or empty without a long-term predictor: the residuals
-    ``r = s - p``, ``r_{t-1}, r_{t-2}, ...`` newest first (like ``hist``, so a stream's position
-    may restart at a sentence while its memories carry on); then the frame's columns
-    ``col0 + order`` and ``+ 1`` are its lag T and gain beta, and ``l_t = beta r_{t - T}`` (0 when
-    T is 0).
+    ``ring`` (LTP_MAX_LAG + 1,) float64, or empty without a long-term predictor: the last
+    residuals ``r = s - p`` in a circle, ``r_{t-1}`` at ``ring[head[0]]`` and ``r_{t-k}`` k - 1
+    places before it (its own head, not the stream position: a stream's position restarts at a
+    sentence while its memories carry on); then the frame's columns ``col0 + order`` and ``+ 1``
+    are its lag T and gain beta, and ``l_t = beta r_{t - T}`` (0 when T is 0).
     """
     n_ring = ring.shape[0]
+    h = head[0] if n_ring else 0
     for t in range(out.shape[0]):
         row = gi[(start + t) // hop - frame0]
         pred = 0.0
@@ -746,16 +747,15 @@ def _lpc_synthesis(out, gi, col0, order, frame0, start, hop, hist, mu, ring):
             if n_ring:
                 lag = int(row[col0 + order])
                 if lag > 0:
-                    base = pred + np.float64(row[col0 + order + 1]) * ring[lag - 1]
+                    base = pred + np.float64(row[col0 + order + 1]) * ring[(h - lag + 1) % n_ring]
             y = np.float64(out[t])
             if mu > 0.0:
                 x = (32768.0 / mu) * np.expm1(abs(y) * (np.log1p(mu) / 32767.0))
                 y = x if y >= 0.0 else -x
             v = min(max(np.rint(base + y), -32768.0), 32767.0)
             if n_ring:
-                for k in range(n_ring - 1, 0, -1):
-                    ring[k] = ring[k - 1]
-                ring[0] = v - pred
+                h = (h + 1) % n_ring
+                ring[h] = v - pred
         else:
             v = min(max(np.float64(out[t]) + np.rint(pred), -32768.0), 32767.0)
         for k in range(order - 1, 0, -1):
@@ -763,6 +763,8 @@ def _lpc_synthesis(out, gi, col0, order, frame0, start, hop, hist, mu, ring):
         if order:
             hist[0] = v
         out[t] = np.int16(v)
+    if n_ring:
+        head[0] = h
 
 
 @njit(**_JIT)
@@ -1376,7 +1378,7 @@ def warmup() -> None:
                     np.zeros((2, 2), np.int64), rng_states(0, 2), np.zeros((2, 2), np.int16),
                     np.zeros((2, 0, 2, nc), np.float32), np.zeros(lane_work_size(H, L), np.float32))
     _lpc_synthesis(np.zeros(2, np.int16), np.zeros((1, 3 * H + 2), np.float32), 3 * H, 2, 0, 0, HOP,
-                   np.zeros(2), 0.0, np.zeros(0))  # LPC voices: the predictor's synthesis loop
+                   np.zeros(2), 0.0, np.zeros(0), np.zeros(1, np.int64))  # LPC voices: the synthesis loop
 
 
 def _tiny_mat(rows: int, cols: int, br: int, bc: int, kind: int, rs: np.random.Generator) -> tuple:

@@ -128,6 +128,7 @@ class VocoderState:
     work: np.ndarray
     lpc_hist: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))  # (P,) s_{t-1}.. (LPC)
     ltp_ring: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))  # (LTP_MAX_LAG + 1,) residuals
+    ltp_head: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(1, np.int64))  # (1,): newest's slot
 
 
 def lane_split(batch_size: int) -> int:
@@ -163,6 +164,7 @@ class BatchState:
     work_streams: np.ndarray
     lpc_hist: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 0)))  # (B, P) (LPC)
     ltp_ring: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 0)))  # (B, LTP_MAX_LAG + 1)
+    ltp_head: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 1), np.int64))  # (B, 1)
 
     @property
     def batch_size(self) -> int:
@@ -314,7 +316,8 @@ class Vocoder:
         rng = K.rng_state(seed) if rng is None else np.array(rng, dtype=np.uint64).reshape(1)
         return VocoderState(h=np.zeros(H, np.float32), prev=np.array([128, 0], np.int64), rng=rng, position=0,
                             work=np.zeros(3 * H + H // 2 + 2 * K.N_CLASSES, np.float32),
-                            lpc_hist=np.zeros(self.lpc_order), ltp_ring=np.zeros(self._ring))
+                            lpc_hist=np.zeros(self.lpc_order), ltp_ring=np.zeros(self._ring),
+                            ltp_head=np.zeros(1, np.int64))
 
     def new_batch_state(self, rng: np.ndarray) -> BatchState:
         """B fresh streams, stream b drawing from ``rng[b]`` (see ``kernels.rng_states``)."""
@@ -330,7 +333,8 @@ class Vocoder:
         return BatchState(h_lanes=np.zeros((H, L), np.float32), h_streams=np.zeros((ns, H), np.float32),
                           prev=prev, rng=rng, position=0, work_lanes=np.zeros(K.lane_work_size(H, L), np.float32),
                           work_streams=np.zeros(ns * (3 * H + H // 2 + K.N_CLASSES + 2) + K.N_CLASSES, np.float32),
-                          lpc_hist=np.zeros((B, self.lpc_order)), ltp_ring=np.zeros((B, self._ring)))
+                          lpc_hist=np.zeros((B, self.lpc_order)), ltp_ring=np.zeros((B, self._ring)),
+                          ltp_head=np.zeros((B, 1), np.int64))
 
     def _check_frames(self, gi: np.ndarray, ndim: int, frame0: int, position: int, n: int) -> None:
         if gi.dtype != np.float32 or gi.ndim != ndim or gi.shape[-1] != self.frame_width \
@@ -376,7 +380,7 @@ class Vocoder:
                     state.rng, out, logits_out, state.work)
         if self.lpc_order:  # the net made the excitation: add the prediction back
             K._lpc_synthesis(out, gi, 3 * self.hidden_size, self.lpc_order, int(frame0), int(state.position),
-                             self.hop, state.lpc_hist, self._mu, state.ltp_ring)
+                             self.hop, state.lpc_hist, self._mu, state.ltp_ring, state.ltp_head)
         state.position += n_samples
         return out
 
@@ -422,7 +426,7 @@ class Vocoder:
         """LPC vocoders: add each stream's prediction back to its excitation (in place)."""
         for b in range(out.shape[0] if self.lpc_order else 0):
             K._lpc_synthesis(out[b], gi[b], 3 * self.hidden_size, self.lpc_order, int(frame0), int(state.position),
-                             self.hop, state.lpc_hist[b], self._mu, state.ltp_ring[b])
+                             self.hop, state.lpc_hist[b], self._mu, state.ltp_ring[b], state.ltp_head[b])
 
     # ---- offline ------------------------------------------------------------------------------
 
