@@ -194,7 +194,10 @@ class WaveRNN(nn.Module):
                 P + 1 samples before ``audio[:, 0]`` (zeros before an utterance's start; its last
                 column replaces ``prev_audio``), ``lpc`` (B, T + 1, P + 1) float64 the predictors
                 (:func:`wavern.dsp.mel_lpc`) of the frame before the segment (row 0; ``[1, 0, ...]``
-                before an utterance's start) and of its T frames.
+                before an utterance's start) and of its T frames. With ``config.ltp`` they reach
+                further back and each row ends with the frame's lag and gain: ``past``
+                (B, ``config.history_samples``), ``lpc`` (B, T + ``config.history_frames``,
+                ``config.lpc_columns``), as ``VocoderData.segments`` makes them.
 
         Returns:
             (coarse_logits, fine_logits), each (B, T * hop, 256) float; with LPC they are the
@@ -223,7 +226,8 @@ class WaveRNN(nn.Module):
     def targets(self, audio: torch.Tensor, *, prev_audio: torch.Tensor | None = None,
                 past: torch.Tensor | None = None, lpc: torch.Tensor | None = None) -> torch.Tensor:
         """(B, N) int64 values the two softmaxes predict: the samples, or with LPC the excitation
-        ``e_t = clip(s_t - round(p_t))``."""
+        ``e_t = clip(s_t - round(p_t))``, its mu-law code (``excitation="mulaw"``), or with ``ltp``
+        the code of the innovation ``r_t - beta r_{t-T}`` (docs/ARCHITECTURE.md)."""
         return self._inputs(audio, prev_audio, None, past, lpc)[1]
 
     def hidden(self, mel: torch.Tensor, audio: torch.Tensor, *, prev_audio: torch.Tensor | None = None,
