@@ -1,44 +1,51 @@
 #!/bin/sh
-# Continue the default voice's two long training runs on a fresh machine (or the same one).
+# Continue the default voice's training runs on a fresh machine (or the same one).
 # Run from the repository root after ./setup.sh:   sh assets/training/resume.sh
-# Each run continues from runs/<model>/checkpoint.pt when it exists (bit-exact), else from
-# the compact bfloat16 checkpoints committed here (not bit-exact, same weights and moments).
+# Each run continues from its runs/<name>/checkpoint.pt when it exists (bit-exact), else from
+# the compact checkpoints committed here (not bit-exact, same weights and moments).
+#
+# Session 5 on, the runs are the pitch-aware ones (docs/bench/lpc_vocoder.md, "Session 5"): an
+# LPC vocoder with a long-term (pitch) predictor, and the acoustic model with a pitch projection.
+# The shipped voice (assets/voices/default) is still session 4's: its checkpoints are in git at
+# ce91e53 (assets/training/vocoder-compact.pt, LPC step 20691; acoustic-compact.pt, step 5673).
 set -e
 cd "$(dirname "$0")/../.."
 PY=.venv/bin/python
-mkdir -p runs/vocoder runs/acoustic
+mkdir -p runs/ltp_lin runs/acoustic_pitch
 
 # The corpus is deterministic from its seed: this rebuilds the very corpus the runs trained on.
 [ -f data/corpus/metadata.jsonl ] || .venv/bin/wavern corpus build data/corpus --utterances 2000 --seed 0
 
-# Acoustic model: 1 thread; --time-limit-min bounds one call, rerun to continue.
-if [ ! -f runs/acoustic/checkpoint.pt ]; then
-  cp assets/training/acoustic-compact.pt runs/acoustic/checkpoint.pt
-fi
-nohup $PY -m wavern.training.acoustic_trainer data/corpus runs/acoustic \
-  --steps 100000 --batch-size 8 --lr 1.5e-3 --warmup-steps 200 --d-model 128 --layers 3 \
-  --ffn 256 --decoder-kind window --time-limit-min ${ACOUSTIC_MINUTES:-150} --eval-every 400 --threads 1 \
-  >> runs/acoustic.log 2>&1 &
-echo "acoustic training: PID $!, log runs/acoustic.log"
+# Acoustic model with pitch: fine-tuned from the shipped acoustic model (acoustic-compact.pt, step
+# 5673) with a pitch projection; --init-from also fixes the model's shape on a resume. 1 thread;
+# --time-limit-min bounds one call, rerun to continue.
+nohup $PY -m wavern.training.acoustic_trainer data/corpus runs/acoustic_pitch \
+  --init-from assets/training/acoustic-compact.pt --pitch --steps 100000 --batch-size 8 --lr 5e-4 \
+  --warmup-steps 100 --time-limit-min ${ACOUSTIC_MINUTES:-60} --eval-every 1000 --threads 1 \
+  >> runs/acoustic_pitch.log 2>&1 &
+echo "acoustic training: PID $!, log runs/acoustic_pitch.log"
 
-# Vocoder (session 4 on): the LPC run, an excitation-only WaveRNN over an order-16 predictor from
-# the mel, output layers pruned row by row. 1 thread (2 threads collapse when the other core is
-# busy), bf16, block pruning to 10 % (done at step 10000). With a free core, the same options under
-# `.venv/bin/torchrun --standalone --nproc-per-node 2 -m wavern.training.vocoder_trainer ...` run 1.4x faster.
-if [ -f runs/vocoder/checkpoint.pt ]; then START="--resume"; else START="--init-from assets/training/vocoder-compact.pt"; fi
-nohup $PY -m wavern.training.vocoder_trainer --corpus data/corpus --run-dir runs/vocoder \
+# Vocoder: the LPC run (order 16, excitation only, output layers pruned row by row) with the
+# long-term predictor from the pitch features (--pitch --ltp, linear code), continued from the
+# session-4 run's step 24159; vocoder-compact.pt is its latest committed step. 1 thread (2 threads
+# collapse when the other core is busy), bf16, block pruning to 10 % done. With a free core, the
+# same options under `.venv/bin/torchrun --standalone --nproc-per-node 2 -m wavern.training.vocoder_trainer`
+# run 1.4x faster.
+if [ -f runs/ltp_lin/checkpoint.pt ]; then START="--resume"; else START="--init-from assets/training/vocoder-compact.pt"; fi
+nohup $PY -m wavern.training.vocoder_trainer --corpus data/corpus --run-dir runs/ltp_lin --cache runs/vocoder/cache \
   --hidden 384 --cond-channels 128 --cond-blocks 3 --block 16x4 --density 0.1 --prune-start 2000 --prune-ramp 8000 \
-  --prune-every 200 --lpc-order 16 --no-lpc-input --head-pruning rows --steps 200000 --batch 16 --segment-frames 4 --lr 3e-4 --warmup 100 --lr-half-life 40000 \
-  --lr-min 5e-5 --optimizer adam --grad-clip 1.0 --threads 1 --bf16 on --seed 0 --checkpoint-interval 300 \
-  --eval-every 500 --eval-batches 4 --log-every 10 $START >> runs/vocoder/log.txt 2>&1 &
-echo $! > runs/vocoder/pid
-echo "vocoder training: PID $!, log runs/vocoder/log.txt, metrics runs/vocoder/metrics.jsonl"
+  --prune-every 200 --lpc-order 16 --no-lpc-input --head-pruning rows --pitch --ltp --steps 200000 --batch 16 \
+  --segment-frames 4 --lr 3e-4 --warmup 100 --lr-half-life 40000 --lr-min 5e-5 --optimizer adam --grad-clip 1.0 \
+  --threads 1 --bf16 on --seed 0 --checkpoint-interval 300 --eval-every 500 --eval-batches 4 --log-every 10 \
+  $START >> runs/ltp_lin/log.txt 2>&1 &
+echo $! > runs/ltp_lin/pid
+echo "vocoder training: PID $!, log runs/ltp_lin/log.txt, metrics runs/ltp_lin/metrics.jsonl"
 
-# Later, refresh the shipped voice from wherever the runs are, and measure it:
+# Later, assemble a voice from wherever the runs are and measure it (copy synthesis gives a pitch
+# voice the true audio's pitch features); ship it only where it beats the shipped voice:
 #   $PY -c "from wavern.training.voice import assemble_from_runs; assemble_from_runs('assets/voices/default', \
-#     acoustic_checkpoint='runs/acoustic/checkpoint.pt', vocoder_checkpoint='runs/vocoder/checkpoint.pt', \
-#     corpus_dir='data/corpus', card=open('assets/voices/default/MODEL_CARD.md').read())"
-#   $PY bench/eval_voice.py --n-utts 10
-#   $PY -c "from wavern.training.common import compact_checkpoint; \
-#     compact_checkpoint('runs/acoustic/checkpoint.pt', 'assets/training/acoustic-compact.pt')"
-#   cp runs/vocoder/compact.pt assets/training/vocoder-compact.pt
+#     acoustic_checkpoint='runs/acoustic_pitch/checkpoint.pt', vocoder_checkpoint='runs/ltp_lin/checkpoint.pt', \
+#     corpus_dir='data/corpus', card=open('assets/voices/default/MODEL_CARD.md').read(), \
+#     postfilter={'gamma_num': 0.92, 'gamma_den': 0.96, 'tilt': 0.2, 'order': 56})"
+#   $PY bench/eval_voice.py --n-utts 10 --metrics runs/ltp_lin/metrics.jsonl
+#   cp runs/ltp_lin/compact.pt assets/training/vocoder-compact.pt
