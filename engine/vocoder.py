@@ -289,9 +289,11 @@ class Vocoder:
         return 3 * self.hidden_size + self.lpc_order + (2 if self.ltp else 0)
 
     def frame_inputs(self, mel: np.ndarray) -> np.ndarray:
-        """Per-frame gate inputs ``W_ih[:, 3:] cond_t + b_ih`` (T, 3H) float32 of a log-mel (T, 80);
-        an LPC vocoder appends each frame's predictor ``a_1 .. a_P`` (:func:`wavern.dsp.mel_lpc`,
-        float32), so (T, 3H + P): the frames carry it wherever they go (windows, folding, batches).
+        """Per-frame gate inputs ``W_ih[:, 3:] cond_t + b_ih`` (T, 3H) float32 of a log-mel (T, 80)
+        (a pitch vocoder's features: (T, 82), the mel then the pitch features); an LPC vocoder
+        appends each frame's predictor ``a_1 .. a_P`` (:func:`wavern.dsp.mel_lpc` of the mel
+        channels, float32), and with ``ltp`` the frame's lag and gain (:func:`wavern.dsp.ltp_params`),
+        so (T, :attr:`frame_width`): the frames carry them wherever they go (windows, folding, batches).
 
         The conditioning net (:class:`~wavern.engine.condnet.CondNet`) and the projection run in
         ``kernels.conv1d_taps``: every output is one fixed chain of fused multiply-adds, so row t
