@@ -358,12 +358,15 @@ class VocoderTrainer:
         saved = VocoderConfig.from_dict(ck["vocoder_config"])
         model_state, widen = ck["model"], 0
         want = self.cfg.vocoder
-        coding = {"pitch": want.pitch, "excitation": want.excitation, "ltp": want.ltp}
+        coding = {"pitch": want.pitch, "excitation": want.excitation, "ltp": want.ltp,
+                  "lpc_prediction_input": want.lpc_prediction_input}
         try:
             recoded = dataclasses.replace(saved, **coding)
         except ParameterError:  # saved differs elsewhere too (e.g. no LPC): the check below reports it
             recoded = None
-        if not exact and saved != want and not (saved.pitch and not want.pitch) and recoded == want:
+        grows_input = want.n_inputs > saved.n_inputs  # the prediction becomes a GRU input
+        if not exact and saved != want and not (saved.pitch and not want.pitch) \
+                and want.n_inputs >= saved.n_inputs and recoded == want:
             # the same network goes on with another excitation code (its heads re-learn) and/or gains
             # pitch inputs: the conditioning input widens with zero weights (the same function)
             if want.pitch and not saved.pitch:
@@ -371,6 +374,10 @@ class VocoderTrainer:
                 widen = want.n_features - saved.n_features
                 model_state = {**model_state, "cond.conv_in.weight": torch.cat(
                     [w, torch.zeros(w.shape[0], widen, w.shape[2], dtype=w.dtype)], dim=1)}
+            if grows_input:  # a zero column for p_t / 32768 after c_{t-1}, f_{t-1}, c_t
+                w = model_state["gru.weight_ih_l0"]
+                model_state = {**model_state, "gru.weight_ih_l0": torch.cat(
+                    [w[:, :3], torch.zeros(w.shape[0], 1, dtype=w.dtype), w[:, 3:]], dim=1)}
             log.info("%s: continuing with %s (was %s)", path, coding,
                      {k: getattr(saved, k) for k in coding})
             saved = want
@@ -391,13 +398,20 @@ class VocoderTrainer:
             self.pruner.load_state_dict({"sparsity": ck["pruner"]["sparsity"], "masks": masks})
         else:
             self.pruner.load_state_dict(ck["pruner"])
+        names = [n for n, _ in self.model.named_parameters()]
         if widen:  # Adam's moments of the widened weight: zeros for the new channels
-            slot = [n for n, _ in self.model.named_parameters()].index("cond.conv_in.weight")
-            st = opt["state"].get(slot, {})
+            st = opt["state"].get(names.index("cond.conv_in.weight"), {})
             for key in ("exp_avg", "exp_avg_sq"):
                 if key in st:
                     v = st[key]
                     st[key] = torch.cat([v, torch.zeros(v.shape[0], widen, v.shape[2], dtype=v.dtype)], dim=1)
+        if model_state is not ck["model"] and "gru.weight_ih_l0" in model_state \
+                and model_state["gru.weight_ih_l0"].shape[1] != ck["model"]["gru.weight_ih_l0"].shape[1]:
+            st = opt["state"].get(names.index("gru.weight_ih_l0"), {})  # the new input's moments: zeros
+            for key in ("exp_avg", "exp_avg_sq"):
+                if key in st:
+                    v = st[key]
+                    st[key] = torch.cat([v[:, :3], torch.zeros(v.shape[0], 1, dtype=v.dtype), v[:, 3:]], dim=1)
         try:
             self.optimizer.load_state_dict(opt)
         except (ValueError, KeyError) as exc:

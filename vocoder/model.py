@@ -298,7 +298,8 @@ class WaveRNN(nn.Module):
             if cfg.ltp:  # i_j = r_j - beta_j r_{j - T_j} for j = -1 .. N-1 (T = 0 where beta = 0)
                 q = torch.arange(m - 1, m + n, device=audio.device)
                 lag = a[:, m - 1:, order + 1].to(torch.int64)
-                x = x[:, m - 1:] - a[:, m - 1:, order + 2] * torch.gather(x, 1, q[None] - lag)
+                long_term = a[:, m - 1:, order + 2] * torch.gather(x, 1, q[None] - lag)
+                x = x[:, m - 1:] - long_term
             if cfg.excitation == "mulaw":
                 x = torch.sign(x) * _MU_SCALE * torch.log1p(MU_LAW * x.abs() / 32768.0)
             e = torch.clamp(torch.round(x), -32768, 32767).to(torch.int64)
@@ -306,6 +307,8 @@ class WaveRNN(nn.Module):
             pred = torch.round(pred)
             e = torch.clamp(s[:, order:] - pred, -32768, 32767).to(torch.int64)  # e_{-1} .. e_{N-1}
         pred = pred[:, m - 1:]  # p_{-1} .. p_{N-1}
+        if cfg.ltp:  # the prediction input (lpc_prediction_input) is the whole prediction
+            pred = pred + long_term
         c_all, f_all = split_bytes(e)
         c_in, f_in = c_all[:, :-1], f_all[:, :-1]
         if input_audio is not None:  # the noise it carries goes onto the fed-back codes (in code units)
@@ -445,12 +448,12 @@ class WaveRNN(nn.Module):
                     pred -= a[k] * hist[k - 1]
                 if not (mulaw or ltp):
                     pred = float(round(pred))
-                if w_pred is not None:
-                    gi = gi + w_pred * torch.tensor(pred / 32768.0, dtype=torch.float32, device=param.device)
             long_term = 0.0
             if ltp:  # beta r_{t - T}
                 lag, gain = lag_gain[t // hop]
                 long_term = gain * resid[int(lag) - 1] if lag else 0.0
+            if w_pred is not None:  # the whole prediction, short and long term, as an input
+                gi = gi + w_pred * torch.tensor((pred + long_term) / 32768.0, dtype=torch.float32, device=param.device)
             if forced_audio is not None:  # the bytes of the forced sample (its excitation with LPC)
                 if mulaw:
                     code = int(mulaw_compress(forced[t] - pred - long_term))

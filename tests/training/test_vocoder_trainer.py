@@ -374,3 +374,25 @@ def test_an_ltp_run_starts_from_a_mulaw_run_and_trains(corpus, tmp_path):
     from wavern.training.vocoder_trainer import _parse
 
     assert _parse(["--lpc-order", "16", "--excitation", "mulaw", "--pitch", "--ltp"]).vocoder.ltp
+
+
+def test_the_prediction_becomes_an_input_of_a_running_ltp_model(corpus, tmp_path):
+    root, _ = corpus
+    ltp = dataclasses.replace(VOC, lpc_order=4, lpc_prediction_input=False, pitch=True, ltp=True)
+    first = train_vocoder(_cfg(root, tmp_path / "ltp", vocoder=ltp, steps=2, eval_every_steps=0))
+    fed = dataclasses.replace(ltp, lpc_prediction_input=True)
+    cfg = _cfg(root, tmp_path / "fed", vocoder=fed, steps=4, init_from=str(tmp_path / "ltp" / CHECKPOINT),
+               eval_every_steps=0)
+    start = VocoderTrainer(cfg)
+    start.load(tmp_path / "ltp" / CHECKPOINT, exact=False)
+    w, w0 = start.model.gru.weight_ih_l0, first.model.gru.weight_ih_l0
+    assert w.shape[1] == w0.shape[1] + 1 and not w[:, 3].any()
+    assert torch.equal(w[:, :3], w0[:, :3]) and torch.equal(w[:, 4:], w0[:, 3:])
+    assert start.optimizer.state[w]["exp_avg"].shape == w.shape
+    start.open_data()
+    mel, audio, prev, past, lpc = start._to_tensors(start._batch(np.random.default_rng(2)))
+    with torch.no_grad():  # a zero weight on the new input: the same function
+        a = start.model.loss(mel, audio, mel_pad=start.mel_pad, past=past, lpc=lpc).total
+        b = first.model.loss(mel, audio, mel_pad=start.mel_pad, past=past, lpc=lpc).total
+    assert float(a) == float(b)
+    assert train_vocoder(cfg).step == 4

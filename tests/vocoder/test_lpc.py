@@ -230,7 +230,8 @@ def test_input_noise_moves_the_fed_back_codes_only(cfg):
 # ---- the long-term (pitch) predictor ------------------------------------------------------------
 LTP = dataclasses.replace(MULAW, pitch=True, ltp=True)
 LINEAR_LTP = dataclasses.replace(EXCITATION_ONLY, pitch=True, ltp=True)
-LTP_VARIANTS = pytest.mark.parametrize("cfg", [LTP, LINEAR_LTP], ids=["mulaw", "linear"])
+LTP_INPUT = dataclasses.replace(LINEAR_LTP, lpc_prediction_input=True)  # p_t + beta r_{t-T} a GRU input
+LTP_VARIANTS = pytest.mark.parametrize("cfg", [LTP, LINEAR_LTP, LTP_INPUT], ids=["mulaw", "linear", "input"])
 LAG = 40  # samples: the synthetic pitch period below (a few frames of HOP 16)
 
 
