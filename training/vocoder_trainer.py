@@ -187,6 +187,12 @@ def _make_optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:
     return YellowFin(params)
 
 
+def _insert_zero_columns(t: torch.Tensor, at: int, k: int) -> torch.Tensor:
+    """``t`` with ``k`` zero columns (dim 1) inserted before column ``at``."""
+    zeros = torch.zeros(t.shape[0], k, *t.shape[2:], dtype=t.dtype)
+    return torch.cat([t[:, :at], zeros, t[:, at:]], dim=1)
+
+
 class VocoderTrainer:
     """Model, optimiser, pruner and data of one run; :func:`train_vocoder` drives it."""
 
@@ -356,7 +362,7 @@ class VocoderTrainer:
         if fmt not in (CHECKPOINT_FORMAT, COMPACT_FORMAT):
             raise ParameterError(f"{path} is not a vocoder checkpoint (format {fmt!r})")
         saved = VocoderConfig.from_dict(ck["vocoder_config"])
-        model_state, widen = ck["model"], 0
+        model_state = ck["model"]
         want = self.cfg.vocoder
         coding = {"pitch": want.pitch, "excitation": want.excitation, "ltp": want.ltp,
                   "lpc_prediction_input": want.lpc_prediction_input}
@@ -364,20 +370,17 @@ class VocoderTrainer:
             recoded = dataclasses.replace(saved, **coding)
         except ParameterError:  # saved differs elsewhere too (e.g. no LPC): the check below reports it
             recoded = None
-        grows_input = want.n_inputs > saved.n_inputs  # the prediction becomes a GRU input
+        widen: list[tuple[str, int, int]] = []  # (weight, column where zero columns go in, how many)
         if not exact and saved != want and not (saved.pitch and not want.pitch) \
                 and want.n_inputs >= saved.n_inputs and recoded == want:
-            # the same network goes on with another excitation code (its heads re-learn) and/or gains
-            # pitch inputs: the conditioning input widens with zero weights (the same function)
+            # the same network goes on with another excitation code (its heads re-learn), and new
+            # inputs (pitch features; the prediction) come in with zero weights: the same function
             if want.pitch and not saved.pitch:
-                w = model_state["cond.conv_in.weight"]
-                widen = want.n_features - saved.n_features
-                model_state = {**model_state, "cond.conv_in.weight": torch.cat(
-                    [w, torch.zeros(w.shape[0], widen, w.shape[2], dtype=w.dtype)], dim=1)}
-            if grows_input:  # a zero column for p_t / 32768 after c_{t-1}, f_{t-1}, c_t
-                w = model_state["gru.weight_ih_l0"]
-                model_state = {**model_state, "gru.weight_ih_l0": torch.cat(
-                    [w[:, :3], torch.zeros(w.shape[0], 1, dtype=w.dtype), w[:, 3:]], dim=1)}
+                widen.append(("cond.conv_in.weight", saved.n_features, want.n_features - saved.n_features))
+            if want.n_inputs > saved.n_inputs:  # p_t / 32768 after c_{t-1}, f_{t-1}, c_t
+                widen.append(("gru.weight_ih_l0", 3, 1))
+            model_state = {**model_state, **{name: _insert_zero_columns(model_state[name], at, k)
+                                             for name, at, k in widen}}
             log.info("%s: continuing with %s (was %s)", path, coding,
                      {k: getattr(saved, k) for k in coding})
             saved = want
@@ -399,19 +402,11 @@ class VocoderTrainer:
         else:
             self.pruner.load_state_dict(ck["pruner"])
         names = [n for n, _ in self.model.named_parameters()]
-        if widen:  # Adam's moments of the widened weight: zeros for the new channels
-            st = opt["state"].get(names.index("cond.conv_in.weight"), {})
+        for name, at, k in widen:  # Adam's moments of a widened weight: zeros for the new columns
+            moments = opt["state"].get(names.index(name), {})
             for key in ("exp_avg", "exp_avg_sq"):
-                if key in st:
-                    v = st[key]
-                    st[key] = torch.cat([v, torch.zeros(v.shape[0], widen, v.shape[2], dtype=v.dtype)], dim=1)
-        if model_state is not ck["model"] and "gru.weight_ih_l0" in model_state \
-                and model_state["gru.weight_ih_l0"].shape[1] != ck["model"]["gru.weight_ih_l0"].shape[1]:
-            st = opt["state"].get(names.index("gru.weight_ih_l0"), {})  # the new input's moments: zeros
-            for key in ("exp_avg", "exp_avg_sq"):
-                if key in st:
-                    v = st[key]
-                    st[key] = torch.cat([v[:, :3], torch.zeros(v.shape[0], 1, dtype=v.dtype), v[:, 3:]], dim=1)
+                if key in moments:
+                    moments[key] = _insert_zero_columns(moments[key], at, k)
         try:
             self.optimizer.load_state_dict(opt)
         except (ValueError, KeyError) as exc:
