@@ -737,6 +737,7 @@ def _lpc_synthesis(out, gi, col0, order, frame0, start, hop, hist, mu, ring, hea
     """
     n_ring = ring.shape[0]
     h = head[0] if n_ring else 0
+    inv_scale = np.log1p(mu) / 32767.0 if mu > 0.0 else 0.0  # mu-law: x = (32768 / mu) expm1(|y| inv_scale)
     for t in range(out.shape[0]):
         row = gi[(start + t) // hop - frame0]
         pred = 0.0
@@ -750,7 +751,7 @@ def _lpc_synthesis(out, gi, col0, order, frame0, start, hop, hist, mu, ring, hea
                     base = pred + np.float64(row[col0 + order + 1]) * ring[(h - lag + 1) % n_ring]
             y = np.float64(out[t])
             if mu > 0.0:
-                x = (32768.0 / mu) * np.expm1(abs(y) * (np.log1p(mu) / 32767.0))
+                x = (32768.0 / mu) * np.expm1(abs(y) * inv_scale)
                 y = x if y >= 0.0 else -x
             v = min(max(np.rint(base + y), -32768.0), 32767.0)
             if n_ring:

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
 
-from wavern.dsp import LTP_MAX_LAG, MU_LAW, ltp_params, mel_lpc, mulaw_compress, mulaw_expand
+from wavern.dsp import LTP_MAX_LAG, MU_CODE_SCALE, MU_LAW, ltp_params, mel_lpc, mulaw_compress, mulaw_expand
 from wavern.errors import ParameterError
 from wavern.vocoder.config import VocoderConfig
 from wavern.vocoder.gru import gru_sequence
@@ -32,7 +32,6 @@ __all__ = ["WaveRNN", "ConditioningNet", "VocoderLoss", "InferResult", "coarse_i
            "sample_class"]
 
 N_CLASSES = 256  # one byte per softmax
-_MU_SCALE = 32767.0 / math.log1p(MU_LAW)  # wavern.dsp.mulaw_compress's
 C_INIT, F_INIT = 128, 0  # c_{-1}, f_{-1}: the bytes of digital silence (x = 0)
 COARSE_INPUT_INIT = 30.0  # U(±a) initial weights of the coarse byte inputs (see WaveRNN.__init__)
 FINE_INPUT_INIT = 1.0  # U(±a) for the fine byte input
@@ -301,7 +300,7 @@ class WaveRNN(nn.Module):
                 long_term = a[:, m - 1:, order + 2] * torch.gather(x, 1, q[None] - lag)
                 x = x[:, m - 1:] - long_term
             if cfg.excitation == "mulaw":
-                x = torch.sign(x) * _MU_SCALE * torch.log1p(MU_LAW * x.abs() / 32768.0)
+                x = torch.sign(x) * MU_CODE_SCALE * torch.log1p(MU_LAW * x.abs() / 32768.0)
             e = torch.clamp(torch.round(x), -32768, 32767).to(torch.int64)
         else:
             pred = torch.round(pred)

@@ -37,6 +37,7 @@ __all__ = [
     "pitch_track",
     "pitch_features",
     "MU_LAW",
+    "MU_CODE_SCALE",
     "mulaw_compress",
     "mulaw_expand",
     "mulaw_log_slope",
@@ -268,7 +269,7 @@ def pitch_features(track: np.ndarray) -> np.ndarray:
 
 
 MU_LAW = 255.0  # the companding constant of an LPC vocoder's "mulaw" excitation (G.711's)
-_MU_SCALE = 32767.0 / np.log1p(MU_LAW)
+MU_CODE_SCALE = 32767.0 / float(np.log1p(MU_LAW))  # code = MU_CODE_SCALE * sign(x) ln(1 + mu |x| / 32768)
 
 
 def mulaw_compress(x: np.ndarray) -> np.ndarray:
@@ -280,14 +281,14 @@ def mulaw_compress(x: np.ndarray) -> np.ndarray:
     so the high byte resolves the excitation that a linear code keeps in 2-3 of its 256 values.
     Integer x with |x| < 2000 come back exactly from :func:`mulaw_expand` and rounding."""
     x = np.asarray(x, np.float64)
-    y = np.rint(np.sign(x) * _MU_SCALE * np.log1p(MU_LAW * np.abs(x) / 32768.0))
+    y = np.rint(np.sign(x) * MU_CODE_SCALE * np.log1p(MU_LAW * np.abs(x) / 32768.0))
     return np.clip(y, -32768, 32767).astype(np.int64)
 
 
 def mulaw_expand(y: np.ndarray) -> np.ndarray:
     """Codes -> real values, the inverse of :func:`mulaw_compress` up to its rounding (float64)."""
     y = np.asarray(y, np.float64)
-    return np.sign(y) * (32768.0 / MU_LAW) * np.expm1(np.abs(y) / _MU_SCALE)
+    return np.sign(y) * (32768.0 / MU_LAW) * np.expm1(np.abs(y) / MU_CODE_SCALE)
 
 
 def mulaw_log_slope(y: np.ndarray) -> np.ndarray:
@@ -297,7 +298,7 @@ def mulaw_log_slope(y: np.ndarray) -> np.ndarray:
     unit, so ``NLL_x = NLL_y - E[ln dy/dx]`` compares a mu-law model's loss with a linear one's.
     """
     x = np.abs(mulaw_expand(y))
-    return np.log(_MU_SCALE * MU_LAW / 32768.0) - np.log1p(MU_LAW * x / 32768.0)
+    return np.log(MU_CODE_SCALE * MU_LAW / 32768.0) - np.log1p(MU_LAW * x / 32768.0)
 
 
 LTP_MAX_LAG = 400  # samples: the longest pitch period a long-term predictor uses (55 Hz at 22 050 Hz)
