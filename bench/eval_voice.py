@@ -144,7 +144,7 @@ def write_examples(folder: Path, voice, records, rows: list[dict], metrics: Path
     import matplotlib.pyplot as plt
     import soundfile as sf
 
-    from wavern.dsp import int16_to_float, log_mel
+    from wavern.dsp import copy_features, int16_to_float, log_mel
 
     folder.mkdir(parents=True, exist_ok=True)
     picked = sorted(records, key=lambda r: len(r.text))[:3]
@@ -156,12 +156,8 @@ def write_examples(folder: Path, voice, records, rows: list[dict], metrics: Path
     first = picked[0]
     ref = int16_to_float(first.audio())
     mel = log_mel(ref)
-    feats = mel
-    if voice.acoustic.config.pitch:  # a pitch voice copies the true audio's pitch too
-        from wavern.dsp import pitch_features, pitch_track
-
-        feats = np.concatenate([mel, pitch_features(pitch_track(ref))], axis=1)
-    copy = int16_to_float(voice.render_mel(feats, seed=seed))
+    # a pitch voice copies the true audio's pitch too
+    copy = int16_to_float(voice.render_mel(copy_features(ref, pitch=voice.acoustic.config.pitch), seed=seed))
     e2e = sf.read(folder / "example_1.wav", dtype="float32")[0]
     fig, axes = plt.subplots(3, 1, figsize=(10, 7), sharex=True)
     for ax, (title, m) in zip(axes, (("espeak-ng (the training audio)", mel),

@@ -46,7 +46,7 @@ from typing import Iterator
 
 import numpy as np
 
-from wavern.dsp import DEFAULT_MEL, int16_to_float, log_mel, pitch_features, pitch_track
+from wavern.dsp import DEFAULT_MEL, copy_features, int16_to_float
 from wavern.engine.chunk import AudioChunk, SpeakConfig
 from wavern.engine.voicefile import read_voice_json
 from wavern.errors import ParameterError, VoiceFileError
@@ -445,9 +445,7 @@ class Voice:
             raise ParameterError(f"vocode expects mono audio with samples, found shape {x.shape}")
         from wavern.engine.batch import DEFAULT_FOLD_FRAMES
 
-        feats = log_mel(x, DEFAULT_MEL)
-        if self.acoustic.config.pitch:
-            feats = np.concatenate([feats, pitch_features(pitch_track(x, DEFAULT_MEL))], axis=1)
+        feats = copy_features(x, DEFAULT_MEL, pitch=self.acoustic.config.pitch)
         y = self.render_mel(feats, seed=seed, temperature=temperature,
                             fold_frames=DEFAULT_FOLD_FRAMES, postfilter=postfilter)
         return int16_to_float(y[: x.size])

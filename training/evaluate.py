@@ -721,9 +721,9 @@ class EvalUtterance:
         (:func:`wavern.dsp.pitch_features` of :func:`wavern.dsp.pitch_track` of the true audio)."""
         if not pitch:
             return self.mel
-        from wavern.dsp import pitch_features, pitch_track
+        from wavern.dsp import audio_pitch_features
 
-        feats = pitch_features(pitch_track(self.audio))[:self.mel.shape[0]]
+        feats = audio_pitch_features(self.audio)[:self.mel.shape[0]]
         return np.ascontiguousarray(np.concatenate([self.mel, feats], axis=1), np.float32)
 
 

@@ -141,8 +141,8 @@ def build_cache(corpus_dir: str | os.PathLike, cache_dir: str | os.PathLike, mel
 def build_pitch(cache_dir: str | os.PathLike, mel: MelConfig) -> Path:
     """Add ``pitch.npy`` to a cache: :func:`wavern.dsp.pitch_features` of every utterance's
     :func:`wavern.dsp.pitch_track`, frame-aligned with ``mels.npy`` (skipped when present and
-    newer than the cache's index). About 1 s of CPU per 4 minutes of audio."""
-    from wavern.dsp import int16_to_float, pitch_features, pitch_track
+    newer than the cache's index). 27 s of CPU for the corpus's 197 minutes of audio."""
+    from wavern.dsp import audio_pitch_features, int16_to_float
 
     cache_dir = Path(cache_dir)
     out = cache_dir / "pitch.npy"
@@ -155,11 +155,11 @@ def build_pitch(cache_dir: str | os.PathLike, mel: MelConfig) -> Path:
     tmp = cache_dir / "pitch.tmp.npy"
     feats = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(f_off[-1], 2))
     for i in range(len(index["ids"])):
-        track = pitch_track(int16_to_float(audio[s_off[i]:s_off[i + 1]]), mel)
-        if track.shape[0] != f_off[i + 1] - f_off[i]:
-            raise CorpusError(f"utterance {index['ids'][i]!r}: {track.shape[0]} pitch frames, "
+        utt = audio_pitch_features(int16_to_float(audio[s_off[i]:s_off[i + 1]]), mel)
+        if utt.shape[0] != f_off[i + 1] - f_off[i]:
+            raise CorpusError(f"utterance {index['ids'][i]!r}: {utt.shape[0]} pitch frames, "
                               f"{f_off[i + 1] - f_off[i]} mel frames")
-        feats[f_off[i]:f_off[i + 1]] = pitch_features(track)
+        feats[f_off[i]:f_off[i + 1]] = utt
     feats.flush()
     del feats
     os.replace(tmp, out)

@@ -36,6 +36,8 @@ __all__ = [
     "mel_lpc",
     "pitch_track",
     "pitch_features",
+    "audio_pitch_features",
+    "copy_features",
     "MU_LAW",
     "MU_CODE_SCALE",
     "mulaw_compress",
@@ -268,6 +270,22 @@ def pitch_features(track: np.ndarray) -> np.ndarray:
     return feats
 
 
+def audio_pitch_features(audio: np.ndarray, cfg: MelConfig = DEFAULT_MEL) -> np.ndarray:
+    """:func:`pitch_features` of :func:`pitch_track` of mono float audio: (1 + n // hop, 2) float32,
+    frame-aligned with :func:`log_mel` (the one definition every trainer, evaluation and the
+    engine's copy synthesis uses)."""
+    return pitch_features(pitch_track(audio, cfg))
+
+
+def copy_features(audio: np.ndarray, cfg: MelConfig = DEFAULT_MEL, *, pitch: bool = False) -> np.ndarray:
+    """What copy synthesis gives a vocoder from audio: its :func:`log_mel` (T, n_mels), followed by
+    its :func:`audio_pitch_features` with ``pitch`` (a pitch voice), (T, n_mels + 2) float32."""
+    mel = log_mel(audio, cfg)
+    if not pitch:
+        return mel
+    return np.ascontiguousarray(np.concatenate([mel, audio_pitch_features(audio, cfg)], axis=1), np.float32)
+
+
 MU_LAW = 255.0  # the companding constant of an LPC vocoder's "mulaw" excitation (G.711's)
 MU_CODE_SCALE = 32767.0 / float(np.log1p(MU_LAW))  # code = MU_CODE_SCALE * sign(x) ln(1 + mu |x| / 32768)
 
@@ -304,9 +322,9 @@ def mulaw_log_slope(y: np.ndarray) -> np.ndarray:
 LTP_MAX_LAG = 400  # samples: the longest pitch period a long-term predictor uses (55 Hz at 22 050 Hz)
 
 
-# The long-term predictor's gain against periodicity q: the median least-squares gain of the LPC
-# residual at the YIN lag over voiced frames of 10 held-out corpus sentences, per q bin
-# (docs/bench/lpc_vocoder.md). A larger gain than the residual supports makes the synthesis
+# The long-term predictor's gain against periodicity q: the mean least-squares gain of the LPC
+# residual at the YIN lag over voiced frames of 10 held-out corpus sentences, per q bin (0 below
+# q 0.45, where it was 0.06; docs/bench/lpc_vocoder.md). A larger gain than the residual supports makes the synthesis
 # filter amplify the net's unpredictable part by 1 / (1 - beta^2) in voiced stretches.
 LTP_GAIN_Q = (0.45, 0.55, 0.65, 0.75, 0.85, 0.95)
 LTP_GAIN = (0.0, 0.14, 0.2, 0.25, 0.3, 0.48)
