@@ -716,6 +716,37 @@ def _draw(logits, inv_temp, u, probs):
     return n - 1
 
 
+@njit(inline="always", **_JIT)
+def _synth_sample(row, col0, order, hist, mu, inv_scale, code, ring, h):
+    """One sample of the LPC synthesis filter (:func:`_lpc_synthesis`): the net's ``code`` for
+    sample t -> (s_t as float64, the ring's new head). Updates ``hist`` (and ``ring``) in place."""
+    n_ring = ring.shape[0]
+    pred = 0.0
+    for k in range(order):
+        pred -= np.float64(row[col0 + k]) * hist[k]
+    if mu > 0.0 or n_ring:
+        base = pred
+        if n_ring:
+            lag = int(row[col0 + order])
+            if lag > 0:
+                base = pred + np.float64(row[col0 + order + 1]) * ring[(h - lag + 1) % n_ring]
+        y = np.float64(code)
+        if mu > 0.0:
+            x = (32768.0 / mu) * np.expm1(abs(y) * inv_scale)
+            y = x if y >= 0.0 else -x
+        v = min(max(np.rint(base + y), -32768.0), 32767.0)
+        if n_ring:
+            h = (h + 1) % n_ring
+            ring[h] = v - pred
+    else:
+        v = min(max(np.float64(code) + np.rint(pred), -32768.0), 32767.0)
+    for k in range(order - 1, 0, -1):
+        hist[k] = hist[k - 1]
+    if order:
+        hist[0] = v
+    return v, h
+
+
 @njit(**_JIT)
 def _lpc_synthesis(out, gi, col0, order, frame0, start, hop, hist, mu, ring, head):
     """Add the linear prediction back to an LPC vocoder's excitation, in place (int16).
@@ -735,37 +766,90 @@ def _lpc_synthesis(out, gi, col0, order, frame0, start, hop, hist, mu, ring, hea
     sentence while its memories carry on); then the frame's columns ``col0 + order`` and ``+ 1``
     are its lag T and gain beta, and ``l_t = beta r_{t - T}`` (0 when T is 0).
     """
-    n_ring = ring.shape[0]
-    h = head[0] if n_ring else 0
+    h = head[0] if ring.shape[0] else 0
     inv_scale = np.log1p(mu) / 32767.0 if mu > 0.0 else 0.0  # mu-law: x = (32768 / mu) expm1(|y| inv_scale)
     for t in range(out.shape[0]):
-        row = gi[(start + t) // hop - frame0]
-        pred = 0.0
-        for k in range(order):
-            pred -= np.float64(row[col0 + k]) * hist[k]
-        if mu > 0.0 or n_ring:
-            base = pred
-            if n_ring:
-                lag = int(row[col0 + order])
-                if lag > 0:
-                    base = pred + np.float64(row[col0 + order + 1]) * ring[(h - lag + 1) % n_ring]
-            y = np.float64(out[t])
-            if mu > 0.0:
-                x = (32768.0 / mu) * np.expm1(abs(y) * inv_scale)
-                y = x if y >= 0.0 else -x
-            v = min(max(np.rint(base + y), -32768.0), 32767.0)
-            if n_ring:
-                h = (h + 1) % n_ring
-                ring[h] = v - pred
-        else:
-            v = min(max(np.float64(out[t]) + np.rint(pred), -32768.0), 32767.0)
-        for k in range(order - 1, 0, -1):
-            hist[k] = hist[k - 1]
-        if order:
-            hist[0] = v
+        v, h = _synth_sample(gi[(start + t) // hop - frame0], col0, order, hist, mu, inv_scale, out[t], ring, h)
         out[t] = np.int16(v)
-    if n_ring:
+    if ring.shape[0]:
         head[0] = h
+
+
+@njit(**_JIT)
+def _generate_period(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, logits, work,
+                     w_back, back_scale, order, hist, mu, ring, head):
+    """:func:`_generate` for a vocoder whose GRU also reads the residual one period back
+    (``VocoderConfig.ltp_input``): that input depends on the samples of this very call, so the
+    synthesis filter (:func:`_synth_sample`, as :func:`_lpc_synthesis` runs it) runs sample by
+    sample here, and ``out`` receives the samples themselves, not the excitation.
+
+    Before each draw the frame's gate inputs get ``w_back * float32(r_{t-T} / back_scale)``
+    (``w_back`` (3H,) the weight column; 0 where the frame has no lag). The filter columns start
+    at 3H in ``gi``; ``hist``, ``ring``, ``head`` as in :func:`_lpc_synthesis`. work float32 of
+    at least 6H + H/2 + 2*256.
+    """
+    H = h.shape[0]
+    col0 = 3 * H
+    fb = work[3 * H + H // 2 + 2 * N_CLASSES:6 * H + H // 2 + 2 * N_CLASSES]  # frame inputs + period input
+    n_ring = ring.shape[0]
+    hd = head[0]
+    inv_scale = np.log1p(mu) / 32767.0 if mu > 0.0 else 0.0
+    c = prev[0]
+    f = prev[1]
+    for t in range(out.shape[0]):
+        row = gi[(start + t) // hop - frame0]
+        lag = int(row[col0 + order])
+        xb = np.float32(ring[(hd - lag + 1) % n_ring] / back_scale) if lag > 0 else _ZERO
+        for i in range(3 * H):
+            fb[i] = row[i] + w_back[i] * xb
+        c, f = _sample_step(fb, net, inv_temp, h, c, f, rng, work, logits, t)
+        v, hd = _synth_sample(row, col0, order, hist, mu, inv_scale, c * 256 + f - 32768, ring, hd)
+        out[t] = np.int16(v)
+    prev[0] = c
+    prev[1] = f
+    head[0] = hd
+
+
+@njit(inline="always", **_JIT)
+def _sample_step(fr, net, inv_temp, h, c, f, rng, work, logits, t):
+    """One sample of one stream: the GRU update from (c_{t-1}, f_{t-1}) = (c, f) and the frame's
+    gate inputs ``fr``, then both draws; returns (c_t, f_t). ``h`` updated in place, logits
+    recorded at ``logits[t]`` when ``logits`` has rows. Inlined into the one-stream kernels."""
+    w_in, b_hh, R, O1, b1, O2, b2, O3, b3, O4, b4 = net
+    z0 = np.int64(0)  # not a literal: literals would compile every callee a second time
+    H = h.shape[0]
+    hh = H // 2
+    nc = b2.shape[0]
+    gh = work[:3 * H]
+    a = work[3 * H:3 * H + hh]
+    lg = work[3 * H + hh:3 * H + hh + nc]
+    probs = work[3 * H + hh + nc:3 * H + hh + 2 * nc]
+    xc = np.float32(c) / _BYTE - _ONE
+    xf = np.float32(f) / _BYTE - _ONE
+    # gh = W_hh h + b_hh, all 3H rows from the old state (one block-sparse matvec)
+    _copy(b_hh, gh)
+    _spmv(R, h, z0, gh)
+    # coarse half, then P(c_t) = softmax(O2 relu(O1 h_c + b1) + b2)
+    _gru_half(fr, w_in, gh, h, z0, hh, xc, xf, _ZERO)
+    _copy(b1, a)
+    _spmv(O1, h, z0, a)
+    _relu(a)
+    _copy(b2, lg)
+    _spmv(O2, a, z0, lg)
+    if logits.shape[0] > 0:
+        logits[t, 0, :] = lg
+    c = _draw(lg, inv_temp, _next_uniform(rng, z0), probs)
+    # fine half with c_t in its input, then P(f_t) from O3, O4
+    xct = np.float32(c) / _BYTE - _ONE
+    _gru_half(fr, w_in, gh, h, hh, H, xc, xf, xct)
+    _copy(b3, a)
+    _spmv(O3, h, hh, a)
+    _relu(a)
+    _copy(b4, lg)
+    _spmv(O4, a, z0, lg)
+    if logits.shape[0] > 0:
+        logits[t, 1, :] = lg
+    return c, _draw(lg, inv_temp, _next_uniform(rng, z0), probs)
 
 
 @njit(**_JIT)
@@ -779,46 +863,10 @@ def _generate(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, logits, 
     float32 to record the logits of every draw, or (0, 2, 256) not to. work float32 of at least
     3H + H/2 + 2*256.
     """
-    w_in, b_hh, R, O1, b1, O2, b2, O3, b3, O4, b4 = net
-    z0 = np.int64(0)  # not a literal: literals would compile every callee a second time
-    H = h.shape[0]
-    hh = H // 2
-    nc = b2.shape[0]
-    gh = work[:3 * H]
-    a = work[3 * H:3 * H + hh]
-    lg = work[3 * H + hh:3 * H + hh + nc]
-    probs = work[3 * H + hh + nc:3 * H + hh + 2 * nc]
-    record = logits.shape[0] > 0
     c = prev[0]
     f = prev[1]
     for t in range(out.shape[0]):
-        fr = gi[(start + t) // hop - frame0]
-        xc = np.float32(c) / _BYTE - _ONE
-        xf = np.float32(f) / _BYTE - _ONE
-        # gh = W_hh h + b_hh, all 3H rows from the old state (one block-sparse matvec)
-        _copy(b_hh, gh)
-        _spmv(R, h, z0, gh)
-        # coarse half, then P(c_t) = softmax(O2 relu(O1 h_c + b1) + b2)
-        _gru_half(fr, w_in, gh, h, z0, hh, xc, xf, _ZERO)
-        _copy(b1, a)
-        _spmv(O1, h, z0, a)
-        _relu(a)
-        _copy(b2, lg)
-        _spmv(O2, a, z0, lg)
-        if record:
-            logits[t, 0, :] = lg
-        c = _draw(lg, inv_temp, _next_uniform(rng, z0), probs)
-        # fine half with c_t in its input, then P(f_t) from O3, O4
-        xct = np.float32(c) / _BYTE - _ONE
-        _gru_half(fr, w_in, gh, h, hh, H, xc, xf, xct)
-        _copy(b3, a)
-        _spmv(O3, h, hh, a)
-        _relu(a)
-        _copy(b4, lg)
-        _spmv(O4, a, z0, lg)
-        if record:
-            logits[t, 1, :] = lg
-        f = _draw(lg, inv_temp, _next_uniform(rng, z0), probs)
+        c, f = _sample_step(gi[(start + t) // hop - frame0], net, inv_temp, h, c, f, rng, work, logits, t)
         out[t] = np.int16(c * 256 + f - 32768)
     prev[0] = c
     prev[1] = f
@@ -1380,6 +1428,11 @@ def warmup() -> None:
                     np.zeros((2, 0, 2, nc), np.float32), np.zeros(lane_work_size(H, L), np.float32))
     _lpc_synthesis(np.zeros(2, np.int16), np.zeros((1, 3 * H + 2), np.float32), 3 * H, 2, 0, 0, HOP,
                    np.zeros(2), 0.0, np.zeros(0), np.zeros(1, np.int64))  # LPC voices: the synthesis loop
+    _generate_period(np.zeros((1, 3 * H + 4), np.float32), 0, 0, HOP, net(0), inv, np.zeros(H, np.float32),
+                     np.array([128, 0], np.int64), rng_state(0), np.zeros(2, np.int16),
+                     np.zeros((0, 2, nc), np.float32), np.zeros(6 * H + hh + 2 * nc, np.float32),
+                     np.zeros(3 * H, np.float32), 512.0, 2, np.zeros(2), 0.0, np.zeros(401),
+                     np.zeros(1, np.int64))  # voices with the period input
 
 
 def _tiny_mat(rows: int, cols: int, br: int, bc: int, kind: int, rs: np.random.Generator) -> tuple:

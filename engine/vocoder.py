@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from wavern.dsp import DEFAULT_MEL, LTP_MAX_LAG, MU_LAW, ltp_params, mel_lpc
+from wavern.dsp import DEFAULT_MEL, LTP_INPUT_SCALE, LTP_MAX_LAG, MU_LAW, ltp_params, mel_lpc
 from wavern.engine import kernels as K
 from wavern.engine.condnet import CondNet
 from wavern.errors import ParameterError, VoiceFileError
@@ -193,7 +193,7 @@ class Vocoder:
     hop = K.HOP
 
     def __init__(self, dense: dict[str, np.ndarray], sparse: dict[str, BlockSparse], *, cond_blocks: int,
-                 lpc_order: int = 0, excitation: str = "linear", ltp: bool = False):
+                 lpc_order: int = 0, excitation: str = "linear", ltp: bool = False, ltp_input: bool = False):
         if not isinstance(lpc_order, int) or isinstance(lpc_order, bool) or not 0 <= lpc_order <= 64:
             raise VoiceFileError(f"vocoder lpc_order must be an integer in [0, 64], found {lpc_order!r}")
         if excitation not in ("linear", "mulaw") or (excitation == "mulaw" and not lpc_order):
@@ -211,6 +211,12 @@ class Vocoder:
         #: predictor (``wavern.dsp.ltp_params``) whose residual memory is in the stream state.
         self.ltp = bool(ltp)
         self._ring = LTP_MAX_LAG + 1 if ltp else 0
+        if ltp_input and not ltp:
+            raise VoiceFileError("the period input (vocoder ltp_input) needs a long-term predictor (ltp)")
+        #: True: the GRU also reads the residual one period back (``kernels._generate_period``), so
+        #: the synthesis filter runs inside the generation loop; batches run stream by stream.
+        self.ltp_input = bool(ltp_input)
+        n_in = 4 if ltp_input else 3
         self.cond = CondNet.from_tensors(dense, cond_blocks=cond_blocks)
         self.cond_blocks = int(cond_blocks)
         whh = sparse.get("gru.weight_hh")
@@ -228,8 +234,8 @@ class Vocoder:
                 raise VoiceFileError(f"vocoder tensor '{name}' is missing")
             sparse[name].validate(name, shape)
         w_ih = dense.get("gru.weight_ih")
-        if w_ih is None or tuple(w_ih.shape) != (3 * H, 3 + C):
-            raise VoiceFileError(f"gru.weight_ih: expected shape {(3 * H, 3 + C)}, "
+        if w_ih is None or tuple(w_ih.shape) != (3 * H, n_in + C):
+            raise VoiceFileError(f"gru.weight_ih: expected shape {(3 * H, n_in + C)}, "
                                  f"found {None if w_ih is None else tuple(w_ih.shape)}")
         coarse_rows = np.concatenate([np.arange(g * H, g * H + hh) for g in range(3)])
         leak = float(np.max(np.abs(w_ih[coarse_rows, 2])))
@@ -247,7 +253,8 @@ class Vocoder:
         self.hidden_size = int(H)
         self.cond_channels = int(C)
         # The frame part of W_ih as a 1-tap convolution (3H, C, 1) after the conditioning net.
-        self._proj = K.conv_taps(w_ih[:, 3:, None], vec("gru.bias_ih", 3 * H))
+        self._proj = K.conv_taps(w_ih[:, n_in:, None], vec("gru.bias_ih", 3 * H))
+        self._w_back = np.ascontiguousarray(w_ih[:, 3], dtype=np.float32) if ltp_input else None
         mats = {name: to_engine(sparse[name]) for name in _SPARSE}
         self.block_shapes = {name: K.BLOCK_SHAPES[m[3]] for name, m in mats.items()}
         self.nnz_weights = {name: int(m[0].shape[0]) for name, m in mats.items()}
@@ -259,16 +266,19 @@ class Vocoder:
 
     @classmethod
     def from_tensors(cls, dense: dict[str, np.ndarray], sparse: dict[str, BlockSparse], *,
-                     cond_blocks: int, lpc_order: int = 0, excitation: str = "linear", ltp: bool = False) -> "Vocoder":
-        return cls(dense, sparse, cond_blocks=cond_blocks, lpc_order=lpc_order, excitation=excitation, ltp=ltp)
+                     cond_blocks: int, lpc_order: int = 0, excitation: str = "linear", ltp: bool = False,
+                     ltp_input: bool = False) -> "Vocoder":
+        return cls(dense, sparse, cond_blocks=cond_blocks, lpc_order=lpc_order, excitation=excitation, ltp=ltp,
+                   ltp_input=ltp_input)
 
     @classmethod
     def load(cls, path: str | os.PathLike, *, cond_blocks: int, hidden_size: int | None = None,
              cond_channels: int | None = None, lpc_order: int = 0, excitation: str = "linear",
-             ltp: bool = False) -> "Vocoder":
+             ltp: bool = False, ltp_input: bool = False) -> "Vocoder":
         """Read a vocoder file; ``hidden_size`` / ``cond_channels``, if given, must match it."""
         dense, sparse = load_vocoder_tensors(path, cond_blocks=cond_blocks)
-        voc = cls(dense, sparse, cond_blocks=cond_blocks, lpc_order=lpc_order, excitation=excitation, ltp=ltp)
+        voc = cls(dense, sparse, cond_blocks=cond_blocks, lpc_order=lpc_order, excitation=excitation, ltp=ltp,
+                  ltp_input=ltp_input)
         for name, want, got in (("hidden_size", hidden_size, voc.hidden_size),
                                 ("cond_channels", cond_channels, voc.cond_channels)):
             if want is not None and want != got:
@@ -317,7 +327,7 @@ class Vocoder:
         H = self.hidden_size
         rng = K.rng_state(seed) if rng is None else np.array(rng, dtype=np.uint64).reshape(1)
         return VocoderState(h=np.zeros(H, np.float32), prev=np.array([128, 0], np.int64), rng=rng, position=0,
-                            work=np.zeros(3 * H + H // 2 + 2 * K.N_CLASSES, np.float32),
+                            work=np.zeros((6 if self.ltp_input else 3) * H + H // 2 + 2 * K.N_CLASSES, np.float32),
                             lpc_hist=np.zeros(self.lpc_order), ltp_ring=np.zeros(self._ring),
                             ltp_head=np.zeros(1, np.int64))
 
@@ -329,7 +339,7 @@ class Vocoder:
             raise ParameterError("a batch needs at least one stream, found an empty rng array")
         prev = np.zeros((B, 2), np.int64)
         prev[:, 0] = 128
-        nl = lane_split(B)
+        nl = 0 if self.ltp_input else lane_split(B)
         L = K.lanes(nl) if nl else 0
         ns = B - nl
         return BatchState(h_lanes=np.zeros((H, L), np.float32), h_streams=np.zeros((ns, H), np.float32),
@@ -378,6 +388,12 @@ class Vocoder:
             logits_out = np.zeros((0, 2, K.N_CLASSES), np.float32)
         else:
             _check_buffer(logits_out, (n_samples, 2, K.N_CLASSES), np.float32, "logits_out")
+        if self.ltp_input:  # the net reads the samples' residual: the synthesis runs inside the loop
+            K._generate_period(gi, int(frame0), int(state.position), self.hop, self._net, inv, state.h, state.prev,
+                               state.rng, out, logits_out, state.work, self._w_back, LTP_INPUT_SCALE,
+                               self.lpc_order, state.lpc_hist, self._mu, state.ltp_ring, state.ltp_head)
+            state.position += n_samples
+            return out
         K._generate(gi, int(frame0), int(state.position), self.hop, self._net, inv, state.h, state.prev,
                     state.rng, out, logits_out, state.work)
         if self.lpc_order:  # the net made the excitation: add the prediction back
@@ -407,6 +423,15 @@ class Vocoder:
         else:
             _check_buffer(logits_out, (B, n_samples, 2, K.N_CLASSES), np.float32, "logits_out")
         nl = state.n_lanes
+        if self.ltp_input:  # stream by stream: each one's synthesis runs inside its generation loop
+            work = np.zeros(6 * self.hidden_size + self.hidden_size // 2 + 2 * K.N_CLASSES, np.float32)
+            for b in range(B):
+                K._generate_period(gi[b], int(frame0), int(state.position), self.hop, self._net, inv,
+                                   state.h_streams[b], state.prev[b], state.rng[b:b + 1], out[b], logits_out[b],
+                                   work, self._w_back, LTP_INPUT_SCALE, self.lpc_order, state.lpc_hist[b],
+                                   self._mu, state.ltp_ring[b], state.ltp_head[b])
+            state.position += n_samples
+            return out
         if B == 1:  # one stream: the one-stream kernel (fewer loads than the four-stream product)
             K._generate(gi[0], int(frame0), int(state.position), self.hop, self._net, inv, state.h_streams[0],
                         state.prev[0], state.rng[0:1], out[0], logits_out[0], state.work_streams)

@@ -10,11 +10,12 @@ import torch
 
 def make_tiny_voice(out: Path, *, seed: int = 0, hidden_size: int = 64, density: float = 0.5,
                     name: str = "testvoice", lpc_order: int = 0, excitation: str = "linear",
-                    ltp: bool = False) -> Path:
+                    ltp: bool = False, ltp_input: bool = False) -> Path:
     """A voice folder with a randomly initialised tiny acoustic model and a block-pruned WaveRNN.
 
     ``ltp``: the acoustic model predicts pitch features and the vocoder (mu-law LPC) reads them,
     with a long-term predictor; its pitch projection is biased towards a 110 Hz, periodic voice.
+    ``ltp_input``: its GRU also reads the residual one period back.
     """
     from wavern.conditioning.acoustic import AcousticModel
     from wavern.conditioning.config import AcousticConfig, EncoderConfig
@@ -36,7 +37,8 @@ def make_tiny_voice(out: Path, *, seed: int = 0, hidden_size: int = 64, density:
             acoustic.pitch_out.weight.mul_(0.1)
             acoustic.pitch_out.bias.copy_(torch.tensor([np.log2(110 / 120), 0.95]))
     vcfg = VocoderConfig(hidden_size=hidden_size, cond_channels=16, cond_blocks=1, lpc_order=lpc_order,
-                         lpc_prediction_input=False, excitation=excitation, pitch=ltp, ltp=ltp)
+                         lpc_prediction_input=False, excitation=excitation, pitch=ltp, ltp=ltp,
+                         ltp_input=ltp_input)
     vocoder = WaveRNN(vcfg)
     with torch.no_grad():
         w = vocoder.gru.weight_hh_l0

@@ -365,20 +365,21 @@ class VocoderTrainer:
         model_state = ck["model"]
         want = self.cfg.vocoder
         coding = {"pitch": want.pitch, "excitation": want.excitation, "ltp": want.ltp,
-                  "lpc_prediction_input": want.lpc_prediction_input}
+                  "lpc_prediction_input": want.lpc_prediction_input, "ltp_input": want.ltp_input}
         try:
             recoded = dataclasses.replace(saved, **coding)
         except ParameterError:  # saved differs elsewhere too (e.g. no LPC): the check below reports it
             recoded = None
         widen: list[tuple[str, int, int]] = []  # (weight, column where zero columns go in, how many)
         if not exact and saved != want and not (saved.pitch and not want.pitch) \
-                and want.n_inputs >= saved.n_inputs and recoded == want:
+                and set(saved.input_names) <= set(want.input_names) and recoded == want:
             # the same network goes on with another excitation code (its heads re-learn), and new
             # inputs (pitch features; the prediction) come in with zero weights: the same function
             if want.pitch and not saved.pitch:
                 widen.append(("cond.conv_in.weight", saved.n_features, want.n_features - saved.n_features))
-            if want.n_inputs > saved.n_inputs:  # p_t / 32768 after c_{t-1}, f_{t-1}, c_t
-                widen.append(("gru.weight_ih_l0", 3, 1))
+            for col, name in enumerate(want.input_names):  # new sample inputs (p_t, r_{t-T}) in their places
+                if name not in saved.input_names:
+                    widen.append(("gru.weight_ih_l0", col, 1))
             model_state = {**model_state, **{name: _insert_zero_columns(model_state[name], at, k)
                                              for name, at, k in widen}}
             log.info("%s: continuing with %s (was %s)", path, coding,
@@ -557,7 +558,10 @@ def _parse(argv: list[str] | None) -> VocoderTrainConfig:
                    help="condition on pitch features too (cache/pitch.npy, computed on first use); "
                         "--init-from a model without them widens its conditioning input with zero weights")
     p.add_argument("--ltp", action="store_true",
-                   help="with --excitation mulaw --pitch: also take out a long-term (pitch) predictor of the residual")
+                   help="with --lpc-order --pitch: also take out a long-term (pitch) predictor of the residual")
+    p.add_argument("--ltp-input", action="store_true",
+                   help="with --ltp: feed the residual one period back, r_{t-T}, to the GRU as well "
+                        "(--init-from a model without it adds the input with zero weights)")
     p.add_argument("--steps", type=int, default=d.steps)
     p.add_argument("--batch", type=int, default=d.batch_size)
     p.add_argument("--segment-frames", type=int, default=d.segment_frames)
@@ -592,7 +596,7 @@ def _parse(argv: list[str] | None) -> VocoderTrainConfig:
                         block_rows=br, block_cols=bc, target_density=a.density, prune_start_step=a.prune_start,
                         prune_ramp_steps=a.prune_ramp, prune_every_steps=a.prune_every, lpc_order=a.lpc_order,
                         lpc_prediction_input=not a.no_lpc_input, head_pruning=a.head_pruning,
-                        pitch=a.pitch, excitation=a.excitation, ltp=a.ltp)
+                        pitch=a.pitch, excitation=a.excitation, ltp=a.ltp, ltp_input=a.ltp_input)
     return VocoderTrainConfig(
         corpus_dir=a.corpus, run_dir=a.run, vocoder=voc, steps=a.steps, batch_size=a.batch,
         segment_frames=a.segment_frames, lr=a.lr, warmup_steps=a.warmup, lr_half_life_steps=a.lr_half_life,

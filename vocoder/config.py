@@ -66,6 +66,10 @@ class VocoderConfig:
     # net models the innovation and the synthesis filter carries the period (a linear code is
     # then rint(r_t - beta r_{t-T}), p unrounded).
     ltp: bool = False
+    # with ltp: the residual one period back, r_{t - T} / wavern.dsp.LTP_INPUT_SCALE (0 where the
+    # frame has no lag), as a last GRU input column: it tells the net where the last period put its pulse, so
+    # it can draw this period's at the same place (docs/bench/lpc_vocoder.md, session 6).
+    ltp_input: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.mel, dict):  # tolerate a nested dict (from_dict does this properly)
@@ -109,6 +113,10 @@ class VocoderConfig:
             raise ParameterError(f"ltp must be true or false, found {self.ltp!r}")
         if self.ltp and not (self.lpc_order and self.pitch):
             raise ParameterError("ltp (a long-term predictor) needs lpc_order > 0 and pitch features")
+        if not isinstance(self.ltp_input, bool):
+            raise ParameterError(f"ltp_input must be true or false, found {self.ltp_input!r}")
+        if self.ltp_input and not self.ltp:
+            raise ParameterError("ltp_input (the residual one period back as an input) needs ltp")
         if self.mel.n_mels <= 0 or self.mel.hop_length <= 0:
             raise ParameterError(f"mel config needs positive n_mels and hop_length, found {self.mel}")
 
@@ -117,9 +125,20 @@ class VocoderConfig:
         return self.block_rows, self.block_cols
 
     @property
+    def input_names(self) -> tuple[str, ...]:
+        """The per-sample GRU inputs before the conditioning, in column order: ``c_{t-1}, f_{t-1},
+        c_t``, then ``p_t`` (LPC with the prediction input), then ``r_{t-T}`` (``ltp_input``)."""
+        names = ("c_prev", "f_prev", "c_cur")
+        if self.lpc_order and self.lpc_prediction_input:
+            names += ("prediction",)
+        if self.ltp_input:
+            names += ("ltp_residual",)
+        return names
+
+    @property
     def n_inputs(self) -> int:
-        """Per-sample GRU inputs before the conditioning: c_{t-1}, f_{t-1}, c_t (and p_t with LPC)."""
-        return 4 if self.lpc_order and self.lpc_prediction_input else 3
+        """How many per-sample GRU inputs come before the conditioning (:attr:`input_names`)."""
+        return len(self.input_names)
 
     @property
     def hop_length(self) -> int:

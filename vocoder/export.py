@@ -39,8 +39,8 @@ def expected_shapes(config: VocoderConfig) -> dict[str, tuple[int, ...]]:
     for i in range(config.cond_blocks):
         shapes.update({f"cond.blocks.{i}.conv1.weight": (c, c, 3), f"cond.blocks.{i}.conv1.bias": (c,),
                        f"cond.blocks.{i}.conv2.weight": (c, c, 1), f"cond.blocks.{i}.conv2.bias": (c,)})
-    shapes.update({"gru.weight_ih": (3 * h, 3 + c), "gru.bias_ih": (3 * h,), "gru.weight_hh": (3 * h, h),
-                   "gru.bias_hh": (3 * h,),
+    shapes.update({"gru.weight_ih": (3 * h, config.n_inputs + c), "gru.bias_ih": (3 * h,),
+                   "gru.weight_hh": (3 * h, h), "gru.bias_hh": (3 * h,),
                    "O1": (half, half), "O1.bias": (half,), "O2": (N_CLASSES, half), "O2.bias": (N_CLASSES,),
                    "O3": (half, half), "O3.bias": (half,), "O4": (N_CLASSES, half), "O4.bias": (N_CLASSES,)})
     return shapes
@@ -59,7 +59,7 @@ def export_vocoder(model: WaveRNN, path: str | os.PathLike, *, dtype=np.float16)
                              "engine's kernels do not run such models yet, so it cannot be exported")
     state = {k: v.detach().float().cpu() for k, v in model.state_dict().items()}
     state["gru.weight_ih_l0"] = state["gru.weight_ih_l0"] * coarse_input_mask(
-        model.config.hidden_size, model.config.cond_channels)
+        model.config.hidden_size, model.config.cond_channels, model.config.n_inputs)
     shapes = expected_shapes(model.config)
     dense, sparse = {}, {}
     for name in shapes:
@@ -97,7 +97,7 @@ def load_vocoder(path: str | os.PathLike, config: VocoderConfig) -> WaveRNN:
                 raise VoiceFileError(f"{path}: tensor '{name}' has shape {arr.shape}, expected {shape} "
                                      f"for hidden_size={config.hidden_size}, cond_channels={config.cond_channels}")
         state[_param_name(name)] = torch.from_numpy(np.ascontiguousarray(arr, dtype=np.float32))
-    mask = coarse_input_mask(config.hidden_size, config.cond_channels)
+    mask = coarse_input_mask(config.hidden_size, config.cond_channels, config.n_inputs)
     if bool((state["gru.weight_ih_l0"][mask == 0] != 0).any()):
         raise VoiceFileError(f"{path}: tensor 'gru.weight_ih' has non-zero weights in column 2 of the coarse "
                              "rows; the current coarse sample must not reach the coarse half")

@@ -23,7 +23,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
 
-from wavern.dsp import LTP_MAX_LAG, MU_CODE_SCALE, MU_LAW, ltp_params, mel_lpc, mulaw_compress, mulaw_expand
+from wavern.dsp import (LTP_INPUT_SCALE, LTP_MAX_LAG, MU_CODE_SCALE, MU_LAW, ltp_params, mel_lpc, mulaw_compress,
+                        mulaw_expand)
 from wavern.errors import ParameterError
 from wavern.vocoder.config import VocoderConfig
 from wavern.vocoder.gru import gru_sequence
@@ -144,8 +145,9 @@ class WaveRNN(nn.Module):
             w_ih[:, 0].uniform_(-COARSE_INPUT_INIT, COARSE_INPUT_INIT)  # c_{t-1}
             w_ih[:, 1].uniform_(-FINE_INPUT_INIT, FINE_INPUT_INIT)  # f_{t-1}
             w_ih[:, 2].uniform_(-COARSE_INPUT_INIT, COARSE_INPUT_INIT)  # c_t (fine rows only)
-            if n_in == 4:  # p_t / 32768: the scale of the samples themselves, like c_{t-1}
-                w_ih[:, 3].uniform_(-COARSE_INPUT_INIT, COARSE_INPUT_INIT)
+            for col, name in enumerate(config.input_names[3:], start=3):
+                # p_t / 32768: the scale of the samples themselves, like c_{t-1}; r_{t-T} likewise
+                w_ih[:, col].uniform_(-COARSE_INPUT_INIT, COARSE_INPUT_INIT)
             w_ih.mul_(self.input_mask)  # masked entries are exactly 0 in the stored weight too
 
     @property
@@ -293,7 +295,7 @@ class WaveRNN(nn.Module):
         for k in range(1, order + 1):  # p_j = -sum_k a_k s_{j-k}, summed in this order (the engine's too)
             pred -= a[..., k] * s[:, order - k:order - k + n + m]
         if cfg.excitation == "mulaw" or cfg.ltp:  # the code of s - p (minus the long-term prediction), p unrounded
-            x = s[:, order:] - pred  # the residual r_j, j = -m .. N-1
+            x = r = s[:, order:] - pred  # the residual r_j, j = -m .. N-1
             if cfg.ltp:  # i_j = r_j - beta_j r_{j - T_j} for j = -1 .. N-1 (T = 0 where beta = 0)
                 q = torch.arange(m - 1, m + n, device=audio.device)
                 lag = a[:, m - 1:, order + 1].to(torch.int64)
@@ -308,6 +310,9 @@ class WaveRNN(nn.Module):
         pred = pred[:, m - 1:]  # p_{-1} .. p_{N-1}
         if cfg.ltp:  # the prediction input (lpc_prediction_input) is the whole prediction
             pred = pred + long_term
+        if cfg.ltp_input:  # r_{t-T} for t = 0 .. N-1, 0 where the frame has no lag
+            lag0 = lag[:, 1:]
+            period_back = torch.gather(r, 1, q[None, 1:] - lag0) * (lag0 > 0)
         c_all, f_all = split_bytes(e)
         c_in, f_in = c_all[:, :-1], f_all[:, :-1]
         if input_audio is not None:  # the noise it carries goes onto the fed-back codes (in code units)
@@ -318,8 +323,10 @@ class WaveRNN(nn.Module):
             fed = torch.cat([e[:, :1], torch.clamp(e[:, 1:-1] + noise[:, :-1], -32768, 32767)], dim=1)
             c_in, f_in = split_bytes(fed)
         columns = [_unit(c_in), _unit(f_in), _unit(c_all[:, 1:])]
-        if self.n_in == 4:
+        if cfg.lpc_prediction_input:
             columns.append((pred[:, 1:] / 32768.0).to(torch.float32))
+        if cfg.ltp_input:
+            columns.append((period_back / LTP_INPUT_SCALE).to(torch.float32))
         return torch.stack(columns, dim=-1), e[:, 1:]  # (B, N, n_inputs)
 
     def _states(self, mel: torch.Tensor, bytes_in: torch.Tensor, mel_pad: int, audio_shape) -> torch.Tensor:
@@ -419,7 +426,9 @@ class WaveRNN(nn.Module):
         w_ih = self.masked_weight_ih()
         w_bytes = w_ih[:, 0:2]  # columns of c_{t-1}, f_{t-1}
         w_cur = w_ih[:, 2]  # column of c_t (0 on coarse rows)
-        w_pred = w_ih[:, 3] if self.n_in == 4 else None  # column of p_t / 32768 (LPC)
+        names = self.config.input_names
+        w_pred = w_ih[:, names.index("prediction")] if "prediction" in names else None  # p_t / 32768 (LPC)
+        w_back = w_ih[:, names.index("ltp_residual")] if "ltp_residual" in names else None  # r_{t-T} / scale
         w_hh, b_hh = self.gru.weight_hh_l0, self.gru.bias_hh_l0
         rows_c = torch.cat([torch.arange(g * h, g * h + half) for g in range(3)])  # coarse rows of r, z, n
         rows_f = rows_c + half
@@ -453,6 +462,9 @@ class WaveRNN(nn.Module):
                 long_term = gain * resid[int(lag) - 1] if lag else 0.0
             if w_pred is not None:  # the whole prediction, short and long term, as an input
                 gi = gi + w_pred * torch.tensor((pred + long_term) / 32768.0, dtype=torch.float32, device=param.device)
+            if w_back is not None:  # the residual one period back
+                back = resid[int(lag) - 1] if lag else 0.0
+                gi = gi + w_back * torch.tensor(back / LTP_INPUT_SCALE, dtype=torch.float32, device=param.device)
             if forced_audio is not None:  # the bytes of the forced sample (its excitation with LPC)
                 if mulaw:
                     code = int(mulaw_compress(forced[t] - pred - long_term))

@@ -44,6 +44,7 @@ __all__ = [
     "mulaw_expand",
     "mulaw_log_slope",
     "LTP_MAX_LAG",
+    "LTP_INPUT_SCALE",
     "ltp_params",
 ]
 
@@ -320,6 +321,10 @@ def mulaw_log_slope(y: np.ndarray) -> np.ndarray:
 
 
 LTP_MAX_LAG = 400  # samples: the longest pitch period a long-term predictor uses (55 Hz at 22 050 Hz)
+#: A vocoder with the period input (``VocoderConfig.ltp_input``) reads r_{t-T} divided by this: the
+#: residual (rms ~550 on the corpus) near 1 and its pulses several times that, so a new input with
+#: zero weights soon matters at Adam's step size.
+LTP_INPUT_SCALE = 512.0
 
 
 # The long-term predictor's gain against periodicity q: the mean least-squares gain of the LPC

@@ -376,12 +376,13 @@ def test_voice_runs_torch_and_blas_single_threaded_by_default(tiny_voice):
         use_threads(0)
 
 
-@pytest.fixture(scope="module", params=["linear", "mulaw", "mulaw+ltp"])
+@pytest.fixture(scope="module", params=["linear", "mulaw", "mulaw+ltp", "linear+ltp+input"])
 def lpc_voice(tmp_path_factory, request):
     from voice_factory import make_tiny_voice
 
+    kind = request.param.split("+")
     path = make_tiny_voice(tmp_path_factory.mktemp("voices") / "lpcvoice", lpc_order=16, seed=3,
-                           excitation=request.param.split("+")[0], ltp=request.param.endswith("+ltp"))
+                           excitation=kind[0], ltp="ltp" in kind, ltp_input="input" in kind)
     v = Voice.load(path)
     yield v
     v.close()
@@ -429,4 +430,8 @@ def test_voice_with_a_prediction_input_vocoder_is_refused(tiny_voice, tmp_path):
     meta["vocoder"].update(excitation="linear", pitch=True)
     (bad / "voice.json").write_text(json.dumps(meta))
     with pytest.raises(VoiceFileError, match="pitch"):
+        Voice.load(bad)
+    meta["vocoder"].update(pitch=False, ltp_input=True)  # the period input without a long-term predictor
+    (bad / "voice.json").write_text(json.dumps(meta))
+    with pytest.raises(VoiceFileError, match="ltp_input"):
         Voice.load(bad)

@@ -376,18 +376,24 @@ def test_an_ltp_run_starts_from_a_mulaw_run_and_trains(corpus, tmp_path):
     assert _parse(["--lpc-order", "16", "--excitation", "mulaw", "--pitch", "--ltp"]).vocoder.ltp
 
 
-def test_the_prediction_becomes_an_input_of_a_running_ltp_model(corpus, tmp_path):
+@pytest.mark.parametrize("before, after, col", [
+    ({}, {"lpc_prediction_input": True}, 3),  # p_t + beta r_{t-T}
+    ({}, {"ltp_input": True}, 3),  # r_{t-T}
+    ({"lpc_prediction_input": True}, {"ltp_input": True}, 4),  # r_{t-T} after p_t
+], ids=["prediction", "period-back", "period-back-after-prediction"])
+def test_a_new_input_joins_a_running_ltp_model(corpus, tmp_path, before, after, col):
     root, _ = corpus
-    ltp = dataclasses.replace(VOC, lpc_order=4, lpc_prediction_input=False, pitch=True, ltp=True)
+    ltp = dataclasses.replace(VOC, **{"lpc_order": 4, "lpc_prediction_input": False, "pitch": True, "ltp": True,
+                                      **before})
     first = train_vocoder(_cfg(root, tmp_path / "ltp", vocoder=ltp, steps=2, eval_every_steps=0))
-    fed = dataclasses.replace(ltp, lpc_prediction_input=True)
+    fed = dataclasses.replace(ltp, **after)
     cfg = _cfg(root, tmp_path / "fed", vocoder=fed, steps=4, init_from=str(tmp_path / "ltp" / CHECKPOINT),
                eval_every_steps=0)
     start = VocoderTrainer(cfg)
     start.load(tmp_path / "ltp" / CHECKPOINT, exact=False)
     w, w0 = start.model.gru.weight_ih_l0, first.model.gru.weight_ih_l0
-    assert w.shape[1] == w0.shape[1] + 1 and not w[:, 3].any()
-    assert torch.equal(w[:, :3], w0[:, :3]) and torch.equal(w[:, 4:], w0[:, 3:])
+    assert w.shape[1] == w0.shape[1] + 1 and not w[:, col].any()
+    assert torch.equal(w[:, :col], w0[:, :col]) and torch.equal(w[:, col + 1:], w0[:, col:])
     assert start.optimizer.state[w]["exp_avg"].shape == w.shape
     start.open_data()
     mel, audio, prev, past, lpc = start._to_tensors(start._batch(np.random.default_rng(2)))

@@ -231,7 +231,9 @@ def test_input_noise_moves_the_fed_back_codes_only(cfg):
 LTP = dataclasses.replace(MULAW, pitch=True, ltp=True)
 LINEAR_LTP = dataclasses.replace(EXCITATION_ONLY, pitch=True, ltp=True)
 LTP_INPUT = dataclasses.replace(LINEAR_LTP, lpc_prediction_input=True)  # p_t + beta r_{t-T} a GRU input
-LTP_VARIANTS = pytest.mark.parametrize("cfg", [LTP, LINEAR_LTP, LTP_INPUT], ids=["mulaw", "linear", "input"])
+LTP_BACK = dataclasses.replace(LINEAR_LTP, ltp_input=True)  # r_{t-T} a GRU input
+LTP_VARIANTS = pytest.mark.parametrize("cfg", [LTP, LINEAR_LTP, LTP_INPUT, LTP_BACK],
+                                       ids=["mulaw", "linear", "input", "back"])
 LAG = 40  # samples: the synthetic pitch period below (a few frames of HOP 16)
 
 
@@ -276,22 +278,29 @@ def test_ltp_config_and_params():
     np.testing.assert_allclose(params[:, 1], [0.48, 0.225, 0.0, 0.39, 0.48], atol=1e-6)
 
 
-@LTP_VARIANTS
-def test_ltp_targets_are_the_innovation_of_both_predictors(cfg):
-    audio, feats, past, rows = _pitched(12)
+def _residual_one_period_back(audio, rows):
+    """Independently, one sample at a time (zero history before the start): the residual
+    r = s - p of the short-term predictor, and r_{t-T} and beta of each sample's frame."""
     a = rows[0].numpy().astype(np.float32).astype(np.float64)
     k = LTP.history_frames
     s = audio.astype(np.float64)
-    r = np.zeros(s.size)
-    innovation = np.empty(s.size)
-    for t in range(s.size):  # independent: one sample at a time, zero history before the start
+    r, back, gain = np.zeros(s.size), np.zeros(s.size), np.zeros(s.size)
+    for t in range(s.size):
         row = a[k + t // HOP]
         p = 0.0
         for j in range(1, ORDER + 1):
             p -= row[j] * (s[t - j] if t >= j else 0.0)
         r[t] = s[t] - p
-        lag, gain = int(row[ORDER + 1]), row[ORDER + 2]
-        innovation[t] = r[t] - (gain * r[t - lag] if lag and t >= lag else 0.0)
+        lag, gain[t] = int(row[ORDER + 1]), row[ORDER + 2]
+        back[t] = r[t - lag] if lag and t >= lag else 0.0
+    return r, back, gain
+
+
+@LTP_VARIANTS
+def test_ltp_targets_are_the_innovation_of_both_predictors(cfg):
+    audio, feats, past, rows = _pitched(12)
+    r, back, gain = _residual_one_period_back(audio, rows)
+    innovation = r - gain * back
     m = _model(cfg=cfg)
     got = m.targets(torch.from_numpy(audio)[None], past=past, lpc=rows)[0].numpy()
     code = mulaw_compress(innovation) if cfg.excitation == "mulaw" else np.clip(np.rint(innovation), -32768, 32767)
@@ -335,3 +344,18 @@ def test_ltp_segment_inside_an_utterance_sees_the_same_innovation_as_the_whole(c
                     past=torch.from_numpy(audio[f0 * HOP - n_past:f0 * HOP])[None],
                     lpc=rows[:, f0:f0 + k + t])[0]
     assert torch.equal(seg, whole[f0 * HOP:(f0 + t) * HOP])
+
+
+def test_ltp_input_is_the_residual_one_period_back():
+    from wavern.dsp import LTP_INPUT_SCALE
+
+    assert LTP_BACK.input_names == ("c_prev", "f_prev", "c_cur", "ltp_residual") and LTP_BACK.n_inputs == 4
+    assert dataclasses.replace(LTP_BACK, lpc_prediction_input=True).n_inputs == 5
+    with pytest.raises(ParameterError, match="ltp_input"):
+        dataclasses.replace(EXCITATION_ONLY, ltp_input=True)
+    audio, feats, past, rows = _pitched(12, seed=2)
+    _, back, _ = _residual_one_period_back(audio, rows)
+    m = _model(cfg=LTP_BACK)
+    inputs, _ = m._inputs(torch.from_numpy(audio)[None], None, None, past, rows)
+    np.testing.assert_allclose(inputs[0, :, 3].numpy(), back / LTP_INPUT_SCALE, rtol=1e-6, atol=1e-7)
+    assert np.count_nonzero(back) > 0 and np.all(back[:6 * HOP] == 0)  # unvoiced first half: no lag
