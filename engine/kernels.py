@@ -783,8 +783,9 @@ def _generate_period(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, l
     synthesis filter (:func:`_synth_sample`, as :func:`_lpc_synthesis` runs it) runs sample by
     sample here, and ``out`` receives the samples themselves, not the excitation.
 
-    Before each draw the frame's gate inputs get ``w_back * float32(r_{t-T} / back_scale)``
-    (``w_back`` (3H,) the weight column; 0 where the frame has no lag). The filter columns start
+    Before each draw the frame's gate inputs get ``w_back[j] * float32(r_{t-T+d_j} / back_scale)``
+    for each tap j, ``d_j = j - taps // 2`` (``w_back`` (taps, 3H) the weight columns, in tap order;
+    nothing where the frame has no lag). The filter columns start
     at 3H in ``gi``; ``hist``, ``ring``, ``head`` as in :func:`_lpc_synthesis`. work float32 of
     at least 6H + H/2 + 2*256.
     """
@@ -792,6 +793,8 @@ def _generate_period(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, l
     col0 = 3 * H
     fb = work[3 * H + H // 2 + 2 * N_CLASSES:6 * H + H // 2 + 2 * N_CLASSES]  # frame inputs + period input
     n_ring = ring.shape[0]
+    n_taps = w_back.shape[0]
+    half = n_taps // 2
     hd = head[0]
     inv_scale = np.log1p(mu) / 32767.0 if mu > 0.0 else 0.0
     c = prev[0]
@@ -799,9 +802,13 @@ def _generate_period(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, l
     for t in range(out.shape[0]):
         row = gi[(start + t) // hop - frame0]
         lag = int(row[col0 + order])
-        xb = np.float32(ring[(hd - lag + 1) % n_ring] / back_scale) if lag > 0 else _ZERO
         for i in range(3 * H):
-            fb[i] = row[i] + w_back[i] * xb
+            fb[i] = row[i]
+        if lag > 0:
+            for j in range(n_taps):
+                xb = np.float32(ring[(hd - lag + 1 + j - half) % n_ring] / back_scale)
+                for i in range(3 * H):
+                    fb[i] += w_back[j, i] * xb
         c, f = _sample_step(fb, net, inv_temp, h, c, f, rng, work, logits, t)
         v, hd = _synth_sample(row, col0, order, hist, mu, inv_scale, c * 256 + f - 32768, ring, hd)
         out[t] = np.int16(v)
@@ -1431,7 +1438,7 @@ def warmup() -> None:
     _generate_period(np.zeros((1, 3 * H + 4), np.float32), 0, 0, HOP, net(0), inv, np.zeros(H, np.float32),
                      np.array([128, 0], np.int64), rng_state(0), np.zeros(2, np.int16),
                      np.zeros((0, 2, nc), np.float32), np.zeros(6 * H + hh + 2 * nc, np.float32),
-                     np.zeros(3 * H, np.float32), 512.0, 2, np.zeros(2), 0.0, np.zeros(401),
+                     np.zeros((1, 3 * H), np.float32), 512.0, 2, np.zeros(2), 0.0, np.zeros(401),
                      np.zeros(1, np.int64))  # voices with the period input
 
 

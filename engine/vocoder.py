@@ -193,7 +193,8 @@ class Vocoder:
     hop = K.HOP
 
     def __init__(self, dense: dict[str, np.ndarray], sparse: dict[str, BlockSparse], *, cond_blocks: int,
-                 lpc_order: int = 0, excitation: str = "linear", ltp: bool = False, ltp_input: bool = False):
+                 lpc_order: int = 0, excitation: str = "linear", ltp: bool = False, ltp_input: bool = False,
+                 ltp_input_taps: int = 1):
         if not isinstance(lpc_order, int) or isinstance(lpc_order, bool) or not 0 <= lpc_order <= 64:
             raise VoiceFileError(f"vocoder lpc_order must be an integer in [0, 64], found {lpc_order!r}")
         if excitation not in ("linear", "mulaw") or (excitation == "mulaw" and not lpc_order):
@@ -216,7 +217,12 @@ class Vocoder:
         #: True: the GRU also reads the residual one period back (``kernels._generate_period``), so
         #: the synthesis filter runs inside the generation loop; batches run stream by stream.
         self.ltp_input = bool(ltp_input)
-        n_in = 4 if ltp_input else 3
+        if not isinstance(ltp_input_taps, int) or isinstance(ltp_input_taps, bool) or ltp_input_taps < 1 \
+                or ltp_input_taps % 2 == 0:
+            raise VoiceFileError(f"vocoder ltp_input_taps must be an odd positive integer, found {ltp_input_taps!r}")
+        #: how many residuals around one period back the GRU reads (r_{t-T+d}, |d| <= taps // 2)
+        self.ltp_input_taps = int(ltp_input_taps) if ltp_input else 0
+        n_in = 3 + self.ltp_input_taps
         self.cond = CondNet.from_tensors(dense, cond_blocks=cond_blocks)
         self.cond_blocks = int(cond_blocks)
         whh = sparse.get("gru.weight_hh")
@@ -254,7 +260,7 @@ class Vocoder:
         self.cond_channels = int(C)
         # The frame part of W_ih as a 1-tap convolution (3H, C, 1) after the conditioning net.
         self._proj = K.conv_taps(w_ih[:, n_in:, None], vec("gru.bias_ih", 3 * H))
-        self._w_back = np.ascontiguousarray(w_ih[:, 3], dtype=np.float32) if ltp_input else None
+        self._w_back = np.ascontiguousarray(w_ih[:, 3:n_in].T, dtype=np.float32) if ltp_input else None
         mats = {name: to_engine(sparse[name]) for name in _SPARSE}
         self.block_shapes = {name: K.BLOCK_SHAPES[m[3]] for name, m in mats.items()}
         self.nnz_weights = {name: int(m[0].shape[0]) for name, m in mats.items()}
@@ -267,18 +273,18 @@ class Vocoder:
     @classmethod
     def from_tensors(cls, dense: dict[str, np.ndarray], sparse: dict[str, BlockSparse], *,
                      cond_blocks: int, lpc_order: int = 0, excitation: str = "linear", ltp: bool = False,
-                     ltp_input: bool = False) -> "Vocoder":
+                     ltp_input: bool = False, ltp_input_taps: int = 1) -> "Vocoder":
         return cls(dense, sparse, cond_blocks=cond_blocks, lpc_order=lpc_order, excitation=excitation, ltp=ltp,
-                   ltp_input=ltp_input)
+                   ltp_input=ltp_input, ltp_input_taps=ltp_input_taps)
 
     @classmethod
     def load(cls, path: str | os.PathLike, *, cond_blocks: int, hidden_size: int | None = None,
              cond_channels: int | None = None, lpc_order: int = 0, excitation: str = "linear",
-             ltp: bool = False, ltp_input: bool = False) -> "Vocoder":
+             ltp: bool = False, ltp_input: bool = False, ltp_input_taps: int = 1) -> "Vocoder":
         """Read a vocoder file; ``hidden_size`` / ``cond_channels``, if given, must match it."""
         dense, sparse = load_vocoder_tensors(path, cond_blocks=cond_blocks)
         voc = cls(dense, sparse, cond_blocks=cond_blocks, lpc_order=lpc_order, excitation=excitation, ltp=ltp,
-                  ltp_input=ltp_input)
+                  ltp_input=ltp_input, ltp_input_taps=ltp_input_taps)
         for name, want, got in (("hidden_size", hidden_size, voc.hidden_size),
                                 ("cond_channels", cond_channels, voc.cond_channels)):
             if want is not None and want != got:

@@ -239,7 +239,7 @@ class Voice:
         if not isinstance(pitch, bool) or not isinstance(ltp, bool) or (ltp and not (pitch and lpc_order)):
             raise VoiceFileError(f"{path}/voice.json: fields 'vocoder.pitch' and 'vocoder.ltp' must be true or false, "
                                  f"ltp only with pitch and lpc_order > 0; found {pitch!r}, {ltp!r}")
-        ltp_input = voc.get("ltp_input", False)
+        ltp_input, taps = voc.get("ltp_input", False), voc.get("ltp_input_taps", 1)
         if not isinstance(ltp_input, bool) or (ltp_input and not ltp):
             raise VoiceFileError(f"{path}/voice.json: field 'vocoder.ltp_input' must be true or false, true only "
                                  f"with ltp; found {ltp_input!r}")
@@ -250,7 +250,8 @@ class Voice:
         acoustic = load_acoustic(path / "acoustic.safetensors", acfg)
         vocoder = Vocoder.load(path / "vocoder.safetensors", cond_blocks=voc["cond_blocks"],
                                hidden_size=voc["hidden_size"], cond_channels=voc["cond_channels"],
-                               lpc_order=lpc_order, excitation=excitation, ltp=ltp, ltp_input=ltp_input)
+                               lpc_order=lpc_order, excitation=excitation, ltp=ltp, ltp_input=ltp_input,
+                               ltp_input_taps=taps)
         try:
             table = SymbolTable(meta["symbols"])
         except Exception as e:  # noqa: BLE001 - any rejection of the table is a voice file problem

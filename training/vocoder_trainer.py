@@ -365,7 +365,8 @@ class VocoderTrainer:
         model_state = ck["model"]
         want = self.cfg.vocoder
         coding = {"pitch": want.pitch, "excitation": want.excitation, "ltp": want.ltp,
-                  "lpc_prediction_input": want.lpc_prediction_input, "ltp_input": want.ltp_input}
+                  "lpc_prediction_input": want.lpc_prediction_input, "ltp_input": want.ltp_input,
+                  "ltp_input_taps": want.ltp_input_taps}
         try:
             recoded = dataclasses.replace(saved, **coding)
         except ParameterError:  # saved differs elsewhere too (e.g. no LPC): the check below reports it
@@ -380,8 +381,9 @@ class VocoderTrainer:
             for col, name in enumerate(want.input_names):  # new sample inputs (p_t, r_{t-T}) in their places
                 if name not in saved.input_names:
                     widen.append(("gru.weight_ih_l0", col, 1))
-            model_state = {**model_state, **{name: _insert_zero_columns(model_state[name], at, k)
-                                             for name, at, k in widen}}
+            model_state = dict(model_state)
+            for name, at, k in widen:  # in column order, so each lands where the wider model has it
+                model_state[name] = _insert_zero_columns(model_state[name], at, k)
             log.info("%s: continuing with %s (was %s)", path, coding,
                      {k: getattr(saved, k) for k in coding})
             saved = want
@@ -562,6 +564,8 @@ def _parse(argv: list[str] | None) -> VocoderTrainConfig:
     p.add_argument("--ltp-input", action="store_true",
                    help="with --ltp: feed the residual one period back, r_{t-T}, to the GRU as well "
                         "(--init-from a model without it adds the input with zero weights)")
+    p.add_argument("--ltp-input-taps", type=int, default=v.ltp_input_taps,
+                   help="with --ltp-input: read r_{t-T+d} for |d| <= taps // 2 (odd)")
     p.add_argument("--steps", type=int, default=d.steps)
     p.add_argument("--batch", type=int, default=d.batch_size)
     p.add_argument("--segment-frames", type=int, default=d.segment_frames)
@@ -596,7 +600,8 @@ def _parse(argv: list[str] | None) -> VocoderTrainConfig:
                         block_rows=br, block_cols=bc, target_density=a.density, prune_start_step=a.prune_start,
                         prune_ramp_steps=a.prune_ramp, prune_every_steps=a.prune_every, lpc_order=a.lpc_order,
                         lpc_prediction_input=not a.no_lpc_input, head_pruning=a.head_pruning,
-                        pitch=a.pitch, excitation=a.excitation, ltp=a.ltp, ltp_input=a.ltp_input)
+                        pitch=a.pitch, excitation=a.excitation, ltp=a.ltp, ltp_input=a.ltp_input,
+                        ltp_input_taps=a.ltp_input_taps)
     return VocoderTrainConfig(
         corpus_dir=a.corpus, run_dir=a.run, vocoder=voc, steps=a.steps, batch_size=a.batch,
         segment_frames=a.segment_frames, lr=a.lr, warmup_steps=a.warmup, lr_half_life_steps=a.lr_half_life,

@@ -70,6 +70,10 @@ class VocoderConfig:
     # frame has no lag), as a last GRU input column: it tells the net where the last period put its pulse, so
     # it can draw this period's at the same place (docs/bench/lpc_vocoder.md, session 6).
     ltp_input: bool = False
+    # with ltp_input: how many residuals around t - T it reads, r_{t-T+d} for |d| <= taps // 2 (odd):
+    # the pulse one period back is rarely at exactly t - T (a rounded lag of a gliding pitch), so a
+    # window lets the net find it
+    ltp_input_taps: int = 1
 
     def __post_init__(self) -> None:
         if isinstance(self.mel, dict):  # tolerate a nested dict (from_dict does this properly)
@@ -117,6 +121,9 @@ class VocoderConfig:
             raise ParameterError(f"ltp_input must be true or false, found {self.ltp_input!r}")
         if self.ltp_input and not self.ltp:
             raise ParameterError("ltp_input (the residual one period back as an input) needs ltp")
+        taps = self.ltp_input_taps
+        if not isinstance(taps, int) or isinstance(taps, bool) or taps < 1 or taps % 2 == 0 or taps > 19:
+            raise ParameterError(f"ltp_input_taps must be an odd integer in [1, 19], found {taps!r}")
         if self.mel.n_mels <= 0 or self.mel.hop_length <= 0:
             raise ParameterError(f"mel config needs positive n_mels and hop_length, found {self.mel}")
 
@@ -127,13 +134,20 @@ class VocoderConfig:
     @property
     def input_names(self) -> tuple[str, ...]:
         """The per-sample GRU inputs before the conditioning, in column order: ``c_{t-1}, f_{t-1},
-        c_t``, then ``p_t`` (LPC with the prediction input), then ``r_{t-T}`` (``ltp_input``)."""
+        c_t``, then ``p_t`` (LPC with the prediction input), then ``r_{t-T+d}`` for each offset d of
+        :attr:`ltp_offsets` (``ltp_input``; "ltp_residual" is d = 0, "ltp_residual-1" d = -1, ...)."""
         names = ("c_prev", "f_prev", "c_cur")
         if self.lpc_order and self.lpc_prediction_input:
             names += ("prediction",)
-        if self.ltp_input:
-            names += ("ltp_residual",)
+        for d in self.ltp_offsets:
+            names += ("ltp_residual" + (f"{d:+d}" if d else ""),)
         return names
+
+    @property
+    def ltp_offsets(self) -> tuple[int, ...]:
+        """The offsets d of the residuals ``r_{t-T+d}`` the GRU reads (none without ``ltp_input``)."""
+        half = self.ltp_input_taps // 2
+        return tuple(range(-half, half + 1)) if self.ltp_input else ()
 
     @property
     def n_inputs(self) -> int:

@@ -310,9 +310,10 @@ class WaveRNN(nn.Module):
         pred = pred[:, m - 1:]  # p_{-1} .. p_{N-1}
         if cfg.ltp:  # the prediction input (lpc_prediction_input) is the whole prediction
             pred = pred + long_term
-        if cfg.ltp_input:  # r_{t-T} for t = 0 .. N-1, 0 where the frame has no lag
+        if cfg.ltp_input:  # r_{t-T+d} for t = 0 .. N-1, 0 where the frame has no lag
             lag0 = lag[:, 1:]
-            period_back = torch.gather(r, 1, q[None, 1:] - lag0) * (lag0 > 0)
+            at = q[None, 1:] - lag0  # (t - T where there is a lag; t itself, masked, where not)
+            period_back = [torch.gather(r, 1, at + d * (lag0 > 0)) * (lag0 > 0) for d in cfg.ltp_offsets]
         c_all, f_all = split_bytes(e)
         c_in, f_in = c_all[:, :-1], f_all[:, :-1]
         if input_audio is not None:  # the noise it carries goes onto the fed-back codes (in code units)
@@ -325,8 +326,8 @@ class WaveRNN(nn.Module):
         columns = [_unit(c_in), _unit(f_in), _unit(c_all[:, 1:])]
         if cfg.lpc_prediction_input:
             columns.append((pred[:, 1:] / 32768.0).to(torch.float32))
-        if cfg.ltp_input:
-            columns.append((period_back / LTP_INPUT_SCALE).to(torch.float32))
+        for back in period_back if cfg.ltp_input else ():
+            columns.append((back / LTP_INPUT_SCALE).to(torch.float32))
         return torch.stack(columns, dim=-1), e[:, 1:]  # (B, N, n_inputs)
 
     def _states(self, mel: torch.Tensor, bytes_in: torch.Tensor, mel_pad: int, audio_shape) -> torch.Tensor:
@@ -428,7 +429,8 @@ class WaveRNN(nn.Module):
         w_cur = w_ih[:, 2]  # column of c_t (0 on coarse rows)
         names = self.config.input_names
         w_pred = w_ih[:, names.index("prediction")] if "prediction" in names else None  # p_t / 32768 (LPC)
-        w_back = w_ih[:, names.index("ltp_residual")] if "ltp_residual" in names else None  # r_{t-T} / scale
+        offsets = self.config.ltp_offsets  # r_{t-T+d} / scale, one column per offset d
+        w_back = w_ih[:, len(names) - len(offsets):len(names)] if offsets else None
         w_hh, b_hh = self.gru.weight_hh_l0, self.gru.bias_hh_l0
         rows_c = torch.cat([torch.arange(g * h, g * h + half) for g in range(3)])  # coarse rows of r, z, n
         rows_f = rows_c + half
@@ -462,9 +464,9 @@ class WaveRNN(nn.Module):
                 long_term = gain * resid[int(lag) - 1] if lag else 0.0
             if w_pred is not None:  # the whole prediction, short and long term, as an input
                 gi = gi + w_pred * torch.tensor((pred + long_term) / 32768.0, dtype=torch.float32, device=param.device)
-            if w_back is not None:  # the residual one period back
-                back = resid[int(lag) - 1] if lag else 0.0
-                gi = gi + w_back * torch.tensor(back / LTP_INPUT_SCALE, dtype=torch.float32, device=param.device)
+            if w_back is not None:  # the residuals around one period back
+                back = [resid[int(lag) - 1 - d] / LTP_INPUT_SCALE if lag else 0.0 for d in offsets]
+                gi = gi + w_back @ torch.tensor(back, dtype=torch.float32, device=param.device)
             if forced_audio is not None:  # the bytes of the forced sample (its excitation with LPC)
                 if mulaw:
                     code = int(mulaw_compress(forced[t] - pred - long_term))

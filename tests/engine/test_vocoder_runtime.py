@@ -363,7 +363,7 @@ def test_same_seed_same_bytes_in_other_processes():
 # ---- the torch reference (wavern.vocoder) -------------------------------------------------------
 
 def _torch_model(seed: int, lpc_order: int = 0, excitation: str = "linear", ltp: bool = False,
-                 ltp_input: bool = False):
+                 ltp_input: bool = False, taps: int = 1):
     torch = pytest.importorskip("torch")
     try:
         from wavern.vocoder.config import VocoderConfig
@@ -373,7 +373,8 @@ def _torch_model(seed: int, lpc_order: int = 0, excitation: str = "linear", ltp:
     torch.manual_seed(seed)
     cfg = VocoderConfig(hidden_size=64, cond_channels=16, cond_blocks=1, block_rows=16, block_cols=4,
                         lpc_order=lpc_order, lpc_prediction_input=False, excitation=excitation,
-                        pitch=ltp, ltp=ltp, ltp_input=ltp_input)
+                        pitch=ltp, ltp=ltp, ltp_input=ltp_input,
+                        ltp_input_taps=taps)
     model = WaveRNN(cfg).eval()
     rng = np.random.default_rng(seed)
     with torch.no_grad():
@@ -411,18 +412,19 @@ def _export(cfg, model, path):
 
 
 def _engine_against_reference(tmp_path, *, model_seed: int, mel_seed: int, rng_seed: int, lpc_order: int = 0,
-                              excitation: str = "linear", ltp: bool = False, ltp_input: bool = False):
+                              excitation: str = "linear", ltp: bool = False, ltp_input: bool = False,
+                              taps: int = 1):
     """The exported model in the engine and the torch reference loop, same uniforms: samples
     identical, logits to float32 rounding. Returns the engine's samples. With ``ltp`` the mel is
     followed by pitch features (a 110 Hz voice, periodicity falling from 0.99 to 0.4)."""
     torch, cfg, model = _torch_model(seed=model_seed, lpc_order=lpc_order, excitation=excitation, ltp=ltp,
-                                     ltp_input=ltp_input)
+                                     ltp_input=ltp_input, taps=taps)
     torch.set_num_threads(1)
     path = tmp_path / "vocoder.safetensors"
     model = _export(cfg, model, path)
     voc = Vocoder.load(path, cond_blocks=cfg.cond_blocks, hidden_size=cfg.hidden_size,
                        cond_channels=cfg.cond_channels, lpc_order=lpc_order, excitation=excitation, ltp=ltp,
-                       ltp_input=ltp_input)
+                       ltp_input=ltp_input, ltp_input_taps=taps)
     frames = 12
     n = frames * 256
     mel = naive.random_mel(frames, seed=mel_seed)
@@ -533,25 +535,27 @@ def test_mulaw_lpc_generation_expands_the_code_before_adding_the_prediction(smal
         Vocoder(dense, sparse, cond_blocks=2, lpc_order=0, excitation="mulaw")
 
 
-LTP_KINDS = pytest.mark.parametrize("excitation, ltp_input", [("mulaw", False), ("linear", False), ("linear", True)],
-                                    ids=["mulaw", "linear", "linear+period-input"])
+LTP_KINDS = pytest.mark.parametrize("excitation, ltp_input, taps",
+                                    [("mulaw", False, 1), ("linear", False, 1), ("linear", True, 1), ("linear", True, 5)],
+                                    ids=["mulaw", "linear", "linear+period-input", "linear+period-window"])
 
 
 @LTP_KINDS
-def test_ltp_engine_equals_torch_reference_loop(tmp_path, excitation, ltp_input):
+def test_ltp_engine_equals_torch_reference_loop(tmp_path, excitation, ltp_input, taps):
     out = _engine_against_reference(tmp_path, model_seed=5, mel_seed=6, rng_seed=8, lpc_order=10,
-                                    excitation=excitation, ltp=True, ltp_input=ltp_input)
+                                    excitation=excitation, ltp=True, ltp_input=ltp_input, taps=taps)
     assert len(np.unique(out)) > 100
 
 
 @LTP_KINDS
-def test_ltp_chunks_and_batches_equal_one_stream(tmp_path, excitation, ltp_input):
+def test_ltp_chunks_and_batches_equal_one_stream(tmp_path, excitation, ltp_input, taps):
     """The long-term predictor's residual memory carries across chunks and stays per stream."""
-    _, cfg, model = _torch_model(seed=7, lpc_order=10, excitation=excitation, ltp=True, ltp_input=ltp_input)
+    _, cfg, model = _torch_model(seed=7, lpc_order=10, excitation=excitation, ltp=True, ltp_input=ltp_input,
+                                 taps=taps)
     path = tmp_path / "vocoder.safetensors"
     _export(cfg, model, path)
     voc = Vocoder.load(path, cond_blocks=cfg.cond_blocks, lpc_order=10, excitation=excitation, ltp=True,
-                       ltp_input=ltp_input)
+                       ltp_input=ltp_input, ltp_input_taps=taps)
 
     def feats(frames: int, seed: int) -> np.ndarray:
         pitch = np.stack([np.full(frames, np.log2(90 / 120 + seed / 50)), np.full(frames, 0.97)], axis=1)

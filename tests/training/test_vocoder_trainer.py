@@ -376,12 +376,13 @@ def test_an_ltp_run_starts_from_a_mulaw_run_and_trains(corpus, tmp_path):
     assert _parse(["--lpc-order", "16", "--excitation", "mulaw", "--pitch", "--ltp"]).vocoder.ltp
 
 
-@pytest.mark.parametrize("before, after, col", [
-    ({}, {"lpc_prediction_input": True}, 3),  # p_t + beta r_{t-T}
-    ({}, {"ltp_input": True}, 3),  # r_{t-T}
-    ({"lpc_prediction_input": True}, {"ltp_input": True}, 4),  # r_{t-T} after p_t
-], ids=["prediction", "period-back", "period-back-after-prediction"])
-def test_a_new_input_joins_a_running_ltp_model(corpus, tmp_path, before, after, col):
+@pytest.mark.parametrize("before, after, cols", [
+    ({}, {"lpc_prediction_input": True}, [3]),  # p_t + beta r_{t-T}
+    ({}, {"ltp_input": True}, [3]),  # r_{t-T}
+    ({"lpc_prediction_input": True}, {"ltp_input": True}, [4]),  # r_{t-T} after p_t
+    ({"ltp_input": True}, {"ltp_input_taps": 3}, [3, 5]),  # r_{t-T-1}, r_{t-T+1} around r_{t-T}
+], ids=["prediction", "period-back", "period-back-after-prediction", "period-window"])
+def test_a_new_input_joins_a_running_ltp_model(corpus, tmp_path, before, after, cols):
     root, _ = corpus
     ltp = dataclasses.replace(VOC, **{"lpc_order": 4, "lpc_prediction_input": False, "pitch": True, "ltp": True,
                                       **before})
@@ -392,8 +393,9 @@ def test_a_new_input_joins_a_running_ltp_model(corpus, tmp_path, before, after, 
     start = VocoderTrainer(cfg)
     start.load(tmp_path / "ltp" / CHECKPOINT, exact=False)
     w, w0 = start.model.gru.weight_ih_l0, first.model.gru.weight_ih_l0
-    assert w.shape[1] == w0.shape[1] + 1 and not w[:, col].any()
-    assert torch.equal(w[:, :col], w0[:, :col]) and torch.equal(w[:, col + 1:], w0[:, col:])
+    assert w.shape[1] == w0.shape[1] + len(cols) and not w[:, cols].any()
+    kept = [c for c in range(w.shape[1]) if c not in cols]
+    assert torch.equal(w[:, kept], w0)
     assert start.optimizer.state[w]["exp_avg"].shape == w.shape
     start.open_data()
     mel, audio, prev, past, lpc = start._to_tensors(start._batch(np.random.default_rng(2)))

@@ -232,8 +232,9 @@ LTP = dataclasses.replace(MULAW, pitch=True, ltp=True)
 LINEAR_LTP = dataclasses.replace(EXCITATION_ONLY, pitch=True, ltp=True)
 LTP_INPUT = dataclasses.replace(LINEAR_LTP, lpc_prediction_input=True)  # p_t + beta r_{t-T} a GRU input
 LTP_BACK = dataclasses.replace(LINEAR_LTP, ltp_input=True)  # r_{t-T} a GRU input
-LTP_VARIANTS = pytest.mark.parametrize("cfg", [LTP, LINEAR_LTP, LTP_INPUT, LTP_BACK],
-                                       ids=["mulaw", "linear", "input", "back"])
+LTP_VARIANTS = pytest.mark.parametrize("cfg", [LTP, LINEAR_LTP, LTP_INPUT, LTP_BACK,
+                                               dataclasses.replace(LTP_BACK, ltp_input_taps=5)],
+                                       ids=["mulaw", "linear", "input", "back", "back-window"])
 LAG = 40  # samples: the synthetic pitch period below (a few frames of HOP 16)
 
 
@@ -278,9 +279,9 @@ def test_ltp_config_and_params():
     np.testing.assert_allclose(params[:, 1], [0.48, 0.225, 0.0, 0.39, 0.48], atol=1e-6)
 
 
-def _residual_one_period_back(audio, rows):
+def _residual_one_period_back(audio, rows, offset: int = 0):
     """Independently, one sample at a time (zero history before the start): the residual
-    r = s - p of the short-term predictor, and r_{t-T} and beta of each sample's frame."""
+    r = s - p of the short-term predictor, and r_{t-T+offset} and beta of each sample's frame."""
     a = rows[0].numpy().astype(np.float32).astype(np.float64)
     k = LTP.history_frames
     s = audio.astype(np.float64)
@@ -292,7 +293,7 @@ def _residual_one_period_back(audio, rows):
             p -= row[j] * (s[t - j] if t >= j else 0.0)
         r[t] = s[t] - p
         lag, gain[t] = int(row[ORDER + 1]), row[ORDER + 2]
-        back[t] = r[t - lag] if lag and t >= lag else 0.0
+        back[t] = r[t - lag + offset] if lag and t >= lag - offset else 0.0
     return r, back, gain
 
 
@@ -358,4 +359,12 @@ def test_ltp_input_is_the_residual_one_period_back():
     m = _model(cfg=LTP_BACK)
     inputs, _ = m._inputs(torch.from_numpy(audio)[None], None, None, past, rows)
     np.testing.assert_allclose(inputs[0, :, 3].numpy(), back / LTP_INPUT_SCALE, rtol=1e-6, atol=1e-7)
+    window = dataclasses.replace(LTP_BACK, ltp_input_taps=3)  # r_{t-T-1}, r_{t-T}, r_{t-T+1}
+    assert window.input_names[3:] == ("ltp_residual-1", "ltp_residual", "ltp_residual+1")
+    inputs, _ = _model(cfg=window)._inputs(torch.from_numpy(audio)[None], None, None, past, rows)
+    for col, d in ((3, -1), (4, 0), (5, 1)):
+        _, shifted, _ = _residual_one_period_back(audio, rows, offset=d)
+        np.testing.assert_allclose(inputs[0, :, col].numpy(), shifted / LTP_INPUT_SCALE, rtol=1e-6, atol=1e-7)
+    with pytest.raises(ParameterError, match="ltp_input_taps"):
+        dataclasses.replace(LTP_BACK, ltp_input_taps=2)
     assert np.count_nonzero(back) > 0 and np.all(back[:6 * HOP] == 0)  # unvoiced first half: no lag

@@ -1,0 +1,129 @@
+"""Diagnostics behind docs/bench/lpc_vocoder.md: the numbers that explain *why* a voice sounds as it does.
+
+    .venv/bin/python bench/vocoder_diagnostics.py pulses runs/ltp_back/checkpoint.pt [more checkpoints]
+    .venv/bin/python bench/vocoder_diagnostics.py acoustic-pitch runs/acoustic_pitch/checkpoint.pt
+
+- ``pulses``: teacher-forced on held-out segments of the vocoder cache, how much probability the
+  coarse softmax gives to a *pulse* (an excitation / innovation value of magnitude >= --level)
+  at the samples that hold one and at the samples that do not. A net that places its pulses
+  well gives them nearly all the mass where they are and little elsewhere; running free, the
+  mass elsewhere becomes pulses at random times (the whispering of docs/bench/lpc_vocoder.md).
+  Also the held-out loss of the same segments, so checkpoints compare on one footing.
+- ``acoustic-pitch``: a pitch-predicting acoustic model (``AcousticConfig.pitch``) against the
+  YIN pitch features of held-out sentences, with the true phone timings: the share of voiced
+  frames more than 20 % off (GPE), the mean error in octaves, and the voicing disagreement
+  (periodicity above / below 0.7) between prediction and truth.
+
+Both print one JSON row per checkpoint. Same segments / sentences for every checkpoint (fixed seed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def pulses(checkpoint: str, *, cache: str, level: float, batches: int, seed: int) -> dict:
+    import torch
+
+    from wavern.dsp import DEFAULT_MEL, mulaw_expand
+    from wavern.training.voice import load_vocoder_checkpoint
+    from wavern.training.vocoder_data import VocoderData
+    from wavern.vocoder.model import split_bytes
+
+    model, ck = load_vocoder_checkpoint(checkpoint)
+    cfg = model.config
+    if not cfg.lpc_order:
+        raise SystemExit(f"{checkpoint}: not an LPC vocoder (its values are samples, not an excitation)")
+    data = VocoderData.open(cache, hop=cfg.hop_length)
+    rng = np.random.default_rng(seed)
+    centres = (np.arange(256) - 128) * 256.0 + 128  # each coarse class's middle value
+    amp = np.abs(mulaw_expand(centres)) if cfg.excitation == "mulaw" else np.abs(centres)
+    far = torch.from_numpy(amp >= level)
+    at_true, at_other, n_true, n_all, loss = 0.0, 0.0, 0, 0, 0.0
+    for _ in range(batches):
+        b = data.batch(rng, batch_size=32, segment_frames=8, mel_pad=5, held_out=True, lpc_order=cfg.lpc_order,
+                       mel_config=DEFAULT_MEL, pitch=cfg.pitch, ltp=cfg.ltp)
+        mel, audio, prev, past, lpc = (torch.from_numpy(x) for x in b[:5])
+        with torch.no_grad():
+            cl, _ = model(mel, audio, prev_audio=prev, mel_pad=5, past=past, lpc=lpc)
+            loss += float(model.loss(mel, audio, prev_audio=prev, mel_pad=5, past=past, lpc=lpc).total)
+            coarse, _ = split_bytes(model.targets(audio, past=past, lpc=lpc))
+        p_pulse = (torch.softmax(cl.float(), -1) * far).sum(-1)
+        true = far[coarse]
+        at_true += float(p_pulse[true].sum())
+        at_other += float(p_pulse[~true].sum())
+        n_true += int(true.sum())
+        n_all += true.numel()
+    return {"checkpoint": checkpoint, "step": int(ck["step"]), "level": level, "pulse_rate": n_true / n_all,
+            "p_pulse_at_pulses": at_true / n_true, "p_pulse_elsewhere": at_other / (n_all - n_true),
+            "held_out_loss": loss / batches}
+
+
+def acoustic_pitch(checkpoint: str, *, corpus_dir: str, n_utts: int) -> dict:
+    import torch
+
+    from wavern.conditioning.frontend.phonemes import SymbolTable
+    from wavern.training.acoustic_trainer import _items, _pitch_features_of, load_checkpoint
+    from wavern.training.corpus import load_corpus
+
+    model, ck = load_checkpoint(checkpoint)
+    cfg = model.config
+    if not cfg.pitch:
+        raise SystemExit(f"{checkpoint}: this acoustic model does not predict pitch")
+    corpus = load_corpus(corpus_dir)
+    table = SymbolTable.from_list(corpus.symbols)
+    held = sorted((r for r in corpus.held_out if r.voice in cfg.speakers), key=lambda r: r.id)[:n_utts]
+    n_mels = cfg.n_mels
+    voiced_n, gross, err_sum, disagree, frames = 0, 0, 0.0, 0, 0
+    with torch.no_grad():
+        for it in _items(held, table, cfg.speakers, cfg.hop_length, max_frames=10 ** 9):
+            out = model(torch.as_tensor(it.ids)[None], torch.as_tensor(it.is_global)[None],
+                        torch.as_tensor(it.frames)[None], speaker=torch.tensor([it.speaker]))
+            pred = out.mel[0, :, n_mels:].numpy()
+            true = _pitch_features_of(it.record)
+            voiced = true[:, 1] > 0.7
+            err = np.abs(pred[voiced, 0] - true[voiced, 0])  # octaves
+            voiced_n += int(voiced.sum())
+            gross += int((err > np.log2(1.2)).sum())
+            err_sum += float(err.sum())
+            disagree += int(((pred[:, 1] > 0.7) != voiced).sum())
+            frames += len(true)
+    return {"checkpoint": checkpoint, "step": int(ck["step"]), "sentences": len(held), "voiced_frames": voiced_n,
+            "gpe": gross / voiced_n, "mean_octave_error": err_sum / voiced_n, "voicing_disagreement": disagree / frames}
+
+
+def main(argv: list[str] | None = None) -> None:
+    sys.path.insert(0, str(ROOT))
+    import torch
+
+    torch.set_num_threads(1)
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="what", required=True)
+    a = sub.add_parser("pulses", help="teacher-forced pulse probabilities of LPC vocoder checkpoints")
+    a.add_argument("checkpoints", nargs="+")
+    a.add_argument("--cache", default=str(ROOT / "runs/vocoder/cache"))
+    a.add_argument("--level", type=float, default=1024.0, help="|value| from which a coarse class counts as a pulse")
+    a.add_argument("--batches", type=int, default=1, help="batches of 32 held-out segments of 8 frames")
+    a.add_argument("--seed", type=int, default=5)
+    b = sub.add_parser("acoustic-pitch", help="pitch error of pitch-predicting acoustic checkpoints")
+    b.add_argument("checkpoints", nargs="+")
+    b.add_argument("--corpus", default=str(ROOT / "data/corpus"))
+    b.add_argument("--n-utts", type=int, default=16)
+    args = p.parse_args(argv)
+    for ck in args.checkpoints:
+        if args.what == "pulses":
+            row = pulses(ck, cache=args.cache, level=args.level, batches=args.batches, seed=args.seed)
+        else:
+            row = acoustic_pitch(ck, corpus_dir=args.corpus, n_utts=args.n_utts)
+        print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
