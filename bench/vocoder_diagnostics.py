@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/vocoder_diagnostics.py pulses runs/ltp_back/checkpoint.pt [more checkpoints]
     .venv/bin/python bench/vocoder_diagnostics.py acoustic-pitch runs/acoustic_pitch/checkpoint.pt
+    .venv/bin/python bench/vocoder_diagnostics.py pulse-offsets
 
 - ``pulses``: teacher-forced on held-out segments of the vocoder cache, how much probability the
   coarse softmax gives to a *pulse* (an excitation / innovation value of magnitude >= --level)
@@ -14,7 +15,12 @@
   frames more than 20 % off (GPE), the mean error in octaves, and the voicing disagreement
   (periodicity above / below 0.7) between prediction and truth.
 
-Both print one JSON row per checkpoint. Same segments / sentences for every checkpoint (fixed seed).
+- ``pulse-offsets``: in the true LPC residual (order 16, the mel's predictor) of held-out
+  segments, where the largest |r| within ±8 samples of ``t - T`` lies for each pulse at t (a
+  local maximum with |r| >= --level; T the frame's LTP lag): how well one period back points at
+  this period's pulse.
+
+Each prints JSON rows (one per checkpoint). Same segments / sentences for every checkpoint (fixed seed).
 """
 
 from __future__ import annotations
@@ -64,6 +70,41 @@ def pulses(checkpoint: str, *, cache: str, level: float, batches: int, seed: int
     return {"checkpoint": checkpoint, "step": int(ck["step"]), "level": level, "pulse_rate": n_true / n_all,
             "p_pulse_at_pulses": at_true / n_true, "p_pulse_elsewhere": at_other / (n_all - n_true),
             "held_out_loss": loss / batches}
+
+
+def pulse_offsets(*, cache: str, level: float, seed: int, reach: int = 8) -> dict:
+    from wavern.dsp import DEFAULT_MEL
+    from wavern.training.vocoder_data import VocoderData
+    from wavern.vocoder.config import VocoderConfig
+
+    cfg = VocoderConfig(lpc_order=16, lpc_prediction_input=False, pitch=True, ltp=True)
+    order, hop = cfg.lpc_order, cfg.hop_length
+    data = VocoderData.open(cache, hop=hop)
+    b = data.batch(np.random.default_rng(seed), batch_size=64, segment_frames=8, mel_pad=5, held_out=True,
+                   lpc_order=order, mel_config=DEFAULT_MEL, pitch=True, ltp=True)
+    past, audio, lpc = b.past.astype(np.float64), b.audio.astype(np.float64), b.lpc.astype(np.float32).astype(np.float64)
+    m = cfg.history_samples - order  # residual samples before each segment
+    n = audio.shape[1]
+    s = np.concatenate([past, audio], axis=1)
+    rows = (np.arange(-m, n) // hop) + cfg.history_frames
+    a = lpc[:, rows]  # (B, m + n, columns)
+    pred = np.zeros((len(s), m + n))
+    for k in range(1, order + 1):
+        pred -= a[..., k] * s[:, order - k:order - k + n + m]
+    r = np.abs(s[:, order:] - pred)
+    lag = a[..., order + 1].astype(int)
+    hist = np.zeros(2 * reach + 1, int)
+    for i in range(len(r)):
+        for t in range(m, m + n):
+            if lag[i, t] <= 0 or r[i, t] < level or r[i, t] < r[i, t - 3:t + 4].max():
+                continue
+            w = r[i, t - lag[i, t] - reach:t - lag[i, t] + reach + 1]
+            hist[int(np.argmax(w))] += 1
+    share = hist / max(hist.sum(), 1)
+    return {"pulses": int(hist.sum()), "level": level,
+            "share_by_offset": {f"{d:+d}": round(float(x), 3) for d, x in zip(range(-reach, reach + 1), share)},
+            "within_0": round(float(share[reach]), 3), "within_1": round(float(share[reach - 1:reach + 2].sum()), 3),
+            "within_2": round(float(share[reach - 2:reach + 3].sum()), 3)}
 
 
 def acoustic_pitch(checkpoint: str, *, corpus_dir: str, n_utts: int) -> dict:
@@ -116,7 +157,14 @@ def main(argv: list[str] | None = None) -> None:
     b.add_argument("checkpoints", nargs="+")
     b.add_argument("--corpus", default=str(ROOT / "data/corpus"))
     b.add_argument("--n-utts", type=int, default=16)
+    c = sub.add_parser("pulse-offsets", help="where the pulse one period back lies, in the true residual")
+    c.add_argument("--cache", default=str(ROOT / "runs/vocoder/cache"))
+    c.add_argument("--level", type=float, default=1024.0)
+    c.add_argument("--seed", type=int, default=5)
     args = p.parse_args(argv)
+    if args.what == "pulse-offsets":
+        print(json.dumps(pulse_offsets(cache=args.cache, level=args.level, seed=args.seed)))
+        return
     for ck in args.checkpoints:
         if args.what == "pulses":
             row = pulses(ck, cache=args.cache, level=args.level, batches=args.batches, seed=args.seed)

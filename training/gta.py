@@ -70,7 +70,7 @@ def build_gta_mels(cache_dir: str | os.PathLike, acoustic_checkpoint: str | os.P
         mel = model(ids, glob, torch.as_tensor(frames)[None], speaker=torch.tensor([speakers.index(r.voice)])).mel[0]
         if mel.shape[0] != hi - lo:
             raise ParameterError(f"utterance {uid!r}: GTA mel has {mel.shape[0]} frames, the cache {hi - lo}")
-        out[lo:hi] = mel.numpy()
+        out[lo:hi] = mel[:, :mels.shape[1]].numpy()  # a pitch model's pitch features stay the truth's
         predicted += 1
     out.flush()
     del out

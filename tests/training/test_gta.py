@@ -86,3 +86,32 @@ def test_gta_prob_is_checked_and_parsed():
     with pytest.raises(ParameterError, match="gta_prob"):
         VocoderTrainConfig(gta_prob=1.5)
     assert _parse(["--gta-prob", "0.5"]).gta_prob == 0.5 and _parse([]).gta_prob == 0.0
+
+
+def test_a_pitch_models_gta_mel_is_its_mel_part(built, tmp_path):
+    """A pitch-predicting acoustic model's output ends with two pitch channels: the GTA file keeps
+    the cache's 80 mel channels (the trainer adds the true pitch features, as for a true mel)."""
+    from test_acoustic_trainer import _cfg
+
+    corpus_dir, cache, _ = built
+    train_acoustic(_cfg(corpus_dir, tmp_path / "pitch", steps=1, pitch=True))
+    import shutil
+
+    copy = tmp_path / "cache"
+    shutil.copytree(cache, copy)
+    build_gta_mels(copy, tmp_path / "pitch" / "checkpoint.pt", corpus_dir=corpus_dir)
+    model, _ = load_checkpoint(tmp_path / "pitch" / "checkpoint.pt")
+    index = json.loads((copy / "index.json").read_text())
+    gta = np.load(copy / "gta_mels.npy")
+    assert gta.shape == np.load(copy / "mels.npy").shape
+    r = {x.id: x for x in [*load_corpus(corpus_dir).train, *load_corpus(corpus_dir).held_out]}[index["ids"][0]]
+    lo, hi = index["frame_offsets"][0], index["frame_offsets"][1]
+    from wavern.conditioning.frontend.phonemes import SymbolTable
+
+    table = SymbolTable(json.loads((corpus_dir / "corpus.json").read_text())["symbols"])
+    with torch.no_grad():
+        out = model(torch.as_tensor(table.encode(r.phonemes))[None], torch.as_tensor(corpus_global_mask(r.phonemes))[None],
+                    torch.as_tensor(frames_from_samples(r.durations, hi - lo, hop=256))[None],
+                    speaker=torch.tensor([model.config.speakers.index(r.voice)])).mel[0].numpy()
+    assert out.shape[1] == 82
+    np.testing.assert_allclose(gta[lo:hi], out[:, :80], atol=1e-5, rtol=0)
