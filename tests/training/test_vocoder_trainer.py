@@ -374,6 +374,8 @@ def test_an_ltp_run_starts_from_a_mulaw_run_and_trains(corpus, tmp_path):
     from wavern.training.vocoder_trainer import _parse
 
     assert _parse(["--lpc-order", "16", "--excitation", "mulaw", "--pitch", "--ltp"]).vocoder.ltp
+    window = _parse(["--lpc-order", "16", "--pitch", "--ltp", "--ltp-input", "--ltp-input-taps", "5"]).vocoder
+    assert window.ltp_input and window.ltp_offsets == (-2, -1, 0, 1, 2)
 
 
 @pytest.mark.parametrize("before, after, cols", [
