@@ -775,6 +775,24 @@ def _lpc_synthesis(out, gi, col0, order, frame0, start, hop, hist, mu, ring, hea
         head[0] = h
 
 
+@njit(inline="always", **_JIT)
+def _period_inputs(row, w_back, back_scale, lag_col, ring, hd, fb):
+    """fb[:3H] = the frame's gate inputs ``row[:3H]`` plus ``w_back[j] * float32(r_{t-T+d_j} /
+    back_scale)`` for each tap j (``d_j = j - taps // 2``; nothing where the frame's lag
+    ``row[lag_col]`` is 0), r_{t-k} at ``ring[(hd - k + 1) % len(ring)]``."""
+    n = fb.shape[0]
+    for i in range(n):
+        fb[i] = row[i]
+    lag = int(row[lag_col])
+    if lag > 0:
+        n_ring = ring.shape[0]
+        half = w_back.shape[0] // 2
+        for j in range(w_back.shape[0]):
+            xb = np.float32(ring[(hd - lag + 1 + j - half) % n_ring] / back_scale)
+            for i in range(n):
+                fb[i] += w_back[j, i] * xb
+
+
 @njit(**_JIT)
 def _generate_period(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, logits, work,
                      w_back, back_scale, order, hist, mu, ring, head):
@@ -792,23 +810,13 @@ def _generate_period(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, l
     H = h.shape[0]
     col0 = 3 * H
     fb = work[3 * H + H // 2 + 2 * N_CLASSES:6 * H + H // 2 + 2 * N_CLASSES]  # frame inputs + period input
-    n_ring = ring.shape[0]
-    n_taps = w_back.shape[0]
-    half = n_taps // 2
     hd = head[0]
     inv_scale = np.log1p(mu) / 32767.0 if mu > 0.0 else 0.0
     c = prev[0]
     f = prev[1]
     for t in range(out.shape[0]):
         row = gi[(start + t) // hop - frame0]
-        lag = int(row[col0 + order])
-        for i in range(3 * H):
-            fb[i] = row[i]
-        if lag > 0:
-            for j in range(n_taps):
-                xb = np.float32(ring[(hd - lag + 1 + j - half) % n_ring] / back_scale)
-                for i in range(3 * H):
-                    fb[i] += w_back[j, i] * xb
+        _period_inputs(row, w_back, back_scale, col0 + order, ring, hd, fb)
         c, f = _sample_step(fb, net, inv_temp, h, c, f, rng, work, logits, t)
         v, hd = _synth_sample(row, col0, order, hist, mu, inv_scale, c * 256 + f - 32768, ring, hd)
         out[t] = np.int16(v)
@@ -880,7 +888,7 @@ def _generate(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, logits, 
 
 
 @njit(**_JIT)
-def _generate_streams(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, logits, work):
+def _generate_streams(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, logits, work, period):
     """Generate ``out.shape[1]`` samples for a few streams at once, stream-major.
 
     Like :func:`_generate` with a stream axis first: gi (B, F, 3H), h (B, H), prev (B, 2),
@@ -889,8 +897,16 @@ def _generate_streams(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, 
     (:func:`_spmm`), the rest is the one-stream code per stream, so stream s reproduces
     :func:`_generate` on gi[s], h[s], prev[s], rng[s:s+1] exactly. For small batches, where
     lanes (:func:`_generate_lanes`) would be mostly padding.
+
+    ``period`` = (w_back (taps, 3H), back_scale, order, hist (B, order), mu, ring (B, R), head
+    (B, 1), FB (B, 3H) float32 scratch): with taps > 0 each stream is :func:`_generate_period`
+    (the period input and the synthesis filter inside the loop; ``out`` gets the samples); with
+    ``w_back`` of no rows the rest is not read.
     """
     w_in, b_hh, R, O1, b1, O2, b2, O3, b3, O4, b4 = net
+    w_back, back_scale, order, hist, mu, ring, head, FB = period
+    n_taps = w_back.shape[0]
+    inv_scale = np.log1p(mu) / 32767.0 if mu > 0.0 else 0.0
     z0 = np.int64(0)  # not a literal: literals would compile every callee a second time
     B = h.shape[0]
     H = h.shape[1]
@@ -913,9 +929,11 @@ def _generate_streams(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, 
             xc[q] = np.float32(prev[q, 0]) / _BYTE - _ONE
             xf[q] = np.float32(prev[q, 1]) / _BYTE - _ONE
             _copy(b_hh, GH[q])
+            if n_taps:
+                _period_inputs(gi[q, fi], w_back, back_scale, 3 * H + order, ring[q], head[q, 0], FB[q])
         _spmm(R, h, z0, GH)
         for q in range(B):
-            _gru_half(gi[q, fi], w_in, GH[q], h[q], z0, hh, xc[q], xf[q], _ZERO)
+            _gru_half(FB[q] if n_taps else gi[q, fi], w_in, GH[q], h[q], z0, hh, xc[q], xf[q], _ZERO)
             _copy(b1, A[q])
         _spmm(O1, h, z0, A)
         for q in range(B):
@@ -928,7 +946,7 @@ def _generate_streams(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, 
             c = _draw(LG[q], inv_temp, _next_uniform(rng, q), probs)
             prev[q, 0] = c
             xct = np.float32(c) / _BYTE - _ONE
-            _gru_half(gi[q, fi], w_in, GH[q], h[q], hh, H, xc[q], xf[q], xct)
+            _gru_half(FB[q] if n_taps else gi[q, fi], w_in, GH[q], h[q], hh, H, xc[q], xf[q], xct)
             _copy(b3, A[q])
         _spmm(O3, h, hh, A)
         for q in range(B):
@@ -940,7 +958,19 @@ def _generate_streams(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, 
                 logits[q, t, 1, :] = LG[q]
             f = _draw(LG[q], inv_temp, _next_uniform(rng, q), probs)
             prev[q, 1] = f
-            out[q, t] = np.int16(prev[q, 0] * 256 + f - 32768)
+            code = prev[q, 0] * 256 + f - 32768
+            if n_taps:
+                v, head[q, 0] = _synth_sample(gi[q, fi], 3 * H, order, hist[q], mu, inv_scale, code, ring[q],
+                                              head[q, 0])
+                out[q, t] = np.int16(v)
+            else:
+                out[q, t] = np.int16(code)
+
+
+def no_period(batch: int, hidden_size: int) -> tuple:
+    """The ``period`` argument of :func:`_generate_streams` for a vocoder without the period input."""
+    return (np.zeros((0, 3 * hidden_size), np.float32), 1.0, 0, np.zeros((batch, 0)), 0.0,
+            np.zeros((batch, 0)), np.zeros((batch, 1), np.int64), np.zeros((batch, 0), np.float32))
 
 
 # --------------------------------------------------------------------------------------------
@@ -1428,7 +1458,8 @@ def warmup() -> None:
               np.zeros(3 * H + hh + 2 * nc, np.float32))
     _generate_streams(gi[None].repeat(2, 0), 0, 0, HOP, net(0), inv, np.zeros((2, H), np.float32),
                       np.zeros((2, 2), np.int64), rng_states(0, 2), np.zeros((2, 2), np.int16),
-                      np.zeros((2, 0, 2, nc), np.float32), np.zeros(2 * (3 * H + hh + nc + 2) + nc, np.float32))
+                      np.zeros((2, 0, 2, nc), np.float32), np.zeros(2 * (3 * H + hh + nc + 2) + nc, np.float32),
+                      no_period(2, H))
     L = lanes(2)
     _generate_lanes(gi[None].repeat(2, 0), 0, 0, HOP, net(0), inv, np.zeros(H * L, np.float32),
                     np.zeros((2, 2), np.int64), rng_states(0, 2), np.zeros((2, 2), np.int16),
