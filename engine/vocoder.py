@@ -214,8 +214,8 @@ class Vocoder:
         self._ring = LTP_MAX_LAG + 1 if ltp else 0
         if ltp_input and not ltp:
             raise VoiceFileError("the period input (vocoder ltp_input) needs a long-term predictor (ltp)")
-        #: True: the GRU also reads the residual one period back (``kernels._generate_period``), so
-        #: the synthesis filter runs inside the generation loop; batches run stream by stream.
+        #: True: the GRU also reads the residuals around one period back (``kernels._generate_period``),
+        #: so the synthesis filter runs inside the generation loop; batches run stream-major (no lanes).
         self.ltp_input = bool(ltp_input)
         if not isinstance(ltp_input_taps, int) or isinstance(ltp_input_taps, bool) or ltp_input_taps < 1 \
                 or ltp_input_taps % 2 == 0:
