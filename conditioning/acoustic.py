@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from wavern.conditioning.attention import LongformerSelfAttention, StridedSelfAttention
-from wavern.conditioning.config import AcousticConfig
+from wavern.conditioning.config import PROSODY_DEFAULT, PROSODY_SCALE, AcousticConfig
 from wavern.conditioning.encoder import ConvMixer, PhonemeEncoder, PreNormLayer, global_mask_for, sinusoidal_positions
 from wavern.conditioning.fusion import PeerFusion, ReferenceEncoder, masked_mean
 from wavern.errors import ParameterError
@@ -432,6 +432,12 @@ class AcousticModel(nn.Module):
         self.decoder = FrameDecoder(config)
         self.mel_out = nn.Linear(d_dec, config.n_mels)
         self.pitch_out = nn.Linear(d_dec, 2) if config.pitch else None  # the pitch features (config.pitch)
+        # config.prosody: the utterance's espeak rate / pitch / range, added to the speaker vector;
+        # zero at first, so a model without it goes on as the same function
+        self.prosody_in = nn.Linear(3, config.speaker_dim) if config.prosody else None
+        if self.prosody_in is not None:
+            nn.init.zeros_(self.prosody_in.weight)
+            nn.init.zeros_(self.prosody_in.bias)
         # Per-bin log-mel statistics of the training corpus (the trainer sets them); the network
         # predicts normalised mel, so its output layer starts at the corpus mean.
         self.register_buffer("mel_mean", torch.zeros(config.n_mels))
@@ -439,8 +445,17 @@ class AcousticModel(nn.Module):
 
     # -- pieces --------------------------------------------------------------
     def _style(self, speaker: torch.Tensor, batch: int, reference: torch.Tensor | None,
-               reference_padding_mask: torch.Tensor | None, reference_present: torch.Tensor | None):
+               reference_padding_mask: torch.Tensor | None, reference_present: torch.Tensor | None,
+               prosody: torch.Tensor | None = None):
         spk = self.speaker_embed(speaker)  # (B, S)
+        if self.prosody_in is not None:  # (B, 3) rate, pitch, range; None: espeak-ng's defaults
+            if prosody is None:
+                prosody = torch.tensor(PROSODY_DEFAULT, device=spk.device).expand(batch, 3)
+            if prosody.shape != (batch, 3):
+                raise ParameterError(f"prosody must be (batch, 3) rate, pitch, range; found {tuple(prosody.shape)}")
+            units = (prosody.to(spk.dtype) - torch.tensor(PROSODY_DEFAULT, device=spk.device)) / \
+                torch.tensor(PROSODY_SCALE, device=spk.device)
+            spk = spk + self.prosody_in(units)
         if reference is not None:
             reference = (reference - self.mel_mean) / self.mel_std
         ref = self.reference(reference, reference_padding_mask, batch_size=batch, present=reference_present)  # (B, R)
@@ -449,7 +464,7 @@ class AcousticModel(nn.Module):
     def encode(self, ids: torch.Tensor, is_global: torch.Tensor, *, speaker: torch.Tensor,
                padding_mask: torch.Tensor | None = None, reference: torch.Tensor | None = None,
                reference_padding_mask: torch.Tensor | None = None,
-               reference_present: torch.Tensor | None = None):
+               reference_present: torch.Tensor | None = None, prosody: torch.Tensor | None = None):
         """Encoder + token fusion + duration prediction.
 
         Returns:
@@ -457,7 +472,7 @@ class AcousticModel(nn.Module):
             vectors and the pooled text for the decoder.
         """
         text = self.encoder(ids, is_global, padding_mask)  # (B, N, D)
-        spk, ref = self._style(speaker, ids.shape[0], reference, reference_padding_mask, reference_present)
+        spk, ref = self._style(speaker, ids.shape[0], reference, reference_padding_mask, reference_present, prosody)
         text_pool = masked_mean(text, padding_mask)  # (B, D)
         tokens = self.token_fusion([text, spk.unsqueeze(1), ref.unsqueeze(1)], [text_pool, spk, ref])
         if padding_mask is not None:
@@ -502,7 +517,7 @@ class AcousticModel(nn.Module):
     def forward(self, ids: torch.Tensor, is_global: torch.Tensor, durations: torch.Tensor, *,
                 speaker: torch.Tensor, padding_mask: torch.Tensor | None = None,
                 reference: torch.Tensor | None = None, reference_padding_mask: torch.Tensor | None = None,
-                reference_present: torch.Tensor | None = None) -> AcousticOutput:
+                reference_present: torch.Tensor | None = None, prosody: torch.Tensor | None = None) -> AcousticOutput:
         """Teacher-forced pass with known durations.
 
         Args:
@@ -513,6 +528,8 @@ class AcousticModel(nn.Module):
             reference: (B, T_ref, n_mels) log-mel of reference clips, or None.
             reference_padding_mask: (B, T_ref) bool.
             reference_present: (B,) bool; False rows use the "no reference" style.
+            prosody: (B, 3) float espeak rate, pitch, pitch range of each utterance (a
+                ``config.prosody`` model; None: :data:`PROSODY_DEFAULT`).
 
         Returns:
             :class:`AcousticOutput` with T = max total duration.
@@ -521,7 +538,7 @@ class AcousticModel(nn.Module):
             durations = durations.masked_fill(padding_mask, 0)
         tokens, log_d, ctx = self.encode(ids, is_global, speaker=speaker, padding_mask=padding_mask,
                                          reference=reference, reference_padding_mask=reference_padding_mask,
-                                         reference_present=reference_present)
+                                         reference_present=reference_present, prosody=prosody)
         mel, fpad = self.decode(tokens, durations, ctx)
         return AcousticOutput(mel, log_d, fpad)
 

@@ -53,9 +53,10 @@ def make_fake_corpus(root, *, n_utts: int = 24, seed: int = 0, words: tuple[int,
         rid = f"u{len(rows):03d}"
         np.save(root / "mels" / f"{rid}.npy", mel)
         write_wav(root / "wavs" / f"{rid}.wav", np.zeros(n, np.int16))
-        rows.append({"id": rid, "text": text, "spoken": text, "voice": VOICES[len(rows) % 2], "rate": 175,
-                     "pitch": 50, "pitch_range": 50, "phonemes": phon, "durations": dur, "word_spans": None,
-                     "n_samples": n})
+        k = len(rows)  # espeak settings that vary, as the real corpus's do
+        rows.append({"id": rid, "text": text, "spoken": text, "voice": VOICES[k % 2], "rate": 130 + 7 * k % 100,
+                     "pitch": 25 + 11 * k % 50, "pitch_range": 20 + 13 * k % 70, "phonemes": phon, "durations": dur,
+                     "word_spans": None, "n_samples": n})
     (root / "metadata.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     info = {"format": "wavern-corpus", "format_version": 1, "mel": DEFAULT_MEL.to_dict(),
             "symbols": list(DEFAULT_SYMBOLS), "utterances": len(rows)}

@@ -45,7 +45,7 @@ import numpy as np
 import torch
 
 from wavern.conditioning.acoustic import AcousticModel, frames_from_samples
-from wavern.conditioning.config import AcousticConfig, EncoderConfig
+from wavern.conditioning.config import PROSODY_DEFAULT, AcousticConfig, EncoderConfig
 from wavern.conditioning.export import save_acoustic
 from wavern.conditioning.frontend.phonemes import BOS, EOS, PAUSE_SYMBOLS, SymbolTable
 from wavern.errors import CorpusError, ParameterError
@@ -98,6 +98,7 @@ class AcousticTrainConfig:
     # optimiser; with `pitch` its missing pitch projection starts from its random init
     init_from: str | None = None
     pitch: bool = False  # also predict the pitch features (AcousticConfig.pitch) a pitch vocoder needs
+    prosody: bool = False  # also read each utterance's espeak rate / pitch / range (AcousticConfig.prosody)
     pitch_weight: float = 1.0  # weight of the pitch features' L1 against the mel's
 
     def __post_init__(self) -> None:
@@ -243,8 +244,16 @@ def _draw_batch(items: list[_Item], by_speaker: dict[int, list[int]], cfg: Acous
         ref_mel[k, :r.shape[0]], ref_pad[k, :r.shape[0]] = r, False
     t = {"ids": ids, "is_global": glob, "padding_mask": pad, "durations": frames, "mel": mel,
          "speaker": np.array([p[0].speaker for p in plan], np.int64), "reference": ref_mel,
-         "reference_padding_mask": ref_pad, "reference_present": np.array([p[2] for p in plan], bool)}
+         "reference_padding_mask": ref_pad, "reference_present": np.array([p[2] for p in plan], bool),
+         "prosody": np.stack([prosody_of(p[0].record) for p in plan])}
     return {k: torch.from_numpy(v).to(device) for k, v in t.items()}
+
+
+def prosody_of(record) -> np.ndarray:
+    """(3,) float32 espeak rate, pitch and pitch range a corpus record was rendered with (an
+    ``AcousticConfig.prosody`` model's input); espeak-ng's defaults where the record has none."""
+    values = (record.rate, record.pitch, record.pitch_range)
+    return np.array([d if v is None else v for v, d in zip(values, PROSODY_DEFAULT)], np.float32)
 
 
 def _pitch_features_of(record) -> np.ndarray:
@@ -384,7 +393,8 @@ def evaluate_acoustic(model: AcousticModel, corpus, n: int = 16, *, phone_accura
                 mel_true = it.record.mel()
                 out = model(torch.as_tensor(it.ids)[None].to(device), torch.as_tensor(it.is_global)[None].to(device),
                             torch.as_tensor(it.frames)[None].to(device),
-                            speaker=torch.tensor([it.speaker], device=device))
+                            speaker=torch.tensor([it.speaker], device=device),
+                            prosody=torch.as_tensor(prosody_of(it.record))[None].to(device))
                 pred = out.mel[0].cpu()
                 l1.append(float((pred[:, :cfg.n_mels] - torch.as_tensor(mel_true)).abs().mean()))
                 if cfg.pitch:
@@ -463,6 +473,8 @@ def _train(cfg: AcousticTrainConfig, device: torch.device, dist_info: DistInfo) 
         model_cfg = AcousticConfig.from_dict(source["model_config"])
     if cfg.pitch:
         model_cfg = dataclasses.replace(model_cfg, pitch=True)
+    if cfg.prosody:
+        model_cfg = dataclasses.replace(model_cfg, prosody=True)
     table = SymbolTable.from_list(corpus.symbols)
     items = _items(corpus.train, table, model_cfg.speakers, model_cfg.hop_length, cfg.max_frames)
     if not items:
@@ -482,10 +494,10 @@ def _train(cfg: AcousticTrainConfig, device: torch.device, dist_info: DistInfo) 
     model.mel_std.copy_(torch.from_numpy(std))
     if init is not None:
         missing, unexpected = model.load_state_dict(init["model"], strict=False)
-        if unexpected or set(missing) - {"pitch_out.weight", "pitch_out.bias"}:
+        if unexpected or set(missing) - {"pitch_out.weight", "pitch_out.bias", "prosody_in.weight", "prosody_in.bias"}:
             raise ParameterError(f"{cfg.init_from} does not fit this model: missing {missing}, unexpected {unexpected}")
         log.info("initialised from %s (step %s)%s", cfg.init_from, init.get("step"),
-                 "; the pitch projection is new" if missing else "")
+                 f"; new: {sorted(missing)}" if missing else "")
     pitch = _pitch_targets(items) if model_cfg.pitch else None
     model.to(device)
     opt = _optimizer(cfg, model)
@@ -534,7 +546,7 @@ def _train(cfg: AcousticTrainConfig, device: torch.device, dist_info: DistInfo) 
                 out_t = model(batch["ids"], batch["is_global"], batch["durations"], speaker=batch["speaker"],
                               padding_mask=batch["padding_mask"], reference=batch["reference"],
                               reference_padding_mask=batch["reference_padding_mask"],
-                              reference_present=batch["reference_present"])
+                              reference_present=batch["reference_present"], prosody=batch["prosody"])
                 loss = model.loss(out_t, batch["mel"][:, :out_t.mel.shape[1]], batch["durations"],
                                   padding_mask=batch["padding_mask"], duration_weight=cfg.duration_weight,
                                   n_pitch=2 if model_cfg.pitch else 0, pitch_weight=cfg.pitch_weight)
@@ -622,6 +634,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--init-from", default=None, help="a checkpoint.pt to start from (its model, step 0)")
     p.add_argument("--pitch", action="store_true", help="also predict the pitch features a pitch vocoder needs")
     p.add_argument("--pitch-weight", type=float, default=1.0, help="weight of the pitch features' L1")
+    p.add_argument("--prosody", action="store_true",
+                   help="also read each utterance's espeak rate, pitch and range (inference: espeak's defaults)")
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
@@ -646,7 +660,7 @@ def main(argv: list[str] | None = None) -> int:
         lr=args.lr, warmup_steps=args.warmup_steps, optimizer=args.optimizer, seed=args.seed, threads=args.threads,
         device=args.device,
         time_limit_s=None if args.time_limit_min is None else 60.0 * args.time_limit_min,
-        eval_every=args.eval_every, progress=not args.no_progress, init_from=args.init_from, pitch=args.pitch,
+        eval_every=args.eval_every, progress=not args.no_progress, init_from=args.init_from, pitch=args.pitch, prosody=args.prosody,
         pitch_weight=args.pitch_weight)
     result = train_acoustic(cfg)
     print(json.dumps({"step": result.step, "finished": result.finished, "last": result.last_loss,

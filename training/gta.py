@@ -40,7 +40,7 @@ def build_gta_mels(cache_dir: str | os.PathLike, acoustic_checkpoint: str | os.P
     """Write ``cache_dir/gta_mels.npy`` (same shape as ``mels.npy``) and ``gta_mels.json``."""
     from wavern.conditioning.acoustic import frames_from_samples
     from wavern.conditioning.frontend.phonemes import SymbolTable
-    from wavern.training.acoustic_trainer import corpus_global_mask, load_checkpoint
+    from wavern.training.acoustic_trainer import corpus_global_mask, load_checkpoint, prosody_of
     from wavern.training.corpus import load_corpus
 
     cache_dir = Path(cache_dir)
@@ -67,7 +67,8 @@ def build_gta_mels(cache_dir: str | os.PathLike, acoustic_checkpoint: str | os.P
         frames = frames_from_samples(r.durations, hi - lo, hop=hop)
         ids = torch.as_tensor(table.encode(r.phonemes))[None]
         glob = torch.as_tensor(corpus_global_mask(r.phonemes))[None]
-        mel = model(ids, glob, torch.as_tensor(frames)[None], speaker=torch.tensor([speakers.index(r.voice)])).mel[0]
+        mel = model(ids, glob, torch.as_tensor(frames)[None], speaker=torch.tensor([speakers.index(r.voice)]),
+                    prosody=torch.as_tensor(prosody_of(r))[None]).mel[0]
         if mel.shape[0] != hi - lo:
             raise ParameterError(f"utterance {uid!r}: GTA mel has {mel.shape[0]} frames, the cache {hi - lo}")
         out[lo:hi] = mel[:, :mels.shape[1]].numpy()  # a pitch model's pitch features stay the truth's

@@ -496,3 +496,33 @@ def test_a_pitch_model_predicts_the_pitch_features_after_the_mel():
     whole = m.infer(np.array([1, 2, 3, 4]), np.array([True, False, False, True]), speaker=0)[0]
     assert whole.shape == (int(frames.sum()), 82)
     np.testing.assert_allclose(np.concatenate([lazy.rows(0, 3), lazy.rows(3, lazy.n_frames)]), whole, atol=2e-5)
+
+
+def test_a_prosody_model_reads_the_utterances_espeak_settings():
+    from wavern.conditioning.config import PROSODY_DEFAULT
+    from wavern.conditioning.frontend.espeak import DEFAULT_PITCH, DEFAULT_PITCH_RANGE, DEFAULT_RATE
+
+    assert PROSODY_DEFAULT == (DEFAULT_RATE, DEFAULT_PITCH, DEFAULT_PITCH_RANGE)
+    with pytest.raises(ParameterError, match="prosody"):
+        _config(prosody=1)
+    m = _model("window", prosody=True)
+    plain = _model("window")
+    missing, _ = m.load_state_dict(plain.state_dict(), strict=False)
+    assert sorted(missing) == ["prosody_in.bias", "prosody_in.weight"]
+    ids, glob, dur = torch.tensor([[1, 2, 3]]), torch.tensor([[True, False, False]]), torch.tensor([[3, 2, 4]])
+    slow_low = torch.tensor([[130.0, 25.0, 20.0]])
+    with torch.no_grad():
+        ref = plain(ids, glob, dur, speaker=torch.tensor([0])).mel
+        # zero weights at first: the same function as the model it starts from, whatever the input
+        torch.testing.assert_close(m(ids, glob, dur, speaker=torch.tensor([0]), prosody=slow_low).mel, ref)
+        m.prosody_in.weight.normal_()
+        default = m(ids, glob, dur, speaker=torch.tensor([0])).mel
+        given = m(ids, glob, dur, speaker=torch.tensor([0]), prosody=torch.tensor([PROSODY_DEFAULT])).mel
+        other = m(ids, glob, dur, speaker=torch.tensor([0]), prosody=slow_low).mel
+    torch.testing.assert_close(default, given)  # no prosody: espeak-ng's defaults
+    torch.testing.assert_close(default, ref)  # at the defaults the input is 0 (bias still 0)
+    assert (other - default).abs().max() > 1e-3
+    whole = m.infer(np.array([1, 2, 3, 4]), np.array([True, False, False, True]), speaker=0)[0]
+    assert np.isfinite(whole).all()
+    with pytest.raises(ParameterError, match="prosody"):
+        m(ids, glob, dur, speaker=torch.tensor([0]), prosody=torch.tensor([1.0, 2.0, 3.0]))

@@ -160,3 +160,18 @@ def test_a_pitch_model_starts_from_a_mel_model(corpus_dir, tmp_path):
     assert np.isfinite(ev["pitch_l1"]) and np.isfinite(ev["mel_l1"])
     with pytest.raises(ParameterError, match="not an acoustic checkpoint"):
         train_acoustic(_cfg(corpus_dir, tmp_path / "bad", init_from=str(tmp_path / "mel" / "metrics.jsonl")))
+
+
+def test_a_prosody_model_starts_from_a_pitch_model_and_reads_each_records_settings(corpus_dir, tmp_path):
+    from wavern.training.acoustic_trainer import prosody_of
+
+    train_acoustic(_cfg(corpus_dir, tmp_path / "pitch", steps=1, pitch=True))
+    result = train_acoustic(_cfg(corpus_dir, tmp_path / "prosody", steps=2, pitch=True, prosody=True,
+                                 init_from=str(tmp_path / "pitch" / "checkpoint.pt")))
+    model, _ = load_checkpoint(tmp_path / "prosody" / "checkpoint.pt")
+    assert model.config.prosody and model.config.pitch and result.step == 2
+    assert model.prosody_in.weight.abs().sum() > 0  # trained: the records' settings reached it
+    r = load_corpus(corpus_dir).train[0]
+    if r.rate is not None:
+        np.testing.assert_array_equal(prosody_of(r), [r.rate, r.pitch, r.pitch_range])
+    assert np.isfinite(evaluate_acoustic(model, load_corpus(corpus_dir), 2)["mel_l1"])
