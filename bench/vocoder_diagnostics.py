@@ -13,7 +13,9 @@
 - ``acoustic-pitch``: a pitch-predicting acoustic model (``AcousticConfig.pitch``) against the
   YIN pitch features of held-out sentences, with the true phone timings: the share of voiced
   frames more than 20 % off (GPE), the mean error in octaves, and the voicing disagreement
-  (periodicity above / below 0.7) between prediction and truth.
+  (periodicity above / below 0.7) between prediction and truth. A prosody model
+  (``AcousticConfig.prosody``) gets each sentence's espeak settings, or with ``--defaults``
+  espeak's defaults (what it speaks with at inference).
 
 - ``pulse-offsets``: in the true LPC residual (order 16, the mel's predictor) of held-out
   segments, where the largest |r| within ±8 samples of ``t - T`` lies for each pulse at t (a
@@ -107,11 +109,11 @@ def pulse_offsets(*, cache: str, level: float, seed: int, reach: int = 8) -> dic
             "within_2": round(float(share[reach - 2:reach + 3].sum()), 3)}
 
 
-def acoustic_pitch(checkpoint: str, *, corpus_dir: str, n_utts: int) -> dict:
+def acoustic_pitch(checkpoint: str, *, corpus_dir: str, n_utts: int, defaults: bool = False) -> dict:
     import torch
 
     from wavern.conditioning.frontend.phonemes import SymbolTable
-    from wavern.training.acoustic_trainer import _items, _pitch_features_of, load_checkpoint
+    from wavern.training.acoustic_trainer import _items, _pitch_features_of, load_checkpoint, prosody_of
     from wavern.training.corpus import load_corpus
 
     model, ck = load_checkpoint(checkpoint)
@@ -126,7 +128,8 @@ def acoustic_pitch(checkpoint: str, *, corpus_dir: str, n_utts: int) -> dict:
     with torch.no_grad():
         for it in _items(held, table, cfg.speakers, cfg.hop_length, max_frames=10 ** 9):
             out = model(torch.as_tensor(it.ids)[None], torch.as_tensor(it.is_global)[None],
-                        torch.as_tensor(it.frames)[None], speaker=torch.tensor([it.speaker]))
+                        torch.as_tensor(it.frames)[None], speaker=torch.tensor([it.speaker]),
+                        prosody=torch.as_tensor(prosody_of(it.record))[None] if defaults is None else None)
             pred = out.mel[0, :, n_mels:].numpy()
             true = _pitch_features_of(it.record)
             voiced = true[:, 1] > 0.7
@@ -136,7 +139,8 @@ def acoustic_pitch(checkpoint: str, *, corpus_dir: str, n_utts: int) -> dict:
             err_sum += float(err.sum())
             disagree += int(((pred[:, 1] > 0.7) != voiced).sum())
             frames += len(true)
-    return {"checkpoint": checkpoint, "step": int(ck["step"]), "sentences": len(held), "voiced_frames": voiced_n,
+    return {"checkpoint": checkpoint, "step": int(ck["step"]), "prosody": ("defaults" if defaults else "given") if cfg.prosody else "none",
+            "sentences": len(held), "voiced_frames": voiced_n,
             "gpe": gross / voiced_n, "mean_octave_error": err_sum / voiced_n, "voicing_disagreement": disagree / frames}
 
 
@@ -157,6 +161,7 @@ def main(argv: list[str] | None = None) -> None:
     b.add_argument("checkpoints", nargs="+")
     b.add_argument("--corpus", default=str(ROOT / "data/corpus"))
     b.add_argument("--n-utts", type=int, default=16)
+    b.add_argument("--defaults", action="store_true", help="a prosody model gets espeak's default settings")
     c = sub.add_parser("pulse-offsets", help="where the pulse one period back lies, in the true residual")
     c.add_argument("--cache", default=str(ROOT / "runs/vocoder/cache"))
     c.add_argument("--level", type=float, default=1024.0)
@@ -169,7 +174,7 @@ def main(argv: list[str] | None = None) -> None:
         if args.what == "pulses":
             row = pulses(ck, cache=args.cache, level=args.level, batches=args.batches, seed=args.seed)
         else:
-            row = acoustic_pitch(ck, corpus_dir=args.corpus, n_utts=args.n_utts)
+            row = acoustic_pitch(ck, corpus_dir=args.corpus, n_utts=args.n_utts, defaults=args.defaults)
         print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
 
 
