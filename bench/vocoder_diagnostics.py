@@ -129,7 +129,7 @@ def acoustic_pitch(checkpoint: str, *, corpus_dir: str, n_utts: int, defaults: b
         for it in _items(held, table, cfg.speakers, cfg.hop_length, max_frames=10 ** 9):
             out = model(torch.as_tensor(it.ids)[None], torch.as_tensor(it.is_global)[None],
                         torch.as_tensor(it.frames)[None], speaker=torch.tensor([it.speaker]),
-                        prosody=torch.as_tensor(prosody_of(it.record))[None] if defaults is None else None)
+                        prosody=None if defaults else torch.as_tensor(prosody_of(it.record))[None])
             pred = out.mel[0, :, n_mels:].numpy()
             true = _pitch_features_of(it.record)
             voiced = true[:, 1] > 0.7
