@@ -3,6 +3,7 @@
     .venv/bin/python bench/vocoder_diagnostics.py pulses runs/ltp_back/checkpoint.pt [more checkpoints]
     .venv/bin/python bench/vocoder_diagnostics.py acoustic-pitch runs/acoustic_pitch/checkpoint.pt
     .venv/bin/python bench/vocoder_diagnostics.py pulse-offsets
+    .venv/bin/python bench/vocoder_diagnostics.py corpus-prosody
 
 - ``pulses``: teacher-forced on held-out segments of the vocoder cache, how much probability the
   coarse softmax gives to a *pulse* (an excitation / innovation value of magnitude >= --level)
@@ -21,6 +22,11 @@
   segments, where the largest |r| within ±8 samples of ``t - T`` lies for each pulse at t (a
   local maximum with |r| >= --level; T the frame's LTP lag): how well one period back points at
   this period's pulse.
+
+- ``corpus-prosody``: how much of each sentence's pitch level, pitch spread and tempo its espeak
+  settings (rate, pitch, range: drawn at random per sentence by the corpus builder) explain,
+  within each voice: correlations of the settings with the mean and the spread of log2 f0 over
+  voiced frames (the cache's pitch features) and with frames per phoneme.
 
 Each prints JSON rows (one per checkpoint). Same segments / sentences for every checkpoint (fixed seed).
 """
@@ -109,6 +115,41 @@ def pulse_offsets(*, cache: str, level: float, seed: int, reach: int = 8) -> dic
             "within_2": round(float(share[reach - 2:reach + 3].sum()), 3)}
 
 
+def corpus_prosody(*, cache: str, corpus_dir: str) -> dict:
+    index = json.loads((Path(cache) / "index.json").read_text())
+    pitch = np.load(Path(cache) / "pitch.npy", mmap_mode="r")
+    meta = {}
+    for line in (Path(corpus_dir) / "metadata.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        meta[r["id"]] = r
+    by_voice: dict[str, list[tuple]] = {}
+    for i, uid in enumerate(index["ids"]):
+        lo, hi = index["frame_offsets"][i], index["frame_offsets"][i + 1]
+        p = np.asarray(pitch[lo:hi])
+        voiced = p[:, 1] > 0.7
+        m = meta[uid]
+        if voiced.sum() < 20 or m.get("rate") is None:
+            continue
+        lf = p[voiced, 0]
+        by_voice.setdefault(m["voice"], []).append(
+            (m["pitch"], m["pitch_range"], m["rate"], lf.mean(), lf.std(), (hi - lo) / max(len(m["phonemes"]), 1)))
+
+    def within(a: int, b: int) -> tuple[float, float]:  # correlation of columns a, b after each voice's means
+        xs, ys = [], []
+        for rows in by_voice.values():
+            if len(rows) >= 5:
+                arr = np.array(rows, float)
+                xs.append(arr[:, a] - arr[:, a].mean())
+                ys.append(arr[:, b] - arr[:, b].mean())
+        x, y = np.concatenate(xs), np.concatenate(ys)
+        return float(np.corrcoef(x, y)[0, 1]), float(np.sqrt(np.mean(y ** 2)))
+
+    (c_level, sd_level), (c_spread, _), (c_rate, _) = within(0, 3), within(1, 4), within(2, 5)
+    return {"sentences": sum(len(v) for v in by_voice.values()), "voices": len(by_voice),
+            "corr_pitch_vs_mean_log2_f0": round(c_level, 3), "std_of_mean_log2_f0_octave": round(sd_level, 3),
+            "corr_range_vs_std_log2_f0": round(c_spread, 3), "corr_rate_vs_frames_per_phoneme": round(c_rate, 3)}
+
+
 def acoustic_pitch(checkpoint: str, *, corpus_dir: str, n_utts: int, defaults: bool = False) -> dict:
     import torch
 
@@ -166,9 +207,15 @@ def main(argv: list[str] | None = None) -> None:
     c.add_argument("--cache", default=str(ROOT / "runs/vocoder/cache"))
     c.add_argument("--level", type=float, default=1024.0)
     c.add_argument("--seed", type=int, default=5)
+    d = sub.add_parser("corpus-prosody", help="how much of the pitch and tempo the espeak settings explain")
+    d.add_argument("--cache", default=str(ROOT / "runs/vocoder/cache"))
+    d.add_argument("--corpus", default=str(ROOT / "data/corpus"))
     args = p.parse_args(argv)
     if args.what == "pulse-offsets":
         print(json.dumps(pulse_offsets(cache=args.cache, level=args.level, seed=args.seed)))
+        return
+    if args.what == "corpus-prosody":
+        print(json.dumps(corpus_prosody(cache=args.cache, corpus_dir=args.corpus)))
         return
     for ck in args.checkpoints:
         if args.what == "pulses":
