@@ -13,33 +13,39 @@
 set -e
 cd "$(dirname "$0")/../.."
 PY=.venv/bin/python
-mkdir -p runs/ltp_win runs/acoustic_pitch
+mkdir -p runs/ltp_win runs/acoustic_prosody
 
 # The corpus is deterministic from its seed: this rebuilds the very corpus the runs trained on.
 [ -f data/corpus/metadata.jsonl ] || .venv/bin/wavern corpus build data/corpus --utterances 2000 --seed 0
 
-# Acoustic model with pitch: fine-tuned from the shipped acoustic model (acoustic-compact.pt, step
-# 5673) with a pitch projection; --init-from also fixes the model's shape on a resume. 1 thread;
-# --time-limit-min bounds one call, rerun to continue.
-nohup $PY -m wavern.training.acoustic_trainer data/corpus runs/acoustic_pitch \
-  --init-from assets/training/acoustic-compact.pt --pitch --steps 100000 --batch-size 8 --lr 5e-4 \
+# Acoustic model with pitch and prosody: fine-tuned from the session-4 acoustic model
+# (acoustic-compact.pt, step 5673) with a pitch projection and the espeak prosody input (--pitch
+# --prosody). The shipped voice's acoustic model took two steps on this machine (--pitch for 2798
+# steps into runs/acoustic_pitch, then --prosody from there into runs/acoustic_prosody); from
+# nothing this one run does both at once, and on this machine it resumes runs/acoustic_prosody
+# (the same model config). --init-from also fixes the model's shape on a resume. 1 thread;
+# --time-limit-min bounds one call, rerun to continue. (The compact of this model is not in git:
+# 11 MB a time, and an hour on one core rebuilds it.)
+nohup $PY -m wavern.training.acoustic_trainer data/corpus runs/acoustic_prosody \
+  --init-from assets/training/acoustic-compact.pt --pitch --prosody --steps 100000 --batch-size 8 --lr 5e-4 \
   --warmup-steps 100 --time-limit-min ${ACOUSTIC_MINUTES:-60} --eval-every 1000 --threads 1 \
-  >> runs/acoustic_pitch.log 2>&1 &
-echo "acoustic training: PID $!, log runs/acoustic_pitch.log"
+  >> runs/acoustic_prosody.log 2>&1 &
+echo "acoustic training: PID $!, log runs/acoustic_prosody.log"
 
 # Vocoder: the LPC run (order 16, excitation only, output layers pruned row by row) with the
 # long-term predictor from the pitch features (--pitch --ltp, linear code) and the residuals
 # r_{t-T-2} .. r_{t-T+2} around one period back as GRU inputs (--ltp-input --ltp-input-taps 5),
 # continued from the session-5 LTP run (ltp_lin) at step 36433 (one tap from there, five from
 # 38565); vocoder-compact.pt is its latest committed step (a compact without these inputs gets them
-# with zero weights). 1 thread (2 threads collapse when the other core is busy), bf16, block pruning to
-# 10 % done. With a free core, the same options under
+# with zero weights). Base lr 1e-4 from step 45967 (3e-4 before; docs/bench/lpc_vocoder.md). 1 thread
+# (2 threads collapse when the other core is busy), bf16, block pruning to 10 % done. With a free
+# core, the same options under
 # `.venv/bin/torchrun --standalone --nproc-per-node 2 -m wavern.training.vocoder_trainer` run 1.4x faster.
 if [ -f runs/ltp_win/checkpoint.pt ]; then START="--resume"; else START="--init-from assets/training/vocoder-compact.pt"; fi
 nohup $PY -m wavern.training.vocoder_trainer --corpus data/corpus --run-dir runs/ltp_win --cache runs/vocoder/cache \
   --hidden 384 --cond-channels 128 --cond-blocks 3 --block 16x4 --density 0.1 --prune-start 2000 --prune-ramp 8000 \
   --prune-every 200 --lpc-order 16 --no-lpc-input --head-pruning rows --pitch --ltp --ltp-input --ltp-input-taps 5 --steps 200000 --batch 16 \
-  --segment-frames 4 --lr 3e-4 --warmup 100 --lr-half-life 40000 --lr-min 5e-5 --optimizer adam --grad-clip 1.0 \
+  --segment-frames 4 --lr 1e-4 --warmup 100 --lr-half-life 40000 --lr-min 3e-5 --optimizer adam --grad-clip 1.0 \
   --threads 1 --bf16 on --seed 0 --checkpoint-interval 300 --eval-every 500 --eval-batches 4 --log-every 10 \
   $START >> runs/ltp_win/log.txt 2>&1 &
 echo $! > runs/ltp_win/pid
@@ -48,7 +54,7 @@ echo "vocoder training: PID $!, log runs/ltp_win/log.txt, metrics runs/ltp_win/m
 # Later, assemble a voice from wherever the runs are and measure it (copy synthesis gives a pitch
 # voice the true audio's pitch features); ship it only where it beats the shipped voice:
 #   $PY -c "from wavern.training.voice import assemble_from_runs; assemble_from_runs('assets/voices/default', \
-#     acoustic_checkpoint='runs/acoustic_pitch/checkpoint.pt', vocoder_checkpoint='runs/ltp_win/checkpoint.pt', \
+#     acoustic_checkpoint='runs/acoustic_prosody/checkpoint.pt', vocoder_checkpoint='runs/ltp_win/checkpoint.pt', \
 #     corpus_dir='data/corpus', card=open('assets/voices/default/MODEL_CARD.md').read(), \
 #     postfilter={'gamma_num': 0.92, 'gamma_den': 0.96, 'tilt': 0.2, 'order': 56})"
 #   $PY bench/eval_voice.py --n-utts 10 --metrics runs/ltp_win/metrics.jsonl
