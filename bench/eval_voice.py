@@ -109,6 +109,9 @@ def main() -> int:
            "vocoder_lpc_order": voice.vocoder.lpc_order,  # 0: the net makes the samples; P: an LPC excitation
            "postfilter": voice.postfilter.config.to_dict() if voice.postfilter is not None else None,
            "vocoder_excitation": voice.vocoder.excitation,  # with LPC: "linear" or "mulaw" coded
+           "vocoder_ltp": voice.vocoder.ltp,  # a long-term (pitch) predictor in the synthesis filter
+           "vocoder_period_taps": voice.vocoder.ltp_input_taps,  # residuals around t - T the GRU reads (0: none)
+           "acoustic_prosody": voice.acoustic.config.prosody,  # reads espeak's rate / pitch / range
            "copy": {k: copy[k] for k in _KEYS},
            **({"copy_vocoder_only": {k: raw[k] for k in _KEYS}} if raw else {}),
            "griffin_lim": {k: gl[k] for k in _KEYS},
@@ -218,8 +221,13 @@ def write_doc(out: Path, row: dict, rows: list[dict], cmd: str, voice, examples:
         "",
         f"Voice `{voice.name}` ({_rel(voice.path)}), acoustic model at step {row['acoustic_step']}, vocoder at step "
         f"{row['vocoder_step']} (block density of the recurrent and output matrices {row['vocoder_density']}"
-        + (f"; it models the excitation of an order-{row['vocoder_lpc_order']} linear predictor from the mel, "
-           "docs/ARCHITECTURE.md" if row.get("vocoder_lpc_order") else "") + "). "
+        + (f"; it models the excitation of an order-{row['vocoder_lpc_order']} linear predictor from the mel"
+           + (" and of a long-term (pitch) predictor" if row.get("vocoder_ltp") else "")
+           + (f", reading the {row['vocoder_period_taps']} residuals around one pitch period back"
+              if row.get("vocoder_period_taps") else "") + ", docs/ARCHITECTURE.md" if row.get("vocoder_lpc_order")
+           else "") + ")"
+        + ("; the acoustic model reads espeak's rate, pitch and range (their defaults when it speaks)"
+           if row.get("acoustic_prosody") else "") + ". "
         f"Measured {row['date']} on {row['n_utts']} held-out corpus sentences with `.venv/bin/{cmd}`.",
         "",
         "| | STOI | PESQ-WB | MCD-DTW dB | phone accuracy | voicing error | gross pitch error |",
@@ -253,7 +261,9 @@ def write_doc(out: Path, row: dict, rows: list[dict], cmd: str, voice, examples:
         "the end-to-end column is the voice as shipped, so with the post-filter from the first row that has one.",
         "",
         "Vocoder LPC: 0 for the first run (the net makes the samples), P for the runs that model an order-P "
-        "linear predictor's excitation, linearly or μ-law coded (steps count from 0 again for each run).",
+        "linear predictor's excitation, linearly or μ-law coded (steps count from 0 again for each run); "
+        "+ LTP: with a long-term (pitch) predictor; + period ×K: the GRU reads K residuals around one period "
+        "back (its steps continue the LTP run's).",
         "",
         "| date | acoustic step | vocoder LPC | vocoder step | copy STOI | copy PESQ | copy phone acc | + post-filter: "
         "STOI / PESQ / phone acc | acoustic (GL) phone acc | end-to-end phone acc |",
@@ -263,7 +273,9 @@ def write_doc(out: Path, row: dict, rows: list[dict], cmd: str, voice, examples:
         v = r.get("copy_vocoder_only", r["copy"])
         p = (f"{r['copy']['stoi']:.3f} / {r['copy']['pesq_wb']:.2f} / {r['copy']['phone_acc']:.3f}"
              if r.get("postfilter") else "")
-        lpc = f"{r.get('vocoder_lpc_order', 0)}{' μ-law' if r.get('vocoder_excitation') == 'mulaw' else ''}"
+        lpc = (f"{r.get('vocoder_lpc_order', 0)}{' μ-law' if r.get('vocoder_excitation') == 'mulaw' else ''}"
+               f"{' + LTP' if r.get('vocoder_ltp') else ''}"
+               f"{' + period ×' + str(r['vocoder_period_taps']) if r.get('vocoder_period_taps') else ''}")
         lines.append(f"| {r['date']} | {r['acoustic_step']} | {lpc} | {r['vocoder_step']} | "
                      f"{v['stoi']:.3f} | "
                      f"{v['pesq_wb']:.2f} | {v['phone_acc']:.3f} | {p} | "
