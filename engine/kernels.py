@@ -10,7 +10,10 @@ drives them.
 Three layouts:
 
 - one stream (:func:`_generate`): vectors are plain (H,) arrays; the block products vectorise
-  over the rows of a block, the gates and softmaxes over H and the 256 classes.
+  over the rows of a block, the gates and softmaxes over H and the 256 classes. A vocoder whose
+  GRU reads its own residual one pitch period back runs :func:`_generate_period` instead: the
+  same step (:func:`_sample_step`) with the synthesis filter (:func:`_synth_sample`) inside the
+  loop; the others add the prediction back afterwards (:func:`_lpc_synthesis`).
 - a few streams, stream-major (:func:`_generate_streams`): (B, H) arrays; the block products
   load each weight once for four streams (:func:`_spmm`), the rest is the one-stream code.
 - many streams in lanes (:func:`_generate_lanes`): every vector is stored stream-minor, (rows, L)
@@ -793,38 +796,6 @@ def _period_inputs(row, w_back, back_scale, lag_col, ring, hd, fb):
                 fb[i] += w_back[j, i] * xb
 
 
-@njit(**_JIT)
-def _generate_period(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, logits, work,
-                     w_back, back_scale, order, hist, mu, ring, head):
-    """:func:`_generate` for a vocoder whose GRU also reads the residual one period back
-    (``VocoderConfig.ltp_input``): that input depends on the samples of this very call, so the
-    synthesis filter (:func:`_synth_sample`, as :func:`_lpc_synthesis` runs it) runs sample by
-    sample here, and ``out`` receives the samples themselves, not the excitation.
-
-    Before each draw the frame's gate inputs get ``w_back[j] * float32(r_{t-T+d_j} / back_scale)``
-    for each tap j, ``d_j = j - taps // 2`` (``w_back`` (taps, 3H) the weight columns, in tap order;
-    nothing where the frame has no lag). The filter columns start
-    at 3H in ``gi``; ``hist``, ``ring``, ``head`` as in :func:`_lpc_synthesis`. work float32 of
-    at least 6H + H/2 + 2*256.
-    """
-    H = h.shape[0]
-    col0 = 3 * H
-    fb = work[3 * H + H // 2 + 2 * N_CLASSES:6 * H + H // 2 + 2 * N_CLASSES]  # frame inputs + period input
-    hd = head[0]
-    inv_scale = np.log1p(mu) / 32767.0 if mu > 0.0 else 0.0
-    c = prev[0]
-    f = prev[1]
-    for t in range(out.shape[0]):
-        row = gi[(start + t) // hop - frame0]
-        _period_inputs(row, w_back, back_scale, col0 + order, ring, hd, fb)
-        c, f = _sample_step(fb, net, inv_temp, h, c, f, rng, work, logits, t)
-        v, hd = _synth_sample(row, col0, order, hist, mu, inv_scale, c * 256 + f - 32768, ring, hd)
-        out[t] = np.int16(v)
-    prev[0] = c
-    prev[1] = f
-    head[0] = hd
-
-
 @njit(inline="always", **_JIT)
 def _sample_step(fr, net, inv_temp, h, c, f, rng, work, logits, t):
     """One sample of one stream: the GRU update from (c_{t-1}, f_{t-1}) = (c, f) and the frame's
@@ -885,6 +856,38 @@ def _generate(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, logits, 
         out[t] = np.int16(c * 256 + f - 32768)
     prev[0] = c
     prev[1] = f
+
+
+@njit(**_JIT)
+def _generate_period(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, logits, work,
+                     w_back, back_scale, order, hist, mu, ring, head):
+    """:func:`_generate` for a vocoder whose GRU also reads the residual one period back
+    (``VocoderConfig.ltp_input``): that input depends on the samples of this very call, so the
+    synthesis filter (:func:`_synth_sample`, as :func:`_lpc_synthesis` runs it) runs sample by
+    sample here, and ``out`` receives the samples themselves, not the excitation.
+
+    Before each draw the frame's gate inputs get ``w_back[j] * float32(r_{t-T+d_j} / back_scale)``
+    for each tap j, ``d_j = j - taps // 2`` (``w_back`` (taps, 3H) the weight columns, in tap order;
+    nothing where the frame has no lag). The filter columns start
+    at 3H in ``gi``; ``hist``, ``ring``, ``head`` as in :func:`_lpc_synthesis`. work float32 of
+    at least 6H + H/2 + 2*256.
+    """
+    H = h.shape[0]
+    col0 = 3 * H
+    fb = work[3 * H + H // 2 + 2 * N_CLASSES:6 * H + H // 2 + 2 * N_CLASSES]  # frame inputs + period input
+    hd = head[0]
+    inv_scale = np.log1p(mu) / 32767.0 if mu > 0.0 else 0.0
+    c = prev[0]
+    f = prev[1]
+    for t in range(out.shape[0]):
+        row = gi[(start + t) // hop - frame0]
+        _period_inputs(row, w_back, back_scale, col0 + order, ring, hd, fb)
+        c, f = _sample_step(fb, net, inv_temp, h, c, f, rng, work, logits, t)
+        v, hd = _synth_sample(row, col0, order, hist, mu, inv_scale, c * 256 + f - 32768, ring, hd)
+        out[t] = np.int16(v)
+    prev[0] = c
+    prev[1] = f
+    head[0] = hd
 
 
 @njit(**_JIT)

@@ -577,3 +577,22 @@ def test_ltp_chunks_and_batches_equal_one_stream(tmp_path, excitation, ltp_input
     batch = voc.generate_batch(gis, voc.new_batch_state(rngs), 4 * 256)
     for s in range(3):
         np.testing.assert_array_equal(batch[s], voc.generate(gis[s], voc.new_state(rng=rngs[s]), 4 * 256))
+
+
+def test_a_period_voice_compiles_nothing_after_warmup(tmp_path):
+    """The first chunk of a stream must not wait for numba: after ``kernels.warmup()`` a period-input
+    voice's one-stream and batch paths run with the signatures warmup compiled."""
+    if not hasattr(K._generate_period, "signatures"):
+        pytest.skip("numba JIT disabled")
+    _, cfg, model = _torch_model(seed=7, lpc_order=10, ltp=True, ltp_input=True, taps=5)
+    path = tmp_path / "vocoder.safetensors"
+    _export(cfg, model, path)
+    voc = Vocoder.load(path, cond_blocks=cfg.cond_blocks, lpc_order=10, ltp=True, ltp_input=True, ltp_input_taps=5)
+    K.warmup()
+    kernels = (K._generate_period, K._generate_streams, K._generate, K._lpc_synthesis)
+    before = [len(f.signatures) for f in kernels]
+    pitch = np.stack([np.full(4, np.log2(100 / 120)), np.full(4, 0.95)], axis=1).astype(np.float32)
+    gi = voc.frame_inputs(np.ascontiguousarray(np.concatenate([naive.random_mel(4, seed=1), pitch], axis=1)))
+    voc.generate(gi, voc.new_state(seed=1), 4 * 256)
+    voc.generate_batch(np.stack([gi, gi, gi]), voc.new_batch_state(K.rng_states(1, 3)), 4 * 256)
+    assert [len(f.signatures) for f in kernels] == before
