@@ -145,8 +145,7 @@ class WaveRNN(nn.Module):
             w_ih[:, 0].uniform_(-COARSE_INPUT_INIT, COARSE_INPUT_INIT)  # c_{t-1}
             w_ih[:, 1].uniform_(-FINE_INPUT_INIT, FINE_INPUT_INIT)  # f_{t-1}
             w_ih[:, 2].uniform_(-COARSE_INPUT_INIT, COARSE_INPUT_INIT)  # c_t (fine rows only)
-            for col, name in enumerate(config.input_names[3:], start=3):
-                # p_t / 32768: the scale of the samples themselves, like c_{t-1}; r_{t-T} likewise
+            for col in range(3, n_in):  # p_t / 32768, r_{t-T+d} / 512: at the samples' scale, like c_{t-1}
                 w_ih[:, col].uniform_(-COARSE_INPUT_INIT, COARSE_INPUT_INIT)
             w_ih.mul_(self.input_mask)  # masked entries are exactly 0 in the stored weight too
 
