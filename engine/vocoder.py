@@ -165,6 +165,8 @@ class BatchState:
     lpc_hist: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 0)))  # (B, P) (LPC)
     ltp_ring: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 0)))  # (B, LTP_MAX_LAG + 1)
     ltp_head: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 1), np.int64))  # (B, 1)
+    # (B, 3H) float32: each stream's gate inputs plus its period input (period-input vocoders)
+    work_period: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 0), np.float32))
 
     @property
     def batch_size(self) -> int:
@@ -333,8 +335,8 @@ class Vocoder:
         H = self.hidden_size
         rng = K.rng_state(seed) if rng is None else np.array(rng, dtype=np.uint64).reshape(1)
         return VocoderState(h=np.zeros(H, np.float32), prev=np.array([128, 0], np.int64), rng=rng, position=0,
-                            work=self._period_work() if self.ltp_input else
-                            np.zeros(3 * H + H // 2 + 2 * K.N_CLASSES, np.float32),
+                            # the one-stream kernel's scratch (_generate_period's: 3H more, the period inputs)
+                            work=np.zeros((6 if self.ltp_input else 3) * H + H // 2 + 2 * K.N_CLASSES, np.float32),
                             lpc_hist=np.zeros(self.lpc_order), ltp_ring=np.zeros(self._ring),
                             ltp_head=np.zeros(1, np.int64))
 
@@ -353,12 +355,8 @@ class Vocoder:
                           prev=prev, rng=rng, position=0, work_lanes=np.zeros(K.lane_work_size(H, L), np.float32),
                           work_streams=np.zeros(ns * (3 * H + H // 2 + K.N_CLASSES + 2) + K.N_CLASSES, np.float32),
                           lpc_hist=np.zeros((B, self.lpc_order)), ltp_ring=np.zeros((B, self._ring)),
-                          ltp_head=np.zeros((B, 1), np.int64))
-
-    def _period_work(self) -> np.ndarray:
-        """Scratch of ``kernels._generate_period`` (the one-stream kernel's, plus the 3H period inputs)."""
-        H = self.hidden_size
-        return np.zeros(6 * H + H // 2 + 2 * K.N_CLASSES, np.float32)
+                          ltp_head=np.zeros((B, 1), np.int64),
+                          work_period=np.zeros((B, 3 * H if self.ltp_input else 0), np.float32))
 
     def _check_frames(self, gi: np.ndarray, ndim: int, frame0: int, position: int, n: int) -> None:
         if gi.dtype != np.float32 or gi.ndim != ndim or gi.shape[-1] != self.frame_width \
@@ -436,16 +434,10 @@ class Vocoder:
             _check_buffer(logits_out, (B, n_samples, 2, K.N_CLASSES), np.float32, "logits_out")
         nl = state.n_lanes
         if self.ltp_input:  # stream-major only; each stream's synthesis runs inside its generation loop
-            if B == 1:
-                K._generate_period(gi[0], int(frame0), int(state.position), self.hop, self._net, inv,
-                                   state.h_streams[0], state.prev[0], state.rng[0:1], out[0], logits_out[0],
-                                   self._period_work(), self._w_back, LTP_INPUT_SCALE, self.lpc_order,
-                                   state.lpc_hist[0], self._mu, state.ltp_ring[0], state.ltp_head[0])
-            else:
-                period = (self._w_back, LTP_INPUT_SCALE, self.lpc_order, state.lpc_hist, self._mu, state.ltp_ring,
-                          state.ltp_head, np.zeros((B, 3 * self.hidden_size), np.float32))
-                K._generate_streams(gi, int(frame0), int(state.position), self.hop, self._net, inv, state.h_streams,
-                                    state.prev, state.rng, out, logits_out, state.work_streams, period)
+            period = (self._w_back, LTP_INPUT_SCALE, self.lpc_order, state.lpc_hist, self._mu, state.ltp_ring,
+                      state.ltp_head, state.work_period)
+            K._generate_streams(gi, int(frame0), int(state.position), self.hop, self._net, inv, state.h_streams,
+                                state.prev, state.rng, out, logits_out, state.work_streams, period)
             state.position += n_samples
             return out
         if B == 1:  # one stream: the one-stream kernel (fewer loads than the four-stream product)

@@ -577,6 +577,8 @@ def test_ltp_chunks_and_batches_equal_one_stream(tmp_path, excitation, ltp_input
     batch = voc.generate_batch(gis, voc.new_batch_state(rngs), 4 * 256)
     for s in range(3):
         np.testing.assert_array_equal(batch[s], voc.generate(gis[s], voc.new_state(rng=rngs[s]), 4 * 256))
+    one = voc.generate_batch(gis[:1], voc.new_batch_state(rngs[:1]), 4 * 256)  # a batch of one
+    np.testing.assert_array_equal(one[0], batch[0])
 
 
 def test_a_period_voice_compiles_nothing_after_warmup(tmp_path):
