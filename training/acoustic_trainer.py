@@ -660,8 +660,8 @@ def main(argv: list[str] | None = None) -> int:
         lr=args.lr, warmup_steps=args.warmup_steps, optimizer=args.optimizer, seed=args.seed, threads=args.threads,
         device=args.device,
         time_limit_s=None if args.time_limit_min is None else 60.0 * args.time_limit_min,
-        eval_every=args.eval_every, progress=not args.no_progress, init_from=args.init_from, pitch=args.pitch, prosody=args.prosody,
-        pitch_weight=args.pitch_weight)
+        eval_every=args.eval_every, progress=not args.no_progress, init_from=args.init_from, pitch=args.pitch,
+        prosody=args.prosody, pitch_weight=args.pitch_weight)
     result = train_acoustic(cfg)
     print(json.dumps({"step": result.step, "finished": result.finished, "last": result.last_loss,
                       "evaluation": result.evaluation}))

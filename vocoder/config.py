@@ -66,9 +66,10 @@ class VocoderConfig:
     # net models the innovation and the synthesis filter carries the period (a linear code is
     # then rint(r_t - beta r_{t-T}), p unrounded).
     ltp: bool = False
-    # with ltp: the residual one period back, r_{t - T} / wavern.dsp.LTP_INPUT_SCALE (0 where the
-    # frame has no lag), as a last GRU input column: it tells the net where the last period put its pulse, so
-    # it can draw this period's at the same place (docs/bench/lpc_vocoder.md, session 6).
+    # with ltp: the residuals around one period back, r_{t-T+d} / wavern.dsp.LTP_INPUT_SCALE (0 where
+    # the frame has no lag), as the last GRU input columns (ltp_input_taps of them): they tell the
+    # net where the last period put its pulse, so it can draw this period's at the same place
+    # (docs/bench/lpc_vocoder.md, session 6).
     ltp_input: bool = False
     # with ltp_input: how many residuals around t - T it reads, r_{t-T+d} for |d| <= taps // 2 (odd):
     # the pulse one period back is rarely at exactly t - T (a rounded lag of a gliding pitch), so a
