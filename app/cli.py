@@ -40,6 +40,14 @@ def _float_in(lo: float, hi: float) -> Callable[[str], float]:
     return parse
 
 
+def _prosody_args(s: argparse.ArgumentParser, *, per_item: bool = False) -> None:
+    note = " (items' own 'pitch' / 'pitch_range' fields win)" if per_item else ""
+    s.add_argument("--pitch", type=float, default=None, metavar="P",
+                   help="pitch level in espeak-ng's units, 25..75 (default: the voice's, 50)" + note)
+    s.add_argument("--pitch-range", type=float, default=None, metavar="R",
+                   help="how much the pitch moves, 20..90 (default 50; lower is flatter)" + note)
+
+
 # --------------------------------------------------------------------------- handlers
 
 
@@ -48,7 +56,8 @@ def cmd_say(args: argparse.Namespace) -> int:
 
     text = read_text_arg(args.text, args.file)
     return say(text, out=args.out, voice=args.voice, speed=args.speed, volume=args.volume,
-               temperature=args.temperature, device=args.device, postfilter=False if args.no_postfilter else None)
+               temperature=args.temperature, device=args.device, postfilter=False if args.no_postfilter else None,
+               pitch=args.pitch, pitch_range=args.pitch_range)
 
 
 def cmd_vocode(args: argparse.Namespace) -> int:
@@ -149,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--device", metavar="NAME|INDEX", help="audio output device (default: the system's)")
     s.add_argument("--no-postfilter", action="store_true",
                    help="skip the voice's formant post-filter (hear the vocoder alone)")
+    _prosody_args(s)
     s.set_defaults(func=cmd_say)
 
     s = sub.add_parser("vocode", help="copy synthesis: wav → mel → vocoder → wav",
@@ -178,6 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--fold-frames", type=int, default=None, metavar="N",
                    help="vocoder batch segment length in mel frames (default 40; larger = closer to streaming)")
     s.add_argument("--quiet", "-q", action="store_true", help="no progress bar or summary line")
+    _prosody_args(s, per_item=True)
     s.set_defaults(func=cmd_render)
 
     s = sub.add_parser("bench", help="live latency benchmark through the streaming path")

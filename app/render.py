@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 RESULTS_NAME = "results.jsonl"
 AUDIO_SUFFIXES = (".wav", ".flac", ".ogg")
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_MANIFEST_FIELDS = ("id", "text", "voice", "speed", "out", "seed")
+_MANIFEST_FIELDS = ("id", "text", "voice", "speed", "out", "seed", "pitch", "pitch_range")
 
 
 # --------------------------------------------------------------------------------------------
@@ -70,6 +70,8 @@ class Job:
     seed: sampling seed (default: a hash of the id, so a rerun renders the same audio).
     source: ``file:line`` where the item came from, for messages.
     problem: why the item cannot be rendered, found while reading it (then it is recorded as failed).
+    pitch, pitch_range: the voice's pitch level and movement in espeak-ng's units (``SpeakConfig``);
+        None = the voice's default.
     """
 
     id: str
@@ -80,6 +82,14 @@ class Job:
     seed: int = 0
     source: str = ""
     problem: str | None = None
+    pitch: float | None = None
+    pitch_range: float | None = None
+
+    def config(self):
+        """The item's :class:`~wavern.engine.SpeakConfig` (ParameterError for values out of range)."""
+        from wavern.engine import SpeakConfig
+
+        return SpeakConfig(speed=self.speed, pitch=self.pitch, pitch_range=self.pitch_range)
 
 
 def _seed_for(item_id: str) -> int:
@@ -109,10 +119,17 @@ def _manifest_job(rec: object, default_id: str, source: str) -> Job:
             seed = int(rec["seed"])
         except (TypeError, ValueError):
             problem = problem or f"field 'seed' must be an integer, found {rec['seed']!r}"
+    prosody = {}
+    for field in ("pitch", "pitch_range"):
+        if rec.get(field) not in (None, ""):
+            try:
+                prosody[field] = float(rec[field])
+            except (TypeError, ValueError):
+                problem = problem or f"field '{field}' must be a number, found {rec[field]!r}"
     voice = rec.get("voice") or None
     out = rec.get("out") or None
     return Job(item_id, text, None if voice is None else str(voice), speed, None if out is None else str(out),
-               seed, source, problem)
+               seed, source, problem, **prosody)
 
 
 def _text_jobs(text: str, stem: str, name: str, *, paragraphs: bool) -> list[Job]:
@@ -278,6 +295,9 @@ class RenderWorker:
         from wavern.engine import SpeakConfig
         from wavern.engine.batch import UtteranceRequest, render_utterances
 
+        def config(job: dict) -> SpeakConfig:
+            return SpeakConfig(speed=job["speed"], pitch=job.get("pitch"), pitch_range=job.get("pitch_range"))
+
         worker = f"{os.uname().nodename}:{os.getpid()}"
         results: list[dict | None] = [None] * len(jobs)
         by_voice: dict[str, list[int]] = {}
@@ -287,8 +307,7 @@ class RenderWorker:
             try:
                 voice = self._voice(key)
                 rendered = render_utterances(
-                    voice, [UtteranceRequest(jobs[k]["text"], SpeakConfig(speed=jobs[k]["speed"]), jobs[k]["seed"])
-                            for k in idx], fold_frames=self._fold, overlap_frames=self._overlap)
+                    voice, [UtteranceRequest(jobs[k]["text"], config(jobs[k]), jobs[k]["seed"]) for k in idx], fold_frames=self._fold, overlap_frames=self._overlap)
             except Exception as e:  # noqa: BLE001 - the voice failed to load: its items fail, the rest go on
                 rendered = [e] * len(idx)
             for k, r in zip(idx, rendered):
@@ -486,10 +505,13 @@ class BatchSummary:
 
 def _request_key(job: Job, voice_path: str, audio_name: str) -> str:
     """What decides an item's audio; a finished item whose key changed (edited text, other voice,
-    speed or seed) is rendered again."""
+    speed, pitch or seed) is rendered again."""
     import hashlib
 
-    what = json.dumps([job.text, str(Path(voice_path).resolve()), job.speed, job.seed, audio_name])
+    what = [job.text, str(Path(voice_path).resolve()), job.speed, job.seed, audio_name]
+    if job.pitch is not None or job.pitch_range is not None:  # (items from before these fields keep their key)
+        what += [job.pitch, job.pitch_range]
+    what = json.dumps(what)
     return hashlib.sha1(what.encode("utf-8")).hexdigest()[:16]
 
 
@@ -592,8 +614,7 @@ def run_batch(jobs: list[Job], *, out_dir: Path, fmt: str = "wav", voice: str | 
                 audio_name = _output_name(job, fmt)
                 if not job.text.strip():
                     raise ParameterError("nothing to say: the text is empty")
-                if not 0.25 <= job.speed <= 4.0:
-                    raise ParameterError(f"speed {job.speed} is outside [0.25, 4.0]")
+                job.config()  # speed, pitch and pitch range in range (ParameterError)
                 vpath = default_voice if job.voice is None else str(resolve_voice(job.voice))
             except WavernError as e:
                 problem = str(e)
@@ -674,6 +695,10 @@ def render_main(args) -> int:
     jobs = read_inputs(args.inputs, paragraphs=getattr(args, "paragraphs", False))
     if not jobs:
         raise ParameterError(f"no items found in {', '.join(args.inputs)}")
+    for field in ("pitch", "pitch_range"):  # --pitch / --pitch-range: for the items that do not set their own
+        value = getattr(args, field, None)
+        if value is not None:
+            jobs = [j if getattr(j, field) is not None else dataclasses.replace(j, **{field: value}) for j in jobs]
     ray_address = getattr(args, "ray", None)
     workers = args.jobs if args.jobs is not None else (None if ray_address else os.cpu_count() or 1)
     if workers is not None and workers < 1:

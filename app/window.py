@@ -51,6 +51,7 @@ from wavern.app.widgets import (
     WaveformView,
 )
 from wavern.app.worker import ChunkView, SpeechWorker, UtteranceStats, VoiceState, usable_output_devices
+from wavern.conditioning.config import PROSODY_DEFAULT, PROSODY_LIMITS
 from wavern.conditioning.frontend.lexicon import Lexicon
 from wavern.conditioning.frontend.normalize import is_abbreviation
 from wavern.engine.chunk import SpeakConfig
@@ -181,12 +182,20 @@ class MainWindow(QMainWindow):
         self.speed = _Slider(0.5, 2.0, 0.05, 1.0, "{:.2f}×")
         self.volume = _Slider(0.0, 2.0, 0.05, 1.0, "{:.2f}")
         self.pause = _Slider(0.0, 1.5, 0.05, 0.0, "{:.2f} s")
+        # espeak-ng's units, over the ranges the voice was trained on (PROSODY_LIMITS); the next request
+        self.pitch = _Slider(*PROSODY_LIMITS[1], 1.0, PROSODY_DEFAULT[1], "{:.0f}")
+        self.pitch_range = _Slider(*PROSODY_LIMITS[2], 1.0, PROSODY_DEFAULT[2], "{:.0f}")
+        for s in (self.pitch, self.pitch_range):
+            s.setEnabled(False)  # until a voice that reads them loads
+            s.setToolTip("Needs a voice trained with the prosody input")
 
         voice_box = QGroupBox("Voice")
         f = QFormLayout(voice_box)
         f.addRow(self.voice_combo)
         f.addRow(self.card)
         f.addRow("speaker", self.speaker_combo)
+        f.addRow("pitch", self.pitch)
+        f.addRow("intonation", self.pitch_range)
         f.addRow("output", self.device_combo)
         controls = QGroupBox("Delivery (acts on the next chunk)")
         f = QFormLayout(controls)
@@ -325,6 +334,9 @@ class MainWindow(QMainWindow):
         self.speaker_combo.clear()
         self.speaker_combo.addItems(list(state.speakers))
         self.speaker_combo.setEnabled(len(state.speakers) > 1)
+        for s in (self.pitch, self.pitch_range):
+            s.setEnabled(state.prosody)
+            s.setToolTip("" if state.prosody else "This voice was trained without the prosody input")
         self._set_voice_ready(True)
         self.statusBar().showMessage(f"Voice {state.name} ready (warm-up {state.warmup_s:.1f} s)", 8000)
 
@@ -357,8 +369,10 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------------ transport
     def speak_config(self) -> SpeakConfig:
         speaker = self.speaker_combo.currentText() or None
+        prosody = self.voice_state is not None and self.voice_state.prosody
         return SpeakConfig(speed=self.speed.value(), volume=self.volume.value(), pause_s=self.pause.value(),
-                           speaker=speaker)
+                           speaker=speaker, pitch=self.pitch.value() if prosody else None,
+                           pitch_range=self.pitch_range.value() if prosody else None)
 
     def speak(self, *, now: bool = True, text: str | None = None, start: int | None = None) -> int | None:
         """Speak the selection (or the whole text, or ``text`` found at ``start``); returns the job id."""
@@ -561,6 +575,8 @@ class MainWindow(QMainWindow):
         self.speed.set_value(float(s.value("speed", 1.0)))
         self.volume.set_value(float(s.value("volume", 1.0)))
         self.pause.set_value(float(s.value("pause_s", 0.0)))
+        self.pitch.set_value(float(s.value("pitch", PROSODY_DEFAULT[1])))
+        self.pitch_range.set_value(float(s.value("pitch_range", PROSODY_DEFAULT[2])))
         self.editor.setPlainText(str(s.value("text", "")))
         device = int(s.value("device", SILENT))
         i = self.device_combo.findData(device)
@@ -577,6 +593,8 @@ class MainWindow(QMainWindow):
         s.setValue("speed", self.speed.value())
         s.setValue("volume", self.volume.value())
         s.setValue("pause_s", self.pause.value())
+        s.setValue("pitch", self.pitch.value())
+        s.setValue("pitch_range", self.pitch_range.value())
         s.setValue("text", self.editor.toPlainText())
         s.setValue("device", int(self.device_combo.currentData()))
         s.setValue("speak_as_you_type", self.sayt_action.isChecked())

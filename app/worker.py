@@ -136,6 +136,7 @@ class VoiceState:
     speakers: tuple[str, ...]
     sample_rate: int
     warmup_s: float
+    prosody: bool = False  # the voice's pitch and pitch range can be set (SpeakConfig.pitch)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -530,7 +531,8 @@ class SpeechWorker(QObject):
         old, self._voice = self._voice, voice
         if old is not None:
             old.close()
-        self.voiceLoaded.emit(VoiceState(voice.name, Path(job.path), voice.speakers, voice.sample_rate, warm))
+        self.voiceLoaded.emit(VoiceState(voice.name, Path(job.path), voice.speakers, voice.sample_rate, warm,
+                                             voice.has_prosody))
 
     def _new_control(self, job: _Job, *, live: bool):
         """The StreamControl of the request starting now; ``live``: it follows ``set_live``."""

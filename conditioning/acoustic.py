@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from wavern.conditioning.attention import LongformerSelfAttention, StridedSelfAttention
-from wavern.conditioning.config import PROSODY_DEFAULT, PROSODY_SCALE, AcousticConfig
+from wavern.conditioning.config import PROSODY_DEFAULT, PROSODY_SCALE, AcousticConfig, check_prosody
 from wavern.conditioning.encoder import ConvMixer, PhonemeEncoder, PreNormLayer, global_mask_for, sinusoidal_positions
 from wavern.conditioning.fusion import PeerFusion, ReferenceEncoder, masked_mean
 from wavern.errors import ParameterError
@@ -580,18 +580,19 @@ class AcousticModel(nn.Module):
         return frames
 
     def infer(self, ids, is_global, *, speaker: str | int, speed: float = 1.0,
-              reference: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+              reference: np.ndarray | None = None, prosody=None) -> tuple[np.ndarray, np.ndarray]:
         """Synthesise one sequence (a sentence or a few): :meth:`infer_lazy`, decoded at once.
 
         Returns:
             (mel (T, n_mels) float32, durations (N,) int64 frames with ``sum == T``).
         """
-        lazy, frames = self.infer_lazy(ids, is_global, speaker=speaker, speed=speed, reference=reference)
+        lazy, frames = self.infer_lazy(ids, is_global, speaker=speaker, speed=speed, reference=reference,
+                                       prosody=prosody)
         return lazy.full().copy(), frames
 
     @torch.inference_mode()  # as no_grad, ~4 % faster here (no version counters or view tracking)
     def infer_lazy(self, ids, is_global, *, speaker: str | int, speed: float = 1.0,
-                   reference: np.ndarray | None = None) -> tuple[LazyMel, np.ndarray]:
+                   reference: np.ndarray | None = None, prosody=None) -> tuple[LazyMel, np.ndarray]:
         """Synthesise one sequence up to the last decoder layer; its mel rows come on demand.
 
         Args:
@@ -600,6 +601,9 @@ class AcousticModel(nn.Module):
             speaker: a voice name from ``config.speakers`` or its index.
             speed: duration divisor in ``SPEED_LIMITS``; bigger is faster.
             reference: optional (T_ref, n_mels) log-mel of a reference clip for the style.
+            prosody: optional (rate, pitch, pitch range) in espeak-ng's units within
+                ``PROSODY_LIMITS``, for a ``config.prosody`` model (None: ``PROSODY_DEFAULT``).
+                A model without the input accepts only the default.
 
         Encoder, durations and every decoder layer but the last run now (a window decoder's
         global frames see the whole sequence, so those layers need all frames); the last layer
@@ -612,6 +616,7 @@ class AcousticModel(nn.Module):
         if not (SPEED_LIMITS[0] <= float(speed) <= SPEED_LIMITS[1]):
             raise ParameterError(f"speed {speed} is outside [{SPEED_LIMITS[0]}, {SPEED_LIMITS[1]}]")
         spk = torch.tensor([self.config.speaker_id(speaker)])
+        pros = self._prosody_tensor(prosody)
         ref = None
         if reference is not None:
             ref = torch.as_tensor(np.asarray(reference, np.float32))
@@ -622,7 +627,8 @@ class AcousticModel(nn.Module):
         device = self.mel_mean.device
         with _eval_mode(self):
             tokens, log_d, ctx = self.encode(ids_t.to(device), glob_t.to(device), speaker=spk.to(device),
-                                             reference=None if ref is None else ref.to(device))
+                                             reference=None if ref is None else ref.to(device),
+                                             prosody=None if pros is None else pros.to(device))
             frames = self.predict_durations(log_d, speed=float(speed))
             durations = frames[0].cpu().numpy().astype(np.int64)
             if self.config.decoder_kind != "window":
@@ -631,6 +637,18 @@ class AcousticModel(nn.Module):
             x, frame_glob, fpad = self._frames(tokens, frames, ctx)
             x = self.decoder.prefix(x, global_mask=frame_glob, padding_mask=None)  # one sequence: no padding
         return LazyMel(self, x, frame_glob[0]), durations
+
+    def _prosody_tensor(self, prosody) -> torch.Tensor | None:
+        """(1, 3) prosody for :meth:`encode`, or None for the default; checked against the model."""
+        if prosody is None:
+            return None
+        values = check_prosody(prosody)
+        if not self.config.prosody:
+            if values != PROSODY_DEFAULT:
+                raise ParameterError("this voice's acoustic model has no prosody input (trained without "
+                                     "--prosody): its rate, pitch and pitch range cannot be set")
+            return None
+        return torch.tensor([values], dtype=torch.float32)
 
     def _mel_rows(self, x: torch.Tensor, is_global: torch.Tensor, start: int, stop: int, cache: dict) -> np.ndarray:
         """Rows ``[start, stop)`` of the mel from the last decoder layer's input (see :class:`LazyMel`)."""
@@ -701,7 +719,8 @@ def _eval_mode(module: nn.Module):
 
 # ----------------------------------------------------------------------------- streaming
 def stream_mel(model: AcousticModel, ids, is_global, sentence_of, *, speaker: str | int, speed: float = 1.0,
-               reference: np.ndarray | None = None, context_sentences: int = 1) -> Iterator[SentenceMel]:
+               reference: np.ndarray | None = None, context_sentences: int = 1,
+               prosody=None) -> Iterator[SentenceMel]:
     """Yield a paragraph's mel one sentence at a time, with bounded memory.
 
     Sentence ``s`` is synthesised inside a window of sentences ``[s - c, s + c]`` (c =
@@ -712,7 +731,7 @@ def stream_mel(model: AcousticModel, ids, is_global, sentence_of, *, speaker: st
     Args:
         ids, is_global: (N,) the paragraph's tokens.
         sentence_of: (N,) non-decreasing sentence index of every token.
-        speaker, speed, reference: as in :meth:`AcousticModel.infer`.
+        speaker, speed, reference, prosody: as in :meth:`AcousticModel.infer_lazy`.
         context_sentences: c >= 0.
 
     Yields:
@@ -744,7 +763,8 @@ def stream_mel(model: AcousticModel, ids, is_global, sentence_of, *, speaker: st
         w0, w1 = starts[lo], ends[hi]
         glob = glob_a[w0:w1].copy()
         glob[starts[s] - w0] = True  # the sentence start anchors its own window
-        lazy, frames = model.infer_lazy(ids_a[w0:w1], glob, speaker=speaker, speed=speed, reference=reference)
+        lazy, frames = model.infer_lazy(ids_a[w0:w1], glob, speaker=speaker, speed=speed, reference=reference,
+                                        prosody=prosody)
         bounds = np.concatenate([[0], np.cumsum(frames)])
         yield SentenceMel(int(sent[starts[s]]), int(starts[s]), frames[starts[s] - w0:ends[s] - w0], lazy,
                           offset=int(bounds[starts[s] - w0]))

@@ -14,13 +14,33 @@ from typing import Any
 from wavern.dsp import MelConfig
 from wavern.errors import ParameterError
 
-__all__ = ["EncoderConfig", "AcousticConfig", "DECODER_KINDS", "POSITION_KINDS", "PROSODY_DEFAULT", "PROSODY_SCALE"]
+__all__ = ["EncoderConfig", "AcousticConfig", "DECODER_KINDS", "POSITION_KINDS", "PROSODY_DEFAULT", "PROSODY_SCALE",
+           "PROSODY_LIMITS", "PROSODY_NAMES", "check_prosody"]
 
 #: espeak-ng's default rate (words per minute), pitch and pitch range (its DEFAULT_RATE,
 #: DEFAULT_PITCH, DEFAULT_PITCH_RANGE): what an AcousticConfig.prosody model speaks with at inference
 PROSODY_DEFAULT = (175.0, 50.0, 50.0)
 #: ... and how far from them one unit of the model's prosody input is (about the corpus's spread)
 PROSODY_SCALE = (50.0, 25.0, 35.0)
+#: ... what a user may ask of it: the ranges the corpus draws each sentence's settings from
+#: (training.corpus RATE_RANGE, PITCH_RANGE, PITCH_RANGE_RANGE); outside them the model would
+#: extrapolate from nothing it has heard
+PROSODY_LIMITS = ((130.0, 230.0), (25.0, 75.0), (20.0, 90.0))
+PROSODY_NAMES = ("rate", "pitch", "pitch_range")
+
+
+def check_prosody(prosody) -> tuple[float, float, float]:
+    """Validate (rate, pitch, pitch range) in espeak-ng's units against :data:`PROSODY_LIMITS`."""
+    try:
+        values = tuple(float(v) for v in prosody)
+    except (TypeError, ValueError):
+        raise ParameterError(f"prosody must be three numbers (rate, pitch, pitch range), found {prosody!r}") from None
+    if len(values) != 3:
+        raise ParameterError(f"prosody must be three numbers (rate, pitch, pitch range), found {len(values)}")
+    for name, v, (lo, hi) in zip(PROSODY_NAMES, values, PROSODY_LIMITS):
+        if not lo <= v <= hi:  # NaN fails too
+            raise ParameterError(f"{name} {v:g} is outside [{lo:g}, {hi:g}], the range the voice was trained on")
+    return values
 
 #: Frame-decoder layer kinds: sliding-window (Longformer, no global tokens), strided (Sparse
 #: Transformer, non-causal; half the heads local, half strided), or convolution only.

@@ -152,7 +152,8 @@ def _prepare(voice, text: str, config: SpeakConfig | None, *, seed: int, max_cha
     pos = 0  # output sample of the next sentence (pauses included)
     lazy = True  # the stream decodes its first voiced sentence's mel lazily (rows first), the rest whole
     # The stream's own sentence source (ParameterError for empty or unspeakable text).
-    for spoken in voice.sentence_parts(text, speaker=speaker, speed=cfg.speed):
+    prosody = voice.prosody_of(cfg)  # ParameterError for pitch on a voice without the input
+    for spoken in voice.sentence_parts(text, speaker=speaker, speed=cfg.speed, prosody=prosody):
         utt, part, off = spoken.utt, spoken.part, spoken.char_offset
         if lazy and part.n_frames:  # the same decode passes give the same float rounding as the stream
             part.rows(0, 1)
@@ -203,7 +204,7 @@ def render_utterance(voice, text: str, config: SpeakConfig | None = None, *, see
         voice: a loaded :class:`wavern.engine.Voice`.
         text: the utterance; empty, unspeakable or longer than ``max_chars`` raises
             :class:`ParameterError`.
-        config: speed, temperature, pause, speaker (``volume`` is applied too); None = defaults.
+        config: speed, temperature, pause, speaker, pitch (``volume`` is applied too); None = defaults.
         seed: sampling seed (same seed, same audio).
         fold_frames, overlap_frames, threads: see :func:`render_frames`.
 

@@ -6,6 +6,7 @@ import dataclasses
 
 import numpy as np
 
+from wavern.conditioning.config import PROSODY_DEFAULT, PROSODY_LIMITS
 from wavern.dsp import float_to_int16
 from wavern.errors import ParameterError
 
@@ -53,6 +54,9 @@ class SpeakConfig:
     speaker: speaker name for multi-speaker voices.
     postfilter: False turns the voice's formant post-filter off for this request (None: the
         voice's setting; True cannot add one to a voice that has none).
+    pitch: the voice's pitch level in espeak-ng's units (50 = its default; 25..75, the range the
+        model was trained on, ``PROSODY_LIMITS``), for voices whose acoustic model reads prosody.
+    pitch_range: how much the pitch moves, same units (50 default; 20..90; low is monotone).
     """
 
     speed: float = 1.0
@@ -61,6 +65,8 @@ class SpeakConfig:
     pause_s: float | None = None
     speaker: str | None = None
     postfilter: bool | None = None
+    pitch: float | None = None
+    pitch_range: float | None = None
 
     def __post_init__(self):
         if self.postfilter is not None and not isinstance(self.postfilter, bool):
@@ -73,3 +79,17 @@ class SpeakConfig:
             raise ParameterError(f"temperature {self.temperature} is outside [0.05, 2.0]")
         if self.pause_s is not None and not 0.0 <= self.pause_s <= 5.0:
             raise ParameterError(f"pause_s {self.pause_s} is outside [0, 5] seconds")
+        for name, (lo, hi) in (("pitch", PROSODY_LIMITS[1]), ("pitch_range", PROSODY_LIMITS[2])):
+            v = getattr(self, name)
+            if v is not None and not lo <= v <= hi:  # NaN fails too
+                raise ParameterError(f"{name} {v} is outside [{lo:g}, {hi:g}], the range the voice was trained on")
+
+    @property
+    def prosody(self) -> tuple[float, float, float] | None:
+        """(rate, pitch, pitch range) for the acoustic model, or None when neither is set.
+
+        The rate stays espeak-ng's default: ``speed`` scales the durations instead."""
+        if self.pitch is None and self.pitch_range is None:
+            return None
+        return (PROSODY_DEFAULT[0], PROSODY_DEFAULT[1] if self.pitch is None else float(self.pitch),
+                PROSODY_DEFAULT[2] if self.pitch_range is None else float(self.pitch_range))

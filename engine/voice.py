@@ -287,14 +287,28 @@ class Voice:
         return analyze(text, voice=self.espeak_voice_for(speaker or self.default_speaker), table=self.table,
                        lexicon=self.lexicon)
 
+    @property
+    def has_prosody(self) -> bool:
+        """Whether ``SpeakConfig.pitch`` / ``pitch_range`` apply: the acoustic model reads prosody."""
+        return bool(self.acoustic.config.prosody)
+
+    def prosody_of(self, config: SpeakConfig) -> tuple[float, float, float] | None:
+        """The acoustic model's prosody for a request (None: the default), refused with
+        :class:`ParameterError` when the request sets pitch on a voice that cannot change it."""
+        prosody = config.prosody
+        if prosody is not None and not self.has_prosody:
+            raise ParameterError("this voice cannot change its pitch or pitch range: its acoustic model "
+                                 "was trained without the prosody input")
+        return prosody
+
     def sentence_parts(self, text: str, *, speaker: str, speed: float, after: int = -1,
-                       sentences: list | None = None) -> Iterator[SpokenPart]:
+                       sentences: list | None = None, prosody=None) -> Iterator[SpokenPart]:
         """The request's sentences as mel, in order, analysed block by block (:func:`plan_blocks`).
 
         Both the stream and the offline renderer (``engine.batch``) take their mel from here, so
         they say the same thing. ``after``: skip the sentences up to and including this index
         (blocks wholly before it are not even analysed). ``sentences``: ``segment(text)`` when
-        the caller already has it.
+        the caller already has it. ``prosody``: :meth:`prosody_of` the request.
         """
         from wavern.conditioning.acoustic import stream_mel
         from wavern.conditioning.frontend import segment
@@ -307,7 +321,7 @@ class Voice:
             a, b = sentences[first].start, sentences[end - 1].end
             utt = self.analyze(text[a:b], speaker=speaker)
             for part in stream_mel(self.acoustic, utt.ids, utt.is_global, utt.sentence_of, speaker=speaker,
-                                   speed=speed):
+                                   speed=speed, prosody=prosody):
                 index = first + int(part.sentence)
                 if index > after:
                     yield SpokenPart(utt, a, index, part)
@@ -318,7 +332,8 @@ class Voice:
 
         Args:
             text: any text; empty or unspeakable text raises :class:`ParameterError`.
-            config: speed, volume, temperature, pause, speaker (None fields: the voice's defaults).
+            config: speed, volume, temperature, pause, speaker, pitch, pitch range (None fields: the
+                voice's defaults; pitch on a voice without prosody input: :class:`ParameterError`).
             control: optional live controls, read before every chunk.
             seed: vocoder sampling seed (same seed, same audio).
         """
@@ -329,19 +344,20 @@ class Voice:
         temperature = cfg.temperature if cfg.temperature is not None else self.default_temperature
         pause_s = cfg.pause_s if cfg.pause_s is not None else self.default_pause_s
         control = control or StreamControl(speed=cfg.speed, volume=cfg.volume)
+        prosody = self.prosody_of(cfg)
         from wavern.conditioning.frontend import segment
 
         sentences = segment(text, lexicon=self.lexicon)  # refuse bad text now, not at the first next()
         postfilter = self.postfilter if cfg.postfilter is not False else None
-        return self._stream(text, sentences, speaker, temperature, pause_s, control, seed, postfilter)
+        return self._stream(text, sentences, speaker, temperature, pause_s, control, seed, postfilter, prosody)
 
     def _stream(self, text, sentences, speaker, temperature, pause_s, control, seed,
-                postfilter=None) -> Iterator[AudioChunk]:
+                postfilter=None, prosody=None) -> Iterator[AudioChunk]:
         voc = self.vocoder
         hop = voc.hop
         speed = control.speed
         use_threads(self.threads, blas=False)  # the first sentence's acoustic pass runs on this thread
-        mels = self.sentence_parts(text, speaker=speaker, speed=speed, sentences=sentences)
+        mels = self.sentence_parts(text, speaker=speaker, speed=speed, sentences=sentences, prosody=prosody)
         pending = None  # the next sentence, being prepared by the worker
         state = voc.new_state(seed=seed)
         pf_state = postfilter.new_state() if postfilter is not None else None
@@ -365,13 +381,13 @@ class Voice:
                     if control.speed != speed:  # re-render the rest of this sentence at the new speed
                         speed = control.speed
                         done, n_total, gi_cache = self._respeed(utt, part, speaker, speed, done, n_total,
-                                                                postfilter)
+                                                                postfilter, prosody)
                         state.position = done
                         if pending is not None and not pending.cancel():
                             concurrent.futures.wait([pending])
                         mels.close()
                         mels = self.sentence_parts(text, speaker=speaker, speed=speed, after=s_idx,
-                                                   sentences=sentences)
+                                                   sentences=sentences, prosody=prosody)
                         pending = self._executor.submit(_prepare, mels)
                         if done >= n_total:
                             break
@@ -405,11 +421,12 @@ class Voice:
                 concurrent.futures.wait([pending])  # the worker may be inside `mels`; let it finish
             mels.close()
 
-    def _respeed(self, utt, part, speaker, speed, done, n_total, postfilter=None):
+    def _respeed(self, utt, part, speaker, speed, done, n_total, postfilter=None, prosody=None):
         from wavern.conditioning.acoustic import stream_mel
 
         frac = done / max(n_total, 1)
-        for p in stream_mel(self.acoustic, utt.ids, utt.is_global, utt.sentence_of, speaker=speaker, speed=speed):
+        for p in stream_mel(self.acoustic, utt.ids, utt.is_global, utt.sentence_of, speaker=speaker, speed=speed,
+                            prosody=prosody):
             if p.sentence == part.sentence:
                 break
         else:  # pragma: no cover - the sentence always exists

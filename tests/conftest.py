@@ -17,3 +17,14 @@ def tiny_voice(tmp_path_factory):
 
     torch.set_num_threads(1)
     return make_tiny_voice(tmp_path_factory.mktemp("voices") / "testvoice")
+
+
+@pytest.fixture(scope="session")
+def tiny_prosody_voice(tmp_path_factory):
+    """As ``tiny_voice``, but its acoustic model reads pitch and pitch range (random weights)."""
+    import torch
+
+    from voice_factory import make_tiny_voice
+
+    torch.set_num_threads(1)
+    return make_tiny_voice(tmp_path_factory.mktemp("voices") / "pitchvoice", seed=3, prosody=True)

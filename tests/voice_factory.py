@@ -10,12 +10,13 @@ import torch
 
 def make_tiny_voice(out: Path, *, seed: int = 0, hidden_size: int = 64, density: float = 0.5,
                     name: str = "testvoice", lpc_order: int = 0, excitation: str = "linear",
-                    ltp: bool = False, ltp_input: bool = False) -> Path:
+                    ltp: bool = False, ltp_input: bool = False, prosody: bool = False) -> Path:
     """A voice folder with a randomly initialised tiny acoustic model and a block-pruned WaveRNN.
 
     ``ltp``: the acoustic model predicts pitch features and the vocoder (mu-law LPC) reads them,
     with a long-term predictor; its pitch projection is biased towards a 110 Hz, periodic voice.
     ``ltp_input``: its GRU also reads the residual one period back.
+    ``prosody``: the acoustic model reads (rate, pitch, pitch range), through random weights.
     """
     from wavern.conditioning.acoustic import AcousticModel
     from wavern.conditioning.config import AcousticConfig, EncoderConfig
@@ -30,8 +31,11 @@ def make_tiny_voice(out: Path, *, seed: int = 0, hidden_size: int = 64, density:
     acfg = AcousticConfig(
         encoder=EncoderConfig(n_symbols=len(table), d_model=32, n_layers=1, n_heads=2, window=8, ffn_channels=32),
         decoder_layers=1, decoder_d_model=32, decoder_heads=2, decoder_ffn_channels=32, duration_channels=16,
-        speaker_dim=8, ref_channels=8, peer_width=8, pitch=ltp)
+        speaker_dim=8, ref_channels=8, peer_width=8, pitch=ltp, prosody=prosody)
     acoustic = AcousticModel(acfg).eval()
+    if prosody:
+        with torch.no_grad():
+            acoustic.prosody_in.weight.normal_()
     if ltp:
         with torch.no_grad():
             acoustic.pitch_out.weight.mul_(0.1)

@@ -95,3 +95,26 @@ def test_say_no_postfilter_is_the_vocoder_alone(tiny_voice, tmp_path):
         out[name] = sf.read(path, dtype="int16")[0]
     assert np.array_equal(out["off"], out["plain"])
     assert out["on"].shape == out["plain"].shape and not np.array_equal(out["on"], out["plain"])
+
+
+def test_say_pitch_flags(tiny_voice, tiny_prosody_voice, tmp_path, capsys):
+    import numpy as np
+    import soundfile as sf
+
+    from wavern.engine import SpeakConfig, Voice
+
+    out = tmp_path / "high.wav"
+    assert main(["say", "Higher now.", "--voice", str(tiny_prosody_voice), "--out", str(out), "--pitch", "70",
+                 "--pitch-range", "25"]) == 0
+    v = Voice.load(tiny_prosody_voice)
+    try:  # the file holds the stream of that request (seed 0)
+        ref = np.concatenate([c.int16() for c in v.stream("Higher now.", SpeakConfig(pitch=70, pitch_range=25))])
+    finally:
+        v.close()
+    np.testing.assert_array_equal(sf.read(out, dtype="int16")[0], ref)
+    capsys.readouterr()
+    for voice, flags, what in ((tiny_prosody_voice, ["--pitch", "99"], "pitch 99.0 is outside [25, 75]"),
+                               (tiny_voice, ["--pitch-range", "30"], "cannot change its pitch")):
+        code = main(["say", "No.", "--voice", str(voice), "--out", str(tmp_path / "x.wav"), *flags])
+        err = capsys.readouterr().err
+        assert code == EXIT_USER_ERROR and err.startswith("wavern: error:") and what in err and err.count("\n") == 1

@@ -402,3 +402,47 @@ def test_an_item_whose_request_changed_is_rendered_again(tiny_voice, tmp_path, m
     assert run(sidecars=["vtt"]) == ["t-00001", "t-00002"]  # a sidecar it does not have yet
     assert run(sidecars=["vtt"]) == [] and run() == []  # fewer sidecars than made: still done
     assert run(fmt="flac") == ["t-00001", "t-00002"]
+
+
+def test_items_set_pitch_by_field_or_flag_and_a_changed_pitch_renders_again(tiny_voice, tiny_prosody_voice, tmp_path,
+                                                                           monkeypatch, capsys):
+    import hashlib
+
+    from wavern.app.render import _request_key
+    from wavern.engine import SpeakConfig, Voice
+
+    inp = tmp_path / "items.jsonl"
+    rows = [{"id": "high", "text": "Listen to the pitch.", "pitch": 70, "pitch_range": 80},
+            {"id": "low", "text": "Listen to the pitch.", "pitch": 30, "seed": 1},
+            {"id": "default", "text": "Listen to the pitch.", "seed": 1},
+            {"id": "toohigh", "text": "No.", "pitch": 99},
+            {"id": "word", "text": "No.", "pitch_range": "wide"}]
+    inp.write_text("\n".join(json.dumps(r) for r in rows))
+    jobs = read_inputs([str(inp)])
+    assert [(j.pitch, j.pitch_range) for j in jobs[:3]] == [(70.0, 80.0), (30.0, None), (None, None)]
+    out = tmp_path / "o"
+    s = run_batch(jobs, out_dir=out, voice=str(tiny_prosody_voice), workers=1)
+    assert (s.done, s.failed) == (3, 2)
+    got = {r["id"]: r for r in rows_of(out)}
+    assert "pitch 99" in got["toohigh"]["error"] and "'pitch_range' must be a number" in got["word"]["error"]
+    audio = {k: sf.read(str(out / got[k]["out"]), dtype="int16")[0] for k in ("high", "low", "default")}
+    v = Voice.load(tiny_prosody_voice)
+    try:  # an item's audio is render_utterance with its settings (same seed, same segments)
+        ref = render_utterance(v, rows[1]["text"], SpeakConfig(pitch=30), seed=1)
+        np.testing.assert_array_equal(audio["low"], ref.samples)
+    finally:
+        v.close()
+    assert audio["low"].shape != audio["default"].shape or not np.array_equal(audio["low"], audio["default"])
+    # an item without the fields keeps the key it had before they existed (finished batches stay finished)
+    j = jobs[2]
+    old = hashlib.sha1(json.dumps([j.text, str(Path(tiny_prosody_voice).resolve()), j.speed, j.seed,
+                                   "default.wav"]).encode("utf-8")).hexdigest()[:16]
+    assert _request_key(j, str(tiny_prosody_voice), "default.wav") == old
+    # --pitch fills the items that do not set their own; the changed ones render again
+    calls = record_rendered(monkeypatch)
+    assert cli.main(["render", str(inp), "--out-dir", str(out), "--voice", str(tiny_prosody_voice), "--jobs", "1",
+                     "--quiet", "--pitch", "60"]) == 1  # the two bad items still fail
+    assert calls == ["default"]  # the bad items fail before rendering, as before
+    # a voice without the prosody input fails such items with the reason
+    s = run_batch(jobs[:1], out_dir=tmp_path / "plain", voice=str(tiny_voice), workers=1)
+    assert s.failed == 1 and "cannot change its pitch" in rows_of(tmp_path / "plain")[0]["error"]

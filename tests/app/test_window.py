@@ -484,3 +484,27 @@ def test_window_paints(window):
     assert img.width() > 0 and img.height() > 0
     assert window.waveform.isVisible() and window.spectrogram.isVisible()
 
+
+
+def test_pitch_sliders_follow_the_voice_and_reach_the_request(qtbot, window, tiny_prosody_voice, tmp_path):
+    # the flow tests' voice has no prosody input: sliders off, requests carry no pitch
+    assert not window.voice_state.prosody and not window.pitch.isEnabled() and not window.pitch_range.isEnabled()
+    assert window.speak_config().prosody is None
+    w = _new_window(tmp_path, tiny_prosody_voice, clock_speed=8.0, buffer_s=0.5)
+    try:
+        qtbot.waitUntil(lambda: w.voice_state is not None, timeout=WAIT_MS)
+        assert w.voice_state.prosody and w.pitch.isEnabled() and w.pitch_range.isEnabled()
+        assert w.speak_config().prosody == (175.0, 50.0, 50.0)  # the sliders start at espeak-ng's defaults
+        w.pitch.set_value(68)
+        w.pitch_range.set_value(30)
+        assert w.speak_config().prosody == (175.0, 68.0, 30.0)
+        _, stats = _speak_and_wait(qtbot, w, "A higher, flatter voice.")
+        assert stats.audio_s > 0
+        w.close()
+        w2 = _new_window(tmp_path, None)
+        try:
+            assert (w2.pitch.value(), w2.pitch_range.value()) == (68.0, 30.0)  # persisted
+        finally:
+            w2.close()
+    finally:
+        w.close()

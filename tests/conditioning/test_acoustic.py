@@ -526,3 +526,39 @@ def test_a_prosody_model_reads_the_utterances_espeak_settings():
     assert np.isfinite(whole).all()
     with pytest.raises(ParameterError, match="prosody"):
         m(ids, glob, dur, speaker=torch.tensor([0]), prosody=torch.tensor([1.0, 2.0, 3.0]))
+
+
+def test_inference_takes_a_prosody_and_gives_the_forward_pass_with_it():
+    from wavern.conditioning.config import PROSODY_DEFAULT, PROSODY_LIMITS, check_prosody
+
+    m = _model("window", prosody=True)
+    with torch.no_grad():
+        m.prosody_in.weight.normal_()
+    ids, glob = np.array([1, 2, 3, 4, 5]), np.array([True, False, False, False, True])
+    high = (175.0, 72.0, 80.0)
+    mel, dur = m.infer(ids, glob, speaker=0, prosody=high)
+    with torch.no_grad():  # independent reference: the training forward pass, with the same durations
+        ref = m(torch.as_tensor(ids).unsqueeze(0), torch.as_tensor(glob).unsqueeze(0), torch.as_tensor(dur).unsqueeze(0),
+                speaker=torch.tensor([0]), prosody=torch.tensor([high])).mel[0]
+    np.testing.assert_allclose(mel, ref.numpy(), atol=2e-5)
+    default, dur0 = m.infer(ids, glob, speaker=0)
+    np.testing.assert_array_equal(default, m.infer(ids, glob, speaker=0, prosody=PROSODY_DEFAULT)[0])
+    assert dur0.tolist() != dur.tolist() or np.abs(mel - default).max() > 1e-3  # the setting is heard
+    parts = list(ac.stream_mel(m, ids, glob, np.zeros(5, int), speaker=0, prosody=high, context_sentences=0))
+    np.testing.assert_allclose(parts[0].mel, mel, atol=2e-5)
+    # the limits are the corpus's draw ranges; outside them (or not three numbers) a clear error
+    assert check_prosody([150, 30, 40]) == (150.0, 30.0, 40.0)
+    for bad, what in (((175, 80, 50), "pitch 80 is outside"), ((100, 50, 50), "rate 100"),
+                      ((175, 50, float("nan")), "pitch_range nan"), ((175, 50), "three numbers"),
+                      ("loud", "three numbers"), (None, "three numbers")):
+        with pytest.raises(ParameterError, match=what):
+            check_prosody(bad)
+    with pytest.raises(ParameterError, match="outside"):
+        m.infer(ids, glob, speaker=0, prosody=(175, 50, 95))
+    assert all(lo < d < hi for d, (lo, hi) in zip(PROSODY_DEFAULT, PROSODY_LIMITS))
+    # a model without the input takes only the default, and says why otherwise
+    plain = _model("window")
+    np.testing.assert_array_equal(plain.infer(ids, glob, speaker=0, prosody=PROSODY_DEFAULT)[0],
+                                  plain.infer(ids, glob, speaker=0)[0])
+    with pytest.raises(ParameterError, match="no prosody input"):
+        plain.infer(ids, glob, speaker=0, prosody=high)

@@ -435,3 +435,58 @@ def test_voice_with_a_prediction_input_vocoder_is_refused(tiny_voice, tmp_path):
     (bad / "voice.json").write_text(json.dumps(meta))
     with pytest.raises(VoiceFileError, match="ltp_input"):
         Voice.load(bad)
+
+
+@pytest.fixture(scope="module")
+def prosody_voice(tiny_prosody_voice):
+    v = Voice.load(tiny_prosody_voice)
+    yield v
+    v.close()
+
+
+def test_pitch_settings_reach_the_acoustic_model_in_stream_and_render(prosody_voice, monkeypatch):
+    from wavern.conditioning import acoustic as ac
+    from wavern.engine.batch import render_utterance
+
+    v = prosody_voice
+    assert v.has_prosody
+    text = "Pitch and intonation. Set per request."
+    cfg = SpeakConfig(pitch=70, pitch_range=85)
+    assert cfg.prosody == (175.0, 70.0, 85.0) and SpeakConfig(pitch=30).prosody == (175.0, 30.0, 50.0)
+    assert SpeakConfig().prosody is None
+    y = np.concatenate([c.samples for c in v.stream(text, cfg, seed=5)])
+    # reference: the sentences' mel asked with the prosody, each through one generate call
+    voc, state, ref = v.vocoder, v.vocoder.new_state(seed=5), []
+    for spoken in v.sentence_parts(text, speaker=v.default_speaker, speed=1.0, prosody=(175, 70, 85)):
+        mel = spoken.part.mel
+        state.position = 0
+        ref.append(voc.generate(voc.frame_inputs(mel), state, mel.shape[0] * voc.hop))
+    ref = int16_to_float(np.concatenate(ref))
+    assert y.shape == ref.shape and np.mean(y != ref) < 1e-3
+    plain = np.concatenate([c.samples for c in v.stream(text, seed=5)])
+    assert plain.shape != y.shape or np.mean(plain != y) > 0.1  # the setting changes what is said
+    rendered = render_utterance(v, text, cfg, seed=5, fold_frames=None)
+    assert rendered.samples.shape == y.shape
+    # a live speed change re-renders the rest of the sentence with the same pitch settings
+    seen = []
+    real = ac.stream_mel
+    monkeypatch.setattr(ac, "stream_mel", lambda *a, **k: (seen.append(k.get("prosody")), real(*a, **k))[1])
+    ctl = StreamControl(speed=1.0)
+    for i, _ in enumerate(v.stream(text, cfg, control=ctl)):
+        if i == 0:
+            ctl.speed = 1.5
+    assert len(seen) >= 3 and set(seen) == {(175.0, 70.0, 85.0)}
+
+
+def test_pitch_settings_are_checked_and_refused_by_a_voice_without_them(voice):
+    for kw, what in ((dict(pitch=80), "pitch 80 is outside"), (dict(pitch_range=10), "pitch_range 10"),
+                     (dict(pitch=float("nan")), "pitch nan")):
+        with pytest.raises(ParameterError, match=what):
+            SpeakConfig(**kw)
+    assert not voice.has_prosody
+    with pytest.raises(ParameterError, match="cannot change its pitch"):
+        voice.stream("Hello.", SpeakConfig(pitch=60))  # at the call, not at the first chunk
+    from wavern.engine.batch import render_utterance
+
+    with pytest.raises(ParameterError, match="cannot change its pitch"):
+        render_utterance(voice, "Hello.", SpeakConfig(pitch_range=30))

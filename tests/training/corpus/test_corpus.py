@@ -86,6 +86,15 @@ def test_plan_is_seeded():
     assert {(x.voice, x.rate, x.pitch, x.pitch_range) for x in single} == {("en-us", 175, 50, 50)}
     short = plan_utterances(s[:3], utterances=7, seed=0, voices=["en-us"], vary_prosody=True)
     assert len(short) == 7 and {x.text for x in short} == set(s[:3])  # cycles when short of text
+    # what a user may ask of a prosody voice is exactly what the plan draws from
+    from wavern.conditioning.config import PROSODY_LIMITS
+    from wavern.training.corpus.build import PITCH_RANGE, PITCH_RANGE_RANGE, RATE_RANGE
+
+    assert PROSODY_LIMITS == (RATE_RANGE, PITCH_RANGE, PITCH_RANGE_RANGE)
+    drawn = plan_utterances(s, utterances=400, seed=3, voices=ALL_VOICES, vary_prosody=True)
+    for k, field in enumerate(("rate", "pitch", "pitch_range")):
+        values = [getattr(x, field) for x in drawn]
+        assert PROSODY_LIMITS[k][0] <= min(values) and max(values) <= PROSODY_LIMITS[k][1]
 
 
 def test_held_out_rule():
