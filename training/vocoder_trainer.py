@@ -87,6 +87,9 @@ class VocoderTrainConfig:
     # largest std of the noise on the fed-back samples (int16 units; with LPC on the fed-back
     # excitation codes, so mu-law code units with excitation "mulaw"); 0: teacher forcing
     input_noise: float = 0.0
+    # with a period input (ltp_input): each segment's period input multiplied by U(1 - fade, 1),
+    # targets clean, so a weak pulse of the model's own still calls a full one (0: off)
+    period_input_fade: float = 0.0
     gta_prob: float = 0.0  # share of training segments conditioned on the acoustic model's GTA mel (training.gta)
     threads: int = 2  # torch intra-op threads on the CPU
     bf16: str = "auto"  # "auto" (bf16 autocast where the CPU has native bf16), "on", "off"
@@ -114,6 +117,10 @@ class VocoderTrainConfig:
             raise ParameterError(f"gta_prob must be in [0, 1], found {self.gta_prob}")
         if not 0 <= self.input_noise <= 8192:
             raise ParameterError(f"input_noise must be in [0, 8192] int16 units, found {self.input_noise}")
+        if not 0 <= self.period_input_fade <= 1:
+            raise ParameterError(f"period_input_fade must be in [0, 1], found {self.period_input_fade}")
+        if self.period_input_fade and not self.vocoder.ltp_input:
+            raise ParameterError("period_input_fade needs a vocoder with the period input (--ltp-input)")
         if not self.lr > 0 or self.lr_min < 0:
             raise ParameterError(f"lr must be > 0 and lr_min >= 0, found {self.lr} and {self.lr_min}")
 
@@ -262,12 +269,16 @@ class VocoderTrainer:
         rng = seed_step(cfg.seed, self.step, self.dist.rank)
         batch = self._batch(rng, gta_prob=cfg.gta_prob)
         noisy = noisy_inputs(batch.audio, rng, cfg.input_noise) if cfg.input_noise > 0 else None
+        fade = (1.0 - rng.uniform(0.0, cfg.period_input_fade, size=batch.audio.shape[0])
+                if cfg.period_input_fade > 0 else None)  # drawn only then: other runs draw as before
         if self.dist.enabled:  # this rank's rows of the global batch
             rows = self.dist.rows(cfg.batch_size)
             batch = type(batch)(*(None if a is None else a[rows] for a in batch))
             noisy = None if noisy is None else noisy[rows]
+            fade = None if fade is None else fade[rows]
         mel, audio, prev, past, lpc = self._to_tensors(batch)
         inputs = None if noisy is None else torch.from_numpy(noisy).to(self.device)
+        period_scale = None if fade is None else torch.from_numpy(fade).to(self.device)
         lr = self.lr_schedule(self.step) if self.lr_schedule is not None else lr_at(self.step, cfg)
         if cfg.optimizer == "adam":
             for group in self.optimizer.param_groups:
@@ -275,7 +286,7 @@ class VocoderTrainer:
         self.model.train()
         with self._autocast():
             loss = self.model.loss(mel, audio, prev_audio=prev, mel_pad=self.mel_pad, input_audio=inputs,
-                                   past=past, lpc=lpc)
+                                   past=past, lpc=lpc, period_scale=period_scale)
         self.optimizer.zero_grad(set_to_none=True)
         (w,) = loss_weights([audio.shape[0]], self.dist)  # 1.0 alone; else this rank's share of the rows
         (loss.total * w if self.dist.enabled else loss.total).backward()
@@ -578,6 +589,8 @@ def _parse(argv: list[str] | None) -> VocoderTrainConfig:
     p.add_argument("--gta-prob", type=float, default=d.gta_prob,
                    help="share of segments conditioned on the acoustic model's GTA mel (cache/gta_mels.npy, "
                         "python -m wavern.training.gta)")
+    p.add_argument("--period-input-fade", type=float, default=d.period_input_fade,
+                   help="with --ltp-input: scale each segment's period input by U(1 - fade, 1) (0: off)")
     p.add_argument("--input-noise", type=float, default=d.input_noise,
                    help="largest std (int16 units) of Gaussian noise on the fed-back samples (0: none)")
     p.add_argument("--threads", type=int, default=d.threads)
@@ -606,6 +619,7 @@ def _parse(argv: list[str] | None) -> VocoderTrainConfig:
         corpus_dir=a.corpus, run_dir=a.run, vocoder=voc, steps=a.steps, batch_size=a.batch,
         segment_frames=a.segment_frames, lr=a.lr, warmup_steps=a.warmup, lr_half_life_steps=a.lr_half_life,
         lr_min=a.lr_min, optimizer=a.optimizer, grad_clip=a.grad_clip, input_noise=a.input_noise, gta_prob=a.gta_prob,
+        period_input_fade=a.period_input_fade,
         threads=a.threads, bf16=a.bf16,
         seed=a.seed, checkpoint_interval_s=a.checkpoint_interval, resume=a.resume, init_from=a.init_from,
         device=a.device, eval_every_steps=a.eval_every, eval_batches=a.eval_batches, log_every_steps=a.log_every,

@@ -209,14 +209,14 @@ class WaveRNN(nn.Module):
 
     def loss(self, mel: torch.Tensor, audio: torch.Tensor, *, prev_audio: torch.Tensor | None = None,
              mel_pad: int = 0, input_audio: torch.Tensor | None = None, past: torch.Tensor | None = None,
-             lpc: torch.Tensor | None = None) -> VocoderLoss:
+             lpc: torch.Tensor | None = None, period_scale: torch.Tensor | None = None) -> VocoderLoss:
         """Mean cross-entropy (nats per sample) of the coarse and the fine byte, and their sum.
 
         Arguments as :meth:`hidden`. A uniform guess scores 2 ln 256 ≈ 11.09. With LPC the bytes
         are the excitation's; given the past samples it is a shift of the sample by an integer,
         so the two models' losses measure the same thing and compare directly.
         """
-        inputs, target = self._inputs(audio, prev_audio, input_audio, past, lpc)
+        inputs, target = self._inputs(audio, prev_audio, input_audio, past, lpc, period_scale)
         coarse_logits, fine_logits = self._head_logits(self._states(mel, inputs, mel_pad, audio.shape))
         coarse, fine = split_bytes(target.t())  # (N, B), time-major like the logits
         ce_c = F.cross_entropy(coarse_logits.reshape(-1, N_CLASSES).float(), coarse.reshape(-1))
@@ -232,7 +232,7 @@ class WaveRNN(nn.Module):
 
     def hidden(self, mel: torch.Tensor, audio: torch.Tensor, *, prev_audio: torch.Tensor | None = None,
                mel_pad: int = 0, input_audio: torch.Tensor | None = None, past: torch.Tensor | None = None,
-               lpc: torch.Tensor | None = None) -> torch.Tensor:
+               lpc: torch.Tensor | None = None, period_scale: torch.Tensor | None = None) -> torch.Tensor:
         """Teacher-forced GRU states h_1..h_N, time-major (N, B, H); arguments as :meth:`forward`.
 
         ``input_audio`` (B, N) int16, optional: the samples fed back as the previous-sample inputs
@@ -241,11 +241,17 @@ class WaveRNN(nn.Module):
         the clean signal after its own sampling errors (LPCNet's noise injection). With LPC the
         noise ``input_audio - audio`` is added to the fed-back excitation codes instead (the
         predictor and the targets stay clean), so it is in code units (mu-law codes with "mulaw").
+
+        ``period_scale`` (B,) float, optional, with ``config.ltp_input``: each row's period input
+        (the residuals around one period back) multiplied by it, targets and filters unchanged, so
+        the model learns to make a full pulse after a weak one of its own (the trainer's
+        ``--period-input-fade``).
         """
-        inputs, _ = self._inputs(audio, prev_audio, input_audio, past, lpc)
+        inputs, _ = self._inputs(audio, prev_audio, input_audio, past, lpc, period_scale)
         return self._states(mel, inputs, mel_pad, audio.shape)
 
-    def _inputs(self, audio, prev_audio, input_audio, past, lpc) -> tuple[torch.Tensor, torch.Tensor]:
+    def _inputs(self, audio, prev_audio, input_audio, past, lpc,
+                period_scale=None) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, N, n_inputs) float per-sample GRU inputs and the (B, N) int64 targets."""
         if audio.ndim != 2:
             raise ParameterError(f"expected audio (B, T * {self.hop_length}), found {tuple(audio.shape)}")
@@ -253,8 +259,13 @@ class WaveRNN(nn.Module):
             raise ParameterError(f"audio must hold int16 sample values, found dtype {audio.dtype}")
         b, n = audio.shape
         order = self.config.lpc_order
+        if period_scale is not None:
+            if not self.config.ltp_input:
+                raise ParameterError("period_scale scales the period input: this vocoder has none (ltp_input)")
+            if tuple(period_scale.shape) != (b,):
+                raise ParameterError(f"period_scale must be (B,) = ({b},), found {tuple(period_scale.shape)}")
         if order:
-            return self._lpc_inputs(audio, past, lpc, input_audio)
+            return self._lpc_inputs(audio, past, lpc, input_audio, period_scale)
         if past is not None or lpc is not None:
             raise ParameterError("past/lpc are inputs of an LPC vocoder (lpc_order > 0); this one has lpc_order 0")
         if prev_audio is None:
@@ -271,7 +282,7 @@ class WaveRNN(nn.Module):
             c_in, f_in = c_all[:, :-1], f_all[:, :-1]
         return _unit(torch.stack([c_in, f_in, c_all[:, 1:]], dim=-1)), seq[:, 1:]  # (B, N, 3)
 
-    def _lpc_inputs(self, audio, past, lpc, input_audio) -> tuple[torch.Tensor, torch.Tensor]:
+    def _lpc_inputs(self, audio, past, lpc, input_audio, period_scale=None) -> tuple[torch.Tensor, torch.Tensor]:
         b, n = audio.shape
         cfg = self.config
         order, hop = cfg.lpc_order, self.hop_length
@@ -326,6 +337,8 @@ class WaveRNN(nn.Module):
         if cfg.lpc_prediction_input:
             columns.append((pred[:, 1:] / 32768.0).to(torch.float32))
         for back in period_back if cfg.ltp_input else ():
+            if period_scale is not None:
+                back = back * period_scale.to(back.dtype)[:, None]
             columns.append((back / LTP_INPUT_SCALE).to(torch.float32))
         return torch.stack(columns, dim=-1), e[:, 1:]  # (B, N, n_inputs)
 

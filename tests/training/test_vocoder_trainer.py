@@ -235,6 +235,11 @@ def test_input_noise_trains_and_is_checked(corpus, tmp_path):
     from wavern.training.vocoder_trainer import _parse
 
     assert _parse(["--input-noise", "256"]).input_noise == 256.0 and _parse([]).input_noise == 0.0
+    period = ["--lpc-order", "16", "--pitch", "--ltp", "--ltp-input"]
+    assert _parse(period + ["--period-input-fade", "0.8"]).period_input_fade == 0.8
+    assert _parse([]).period_input_fade == 0
+    with pytest.raises(ParameterError, match="period_input_fade needs"):
+        _cfg(root, tmp_path / "bad2", period_input_fade=0.5)  # this vocoder has no period input
 
 
 def test_lpc_vocoder_trains_resumes_and_is_not_exported(corpus, tmp_path):
@@ -406,3 +411,19 @@ def test_a_new_input_joins_a_running_ltp_model(corpus, tmp_path, before, after, 
         b = first.model.loss(mel, audio, mel_pad=start.mel_pad, past=past, lpc=lpc).total
     assert float(a) == float(b)
     assert train_vocoder(cfg).step == 4
+
+
+def test_period_input_fade_changes_only_the_period_inputs_of_a_step(corpus, tmp_path):
+    root, _ = corpus
+    period = dataclasses.replace(VOC, lpc_order=4, lpc_prediction_input=False, pitch=True, ltp=True, ltp_input=True)
+    runs = {}
+    for name, fade in (("plain", 0.0), ("faded", 1.0)):
+        t = VocoderTrainer(_cfg(root, tmp_path / name, vocoder=period, steps=2, period_input_fade=fade))
+        t.open_data()
+        with torch.no_grad():  # the period input's weights are zero at the start: make them matter
+            t.model.gru.weight_ih_l0[:, 3].normal_()
+        runs[name] = t
+    for t in runs.values():  # same seed: the same weights and batch
+        torch.testing.assert_close(t.model.gru.weight_ih_l0, runs["plain"].model.gru.weight_ih_l0)
+    a, b = runs["plain"].train_step(), runs["faded"].train_step()
+    assert np.isfinite(b["loss"]) and b["loss"] != a["loss"]

@@ -367,4 +367,17 @@ def test_ltp_input_is_the_residual_one_period_back():
         np.testing.assert_allclose(inputs[0, :, col].numpy(), shifted / LTP_INPUT_SCALE, rtol=1e-6, atol=1e-7)
     with pytest.raises(ParameterError, match="ltp_input_taps"):
         dataclasses.replace(LTP_BACK, ltp_input_taps=2)
+    # period_scale (the trainer's --period-input-fade) scales those columns only, row by row
+    a2 = torch.from_numpy(np.stack([audio, audio]))
+    p2, r2 = past.expand(2, -1), rows.expand(2, -1, -1)
+    wm = _model(cfg=window)
+    plain, t0 = wm._inputs(a2, None, None, p2, r2)
+    faded, t1 = wm._inputs(a2, None, None, p2, r2, torch.tensor([1.0, 0.25]))
+    assert torch.equal(t0, t1) and torch.equal(faded[0], plain[0]) and torch.equal(faded[1, :, :3], plain[1, :, :3])
+    np.testing.assert_allclose(faded[1, :, 3:].numpy(), 0.25 * plain[1, :, 3:].numpy(), rtol=1e-6, atol=1e-8)
+    with pytest.raises(ParameterError, match="period_scale"):
+        wm._inputs(a2, None, None, p2, r2, torch.tensor([1.0]))
+    with pytest.raises(ParameterError, match="no period input|has none"):
+        _model(cfg=dataclasses.replace(window, ltp_input=False))._inputs(
+            torch.from_numpy(audio)[None], None, None, past, rows, torch.tensor([0.5]))
     assert np.count_nonzero(back) > 0 and np.all(back[:6 * HOP] == 0)  # unvoiced first half: no lag
