@@ -199,15 +199,21 @@ def load_vocoder_checkpoint(path: str | Path):
     return model.eval(), ck
 
 
+#: The shipped voice's default speaker, where the model has it: the best phone accuracy and MCD of
+#: the 72 speakers end to end (docs/bench/speakers.md, `bench/speakers.py`; en-us+m1 before session 7)
+DEFAULT_SPEAKER = "en+m6"
+
+
 def assemble_from_runs(out_dir: str | Path, *, acoustic_checkpoint: str | Path, vocoder_checkpoint: str | Path,
                        corpus_dir: str | Path, name: str = "default", metrics: dict[str, Any] | None = None,
-                       card: str = "", postfilter: bool | dict = True) -> Path:
+                       card: str = "", postfilter: bool | dict = True, speaker: str | None = None) -> Path:
     """Write a voice folder from the current checkpoints of an acoustic and a vocoder run.
 
     This is how the shipped voice is refreshed while the long runs continue: whatever step
     each run has reached is exported, with the steps and wall time in the provenance.
     ``postfilter``: the engine's formant post-filter (``wavern.engine.postfilter``) with its
-    default settings (True), these settings (a dict), or none (False).
+    default settings (True), these settings (a dict), or none (False). ``speaker``: the voice's
+    default speaker (None: :data:`DEFAULT_SPEAKER` where the model has it, else its first).
     """
     from wavern.engine.postfilter import PostfilterConfig
 
@@ -222,7 +228,10 @@ def assemble_from_runs(out_dir: str | Path, *, acoustic_checkpoint: str | Path, 
         pf_cfg = PostfilterConfig() if postfilter is True else PostfilterConfig.from_dict(postfilter)
         pf = {"postfilter": pf_cfg.to_dict()}
     speakers = acoustic.config.speakers
-    speaker = "en-us+m1" if "en-us+m1" in speakers else speakers[0]
+    if speaker is None:
+        speaker = DEFAULT_SPEAKER if DEFAULT_SPEAKER in speakers else speakers[0]
+    elif speaker not in speakers:
+        raise ParameterError(f"speaker {speaker!r} is not one of the model's: {', '.join(speakers)}")
     prov = {
         "corpus": {k: corpus_meta.get(k) for k in ("seed", "utterances", "espeak_version") if k in corpus_meta},
         "acoustic": {"step": int(ack.get("step", 0)), "wall_s": float(ack.get("wall_s", 0.0) or 0.0)},

@@ -1,0 +1,104 @@
+"""Which of a multi-speaker voice's speakers sounds best: end-to-end quality per speaker.
+
+    python bench/speakers.py [--voice DIR] [--n-utts 10] [--speakers en-us+f5,en-us+m1,...]
+                             [--out docs/bench/speakers.md]
+
+Every listed speaker (default: all of the voice's) says the same held-out corpus sentences (the
+ones docs/VOICE.md uses: seed 0) through the acoustic model and the vocoder (``render_mel`` on the
+streamed mel, sampling seed 0, the voice's post-filter), and espeak-ng renders them with that
+speaker's espeak voice at its default settings. Per speaker: the phone classifier's frame accuracy
+on the voice's audio (against the acoustic model's own durations, as eval_voice's end to end),
+MCD-DTW against espeak-ng, and the voiced share of frames (YIN) of both: a speaker whose audio is
+much less voiced than espeak-ng's whispers. The voice's default speaker (``voice.json``
+``inference.speaker``) is chosen from this table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def measure(voice, texts: list[str], speakers: list[str], seed: int = 0) -> list[dict]:
+    from wavern.conditioning.acoustic import stream_mel
+    from wavern.conditioning.frontend import render
+    from wavern.dsp import int16_to_float, pitch_track
+    from wavern.training.evaluate import mcd_dtw, phone_accuracy
+
+    hop = voice.vocoder.hop
+    rows = []
+    for spk in speakers:
+        acc, mcd, voiced, es_voiced = [], [], [], []
+        for text in texts:
+            utt = voice.analyze(text, speaker=spk)
+            parts = list(stream_mel(voice.acoustic, utt.ids, utt.is_global, utt.sentence_of, speaker=spk))
+            mel = np.concatenate([p.mel for p in parts])
+            durations = np.zeros(len(utt.symbols), np.int64)
+            for p in parts:
+                durations[p.token_start:p.token_start + len(p.durations)] = np.asarray(p.durations) * hop
+            audio = int16_to_float(voice.render_mel(mel, seed=seed))
+            ref = int16_to_float(render(text, voice=spk).audio)
+            acc.append(phone_accuracy(audio, utt.symbols, durations))
+            mcd.append(mcd_dtw(ref, audio))
+            voiced.append(float(np.mean(pitch_track(audio)[:, 0] > 0)))
+            es_voiced.append(float(np.mean(pitch_track(ref)[:, 0] > 0)))
+        rows.append({"speaker": spk, "phone_acc": float(np.mean(acc)), "mcd_vs_espeak": float(np.mean(mcd)),
+                     "voiced": float(np.mean(voiced)), "espeak_voiced": float(np.mean(es_voiced))})
+        print(json.dumps(rows[-1]), file=sys.stderr)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--voice", default=str(ROOT / "assets" / "voices" / "default"))
+    ap.add_argument("--corpus", default=str(ROOT / "data" / "corpus"))
+    ap.add_argument("--n-utts", type=int, default=10)
+    ap.add_argument("--speakers", default=None, help="comma-separated (default: every speaker of the voice)")
+    ap.add_argument("--out", default=str(ROOT / "docs" / "bench" / "speakers.md"))
+    args = ap.parse_args(argv)
+
+    import torch
+
+    torch.set_num_threads(1)
+    from wavern.engine import Voice
+    from wavern.training.corpus import load_corpus
+
+    voice = Voice.load(args.voice)
+    speakers = args.speakers.split(",") if args.speakers else list(voice.speakers)
+    held = sorted(load_corpus(args.corpus).held_out, key=lambda r: r.id)
+    pick = np.sort(np.random.default_rng(0).choice(len(held), size=min(args.n_utts, len(held)), replace=False))
+    t0 = time.time()
+    rows = measure(voice, [held[i].text for i in pick], speakers)
+    rows.sort(key=lambda r: -r["phone_acc"])
+    cmd = "python bench/speakers.py " + " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
+    prov = voice.meta.get("provenance", {})
+    lines = [
+        "# Speakers of the default voice, end to end", "",
+        f"Measured {time.strftime('%Y-%m-%d', time.gmtime())} with `{cmd.strip()}` ({len(pick)} held-out "
+        f"sentences, {time.time() - t0:.0f} s; acoustic step {prov.get('acoustic', {}).get('step')}, vocoder step "
+        f"{prov.get('vocoder', {}).get('step')}; the voice's default speaker: {voice.default_speaker}).", "",
+        "Each speaker says the same sentences; phone accuracy of the phone classifier on the audio, MCD-DTW "
+        "(dB) against espeak-ng's rendering with that speaker's voice, and the voiced share of frames (YIN) of "
+        "the voice's audio and of espeak-ng's. Best phone accuracy first.", "",
+        "| speaker | phone acc | MCD vs espeak-ng | voiced | espeak-ng voiced |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(f"| {r['speaker']} | {r['phone_acc']:.3f} | {r['mcd_vs_espeak']:.2f} | {r['voiced']:.2f} | "
+                     f"{r['espeak_voiced']:.2f} |")
+    Path(args.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    Path(args.out).with_suffix(".json").write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
