@@ -82,8 +82,8 @@ def main() -> int:
         med = {k: statistics.median(r[k] for r in rs) for k in rs[0]}
         lines.append(f"| {name} | {len(rs)} | {med['import_s']:.2f} | {med['load_s']:.2f} | "
                      f"{med['first_chunk_s']:.2f} | **{med['total_s']:.2f}** | {med['cpu_s']:.2f} |")
-    lines += ["", "Goal (engine issue): cold start to first audio <= 2 s. `Voice.load` is mostly importing torch "
-              "(~1.1 s); the first chunk pays for numba loading its cached kernels (~0.3 s)."]
+    lines += ["", "Goal (engine issue): cold start to first audio <= 2 s. `Voice.load` includes importing torch (the "
+              "acoustic model runs in it); with an empty numba cache the first chunk pays for compiling the kernels."]
     args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
     return 0

@@ -31,6 +31,16 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def held_out_records(corpus_dir, n_utts: int, seed: int = 0) -> list:
+    """The held-out corpus sentences every voice measurement here uses: ``n_utts`` of them drawn
+    with ``seed`` from the split sorted by id, in id order."""
+    from wavern.training.corpus import load_corpus
+
+    held = sorted(load_corpus(corpus_dir).held_out, key=lambda r: r.id)
+    pick = np.sort(np.random.default_rng(seed).choice(len(held), size=min(n_utts, len(held)), replace=False))
+    return [held[i] for i in pick]
+
+
 def end_to_end(voice, records, *, seed: int = 0) -> dict:
     from wavern.conditioning.acoustic import stream_mel
     from wavern.dsp import griffin_lim, int16_to_float
@@ -80,7 +90,6 @@ def main() -> int:
     torch.set_num_threads(1)
     from wavern.dsp import int16_to_float
     from wavern.engine.voice import Voice
-    from wavern.training.corpus import load_corpus
     from wavern.training.evaluate import evaluate_copy_synthesis, evaluate_griffin_lim
 
     voice = Voice.load(args.voice)
@@ -95,10 +104,8 @@ def main() -> int:
             lambda mel: int16_to_float(voice.vocoder.render(mel, seed=args.seed, fold_frames=None)),
             args.corpus, args.n_utts, args.seed, pitch=pitch)
     gl = evaluate_griffin_lim(args.corpus, args.n_utts, args.seed)
-    held = sorted(load_corpus(args.corpus).held_out, key=lambda r: r.id)
-    pick = np.sort(np.random.default_rng(args.seed).choice(len(held), size=min(args.n_utts, len(held)),
-                                                             replace=False))
-    e2e = end_to_end(voice, [held[i] for i in pick], seed=args.seed)
+    records = held_out_records(args.corpus, args.n_utts, args.seed)
+    e2e = end_to_end(voice, records, seed=args.seed)
     prov = voice.meta.get("provenance", {})
     row = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            "acoustic_step": prov.get("acoustic", {}).get("step"), "vocoder_step": prov.get("vocoder", {}).get("step"),
@@ -123,7 +130,7 @@ def main() -> int:
     cmd = "python bench/eval_voice.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     examples = None
     if args.examples:
-        examples = write_examples(Path(args.examples), voice, [held[i] for i in pick], rows,
+        examples = write_examples(Path(args.examples), voice, records, rows,
                                   Path(args.metrics), seed=args.seed)
     write_doc(Path(args.out), row, rows, cmd, voice, examples)
     print(json.dumps(row, indent=1))

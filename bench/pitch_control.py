@@ -84,22 +84,22 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(1)
+    from eval_voice import held_out_records
+
     from wavern.engine import Voice
-    from wavern.training.corpus import load_corpus
 
     voice = Voice.load(args.voice)
     if not voice.has_prosody:
         raise SystemExit(f"{args.voice}: this voice's acoustic model has no prosody input")
-    held = sorted(load_corpus(args.corpus).held_out, key=lambda r: r.id)
-    pick = np.sort(np.random.default_rng(0).choice(len(held), size=min(args.n_utts, len(held)), replace=False))
+    records = held_out_records(args.corpus, args.n_utts)
     t0 = time.time()
-    rows = measure(voice, [held[i] for i in pick])
+    rows = measure(voice, records)
     cmd = "python bench/pitch_control.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
     prov = voice.meta.get("provenance", {})
     lines = [
         "# Pitch controls of the default voice", "",
         f"Measured {time.strftime('%Y-%m-%d', time.gmtime())} with `{cmd.strip()}` "
-        f"({len(pick)} held-out sentences, {time.time() - t0:.0f} s; acoustic step "
+        f"({len(records)} held-out sentences, {time.time() - t0:.0f} s; acoustic step "
         f"{prov.get('acoustic', {}).get('step')}, vocoder step {prov.get('vocoder', {}).get('step')}).", "",
         "`SpeakConfig(pitch=P, pitch_range=R)` (CLI `--pitch`, `--pitch-range`; the window's pitch and "
         "intonation sliders) sets the acoustic model's prosody input, in espeak-ng's units. The voice's default "

@@ -166,8 +166,10 @@ def main() -> int:
     for short, n_same, n in same:
         out.append(f"\n{short}: {n_same} of {n} WAV files are byte-identical between this checkout and `{rev}`.")
     out.append("\nThe goal is >= 20x real time on 2 cores. Workers render items in groups of about 32 vocoder "
-               "segments (`app/render.py`, `GROUP_SEGMENTS`), generated as shared batches so the kernels run in "
-               "lanes (since commit b6b5424; until then each item was one batch of its own ~7-22 segments). The "
+               "segments (`app/render.py`, `GROUP_SEGMENTS`), generated as shared batches: in lanes (since commit "
+               "b6b5424; until then each item was one batch of its own ~7-22 segments), or stream-major, four "
+               "streams per weight load, for a vocoder that reads the residuals one period back (the shipped "
+               "voice since session 6: its input depends on its own samples, `kernels._generate_streams`). The "
                "random acoustic model speaks at its own random durations, so its audio seconds differ from a "
                "trained voice's; throughput per audio second follows the vocoder's stored weights per sample "
                "(W_hh and O1-O4 after pruning), given in the second column.\n")

@@ -68,21 +68,21 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(1)
+    from eval_voice import held_out_records
+
     from wavern.engine import Voice
-    from wavern.training.corpus import load_corpus
 
     voice = Voice.load(args.voice)
     speakers = args.speakers.split(",") if args.speakers else list(voice.speakers)
-    held = sorted(load_corpus(args.corpus).held_out, key=lambda r: r.id)
-    pick = np.sort(np.random.default_rng(0).choice(len(held), size=min(args.n_utts, len(held)), replace=False))
+    records = held_out_records(args.corpus, args.n_utts)
     t0 = time.time()
-    rows = measure(voice, [held[i].text for i in pick], speakers)
+    rows = measure(voice, [r.text for r in records], speakers)
     rows.sort(key=lambda r: -r["phone_acc"])
     cmd = "python bench/speakers.py " + " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
     prov = voice.meta.get("provenance", {})
     lines = [
         "# Speakers of the default voice, end to end", "",
-        f"Measured {time.strftime('%Y-%m-%d', time.gmtime())} with `{cmd.strip()}` ({len(pick)} held-out "
+        f"Measured {time.strftime('%Y-%m-%d', time.gmtime())} with `{cmd.strip()}` ({len(records)} held-out "
         f"sentences, {time.time() - t0:.0f} s; acoustic step {prov.get('acoustic', {}).get('step')}, vocoder step "
         f"{prov.get('vocoder', {}).get('step')}; the voice's default speaker: {voice.default_speaker}).", "",
         "Each speaker says the same sentences; phone accuracy of the phone classifier on the audio, MCD-DTW "
