@@ -21,7 +21,7 @@
 - ``pulse-offsets``: in the true LPC residual (order 16, the mel's predictor) of held-out
   segments, where the largest |r| within ±8 samples of ``t - T`` lies for each pulse at t (a
   local maximum with |r| >= --level; T the frame's LTP lag): how well one period back points at
-  this period's pulse.
+  this period's pulse; ``--lag-split T`` also counts short and long lags (high and low voices) apart.
 
 - ``corpus-prosody``: how much of each sentence's pitch level, pitch spread and tempo its espeak
   settings (rate, pitch, range: drawn at random per sentence by the corpus builder) explain,
@@ -80,7 +80,7 @@ def pulses(checkpoint: str, *, cache: str, level: float, batches: int, seed: int
             "held_out_loss": loss / batches}
 
 
-def pulse_offsets(*, cache: str, level: float, seed: int, reach: int = 8) -> dict:
+def pulse_offsets(*, cache: str, level: float, seed: int, reach: int = 8, lag_split: int = 0) -> dict:
     from wavern.dsp import DEFAULT_MEL
     from wavern.training.vocoder_data import VocoderData
     from wavern.vocoder.config import VocoderConfig
@@ -101,18 +101,29 @@ def pulse_offsets(*, cache: str, level: float, seed: int, reach: int = 8) -> dic
         pred -= a[..., k] * s[:, order - k:order - k + n + m]
     r = np.abs(s[:, order:] - pred)
     lag = a[..., order + 1].astype(int)
-    hist = np.zeros(2 * reach + 1, int)
+    hists = {"all": np.zeros(2 * reach + 1, int)}
+    if lag_split:
+        hists.update({f"lag<{lag_split}": np.zeros(2 * reach + 1, int), f"lag>={lag_split}": np.zeros(2 * reach + 1, int)})
     for i in range(len(r)):
         for t in range(m, m + n):
             if lag[i, t] <= 0 or r[i, t] < level or r[i, t] < r[i, t - 3:t + 4].max():
                 continue
-            w = r[i, t - lag[i, t] - reach:t - lag[i, t] + reach + 1]
-            hist[int(np.argmax(w))] += 1
-    share = hist / max(hist.sum(), 1)
-    return {"pulses": int(hist.sum()), "level": level,
-            "share_by_offset": {f"{d:+d}": round(float(x), 3) for d, x in zip(range(-reach, reach + 1), share)},
-            "within_0": round(float(share[reach]), 3), "within_1": round(float(share[reach - 1:reach + 2].sum()), 3),
-            "within_2": round(float(share[reach - 2:reach + 3].sum()), 3)}
+            k = int(np.argmax(r[i, t - lag[i, t] - reach:t - lag[i, t] + reach + 1]))
+            hists["all"][k] += 1
+            if lag_split:
+                hists[f"lag<{lag_split}" if lag[i, t] < lag_split else f"lag>={lag_split}"][k] += 1
+
+    def summary(hist):
+        share = hist / max(hist.sum(), 1)
+        return {"pulses": int(hist.sum()),
+                "share_by_offset": {f"{d:+d}": round(float(x), 3) for d, x in zip(range(-reach, reach + 1), share)},
+                "within_0": round(float(share[reach]), 3), "within_1": round(float(share[reach - 1:reach + 2].sum()), 3),
+                "within_2": round(float(share[reach - 2:reach + 3].sum()), 3)}
+
+    out = {"level": level, **summary(hists.pop("all"))}
+    for name, hist in hists.items():  # with lag_split: low voices (long lags) apart from high ones
+        out[name] = summary(hist)
+    return out
 
 
 def corpus_prosody(*, cache: str, corpus_dir: str) -> dict:
@@ -207,12 +218,14 @@ def main(argv: list[str] | None = None) -> None:
     c.add_argument("--cache", default=str(ROOT / "runs/vocoder/cache"))
     c.add_argument("--level", type=float, default=1024.0)
     c.add_argument("--seed", type=int, default=5)
+    c.add_argument("--lag-split", type=int, default=0, metavar="T",
+                   help="also count pulses with lag < T and >= T apart (0: not)")
     d = sub.add_parser("corpus-prosody", help="how much of the pitch and tempo the espeak settings explain")
     d.add_argument("--cache", default=str(ROOT / "runs/vocoder/cache"))
     d.add_argument("--corpus", default=str(ROOT / "data/corpus"))
     args = p.parse_args(argv)
     if args.what == "pulse-offsets":
-        print(json.dumps(pulse_offsets(cache=args.cache, level=args.level, seed=args.seed)))
+        print(json.dumps(pulse_offsets(cache=args.cache, level=args.level, seed=args.seed, lag_split=args.lag_split)))
         return
     if args.what == "corpus-prosody":
         print(json.dumps(corpus_prosody(cache=args.cache, corpus_dir=args.corpus)))
