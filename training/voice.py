@@ -91,37 +91,52 @@ class VoiceBuildConfig:
     resume: bool = True
 
 
+# The vocoder of both presets: an LPC WaveRNN (order 16, linear-coded excitation, no prediction
+# input) with a long-term (pitch) predictor from the pitch features and the residuals around one
+# period back as GRU inputs; output layers pruned row by row (docs/bench/lpc_vocoder.md).
+_PERIOD_VOCODER = dict(lpc_order=16, lpc_prediction_input=False, head_pruning="rows", pitch=True, excitation="linear",
+                       ltp=True, ltp_input=True, ltp_input_taps=5)
+#: The shipped voice's formant post-filter (docs/bench/lpc_vocoder.md, "post-filter")
+SHIPPED_POSTFILTER = {"gamma_num": 0.92, "gamma_den": 0.96, "tilt": 0.2, "order": 56}
+
 PRESETS: dict[str, dict[str, Any]] = {
-    # The bootstrap voice: small enough to build in minutes on 2 cores. It proves the pipeline,
-    # not quality: expect buzzy, mostly unintelligible speech.
-    "tiny": dict(name="tiny", corpus="data/corpus-tiny", runs="runs/tiny", utterances=200, espeak="en-us",
+    # The bootstrap voice: small enough to build in minutes on 2 cores, with the default's
+    # architecture. It proves the pipeline, not quality: expect buzzy, mostly unintelligible speech.
+    "tiny": dict(name="tiny", corpus="data/corpus-tiny", runs="runs/tiny", utterances=200, voices=["en-us"],
                  acoustic=dict(steps=300, batch_size=8,
                                model=dict(encoder=dict(d_model=64, n_layers=2, n_heads=2, window=8,
                                                        ffn_channels=128),
                                           decoder_layers=2, decoder_d_model=64, decoder_ffn_channels=128,
-                                          duration_channels=64, speaker_dim=16, ref_channels=32, peer_width=16)),
+                                          duration_channels=64, speaker_dim=16, ref_channels=32, peer_width=16,
+                                          pitch=True, prosody=True)),
                  vocoder=dict(steps=300, batch_size=16,
                               vocoder=dict(hidden_size=64, cond_channels=32, cond_blocks=1, prune_start_step=100,
-                                           prune_ramp_steps=150, prune_every_steps=50, target_density=0.5))),
-    # What assets/training/resume.sh runs (the shipped voice's configuration).
-    "default": dict(name="default", corpus="data/corpus", runs="runs", utterances=2000, espeak="en-us",
-                    acoustic=dict(steps=100000, batch_size=8, lr=1.5e-3, warmup_steps=200,
+                                           prune_ramp_steps=150, prune_every_steps=50, target_density=0.5,
+                                           **_PERIOD_VOCODER)),
+                 postfilter=True),
+    # The shipped voice's configuration, from nothing in one run per model. The shipped models
+    # got there in stages over sessions (assets/training/README.md: the acoustic model gained its
+    # pitch and prosody inputs by fine-tuning, the vocoder its LPC, long-term predictor and period
+    # inputs, and its learning rate fell from 1e-3 to 1e-4); assets/training/resume.sh continues
+    # those runs. Corpus: 2000 sentences, seed 0, the builder's varied set of 72 espeak-ng voices.
+    "default": dict(name="default", corpus="data/corpus", runs="runs", utterances=2000, voices=None,
+                    acoustic=dict(steps=100000, batch_size=8, lr=1.5e-3, warmup_steps=200, lr_half_life_steps=10000,
                                   model=dict(encoder=dict(d_model=128, n_layers=3, ffn_channels=256),
-                                             decoder_kind="window")),
+                                             decoder_kind="window", pitch=True, prosody=True)),
                     vocoder=dict(steps=200000, batch_size=16, segment_frames=4, lr=1e-3, warmup_steps=100,
-                                 lr_half_life_steps=40000, bf16="on",
+                                 lr_half_life_steps=40000, lr_min=3e-5, bf16="on",
                                  vocoder=dict(hidden_size=384, cond_channels=128, cond_blocks=3,
                                               target_density=0.1, prune_start_step=2000, prune_ramp_steps=8000,
-                                              prune_every_steps=200))),
+                                              prune_every_steps=200, **_PERIOD_VOCODER)),
+                    postfilter=SHIPPED_POSTFILTER),
 }
 
 
 def build_voice(cfg: VoiceBuildConfig) -> dict[str, Any]:
-    """Corpus → acoustic model → vocoder → voice folder; returns a summary."""
+    """Corpus → acoustic model → vocoder → voice folder (:func:`assemble_from_runs`); returns a summary."""
     import torch
 
-    from wavern.conditioning.frontend.phonemes import SymbolTable
-    from wavern.training.acoustic_trainer import AcousticTrainConfig, load_checkpoint, train_acoustic
+    from wavern.training.acoustic_trainer import AcousticTrainConfig, train_acoustic
     from wavern.training.corpus import build_corpus
     from wavern.training.vocoder_trainer import VocoderTrainConfig, train_vocoder
     from wavern.vocoder.config import VocoderConfig
@@ -139,7 +154,7 @@ def build_voice(cfg: VoiceBuildConfig) -> dict[str, Any]:
     torch.set_num_threads(cfg.threads)
     if not (corpus / "metadata.jsonl").is_file():
         log.info("building corpus %s", corpus)
-        build_corpus(corpus, utterances=cfg.utterances or p["utterances"], seed=cfg.seed, voices=[p["espeak"]])
+        build_corpus(corpus, utterances=cfg.utterances or p["utterances"], seed=cfg.seed, voices=p["voices"])
     a = dict(p["acoustic"])
     if cfg.acoustic_steps:
         a["steps"] = cfg.acoustic_steps
@@ -155,7 +170,6 @@ def build_voice(cfg: VoiceBuildConfig) -> dict[str, Any]:
     acfg = AcousticTrainConfig(corpus_dir=str(corpus), out_dir=str(runs / "acoustic"), seed=cfg.seed,
                                device=cfg.device, threads=cfg.threads, resume=cfg.resume, **a)
     train_acoustic(acfg)
-    acoustic, ackpt = load_checkpoint(runs / "acoustic" / "checkpoint.pt")
     v = dict(p["vocoder"])
     if cfg.vocoder_steps:
         v["steps"] = cfg.vocoder_steps
@@ -163,24 +177,16 @@ def build_voice(cfg: VoiceBuildConfig) -> dict[str, Any]:
         v["vocoder"] = VocoderConfig.from_dict({**VocoderConfig().to_dict(), **v["vocoder"]})
     vcfg = VocoderTrainConfig(corpus_dir=str(corpus), run_dir=str(runs / "vocoder"), seed=cfg.seed,
                               device=cfg.device, threads=cfg.threads, resume=cfg.resume, **v)
-    vres = train_vocoder(vcfg)
-    from wavern.vocoder.export import load_vocoder
-
-    vocoder = load_vocoder(runs / "vocoder" / "vocoder.safetensors", vcfg.vocoder)
-    corpus_meta = json.loads((corpus / "corpus.json").read_text())
-    symbols = corpus_meta.get("symbols") or list(SymbolTable.default().symbols)
+    train_vocoder(vcfg)
     wall = time.time() - t0
-    prov = {"preset": cfg.preset, "corpus": str(corpus), "corpus_seed": cfg.seed,
-            "acoustic_steps": int(ackpt.get("step", 0)), "vocoder_steps": int(vcfg.steps),
-            "build_wall_s": round(wall, 1), "vocoder_result": vres if isinstance(vres, dict) else None}
     card = (f"# {name}\n\nwavern's {cfg.preset} voice, trained on this machine by `wavern train voice "
-            f"--set preset='\"{cfg.preset}\"'` from an espeak-ng corpus ({p['espeak']}).\n")
-    from wavern.engine.postfilter import PostfilterConfig
-
-    assemble_voice(out, acoustic=acoustic, vocoder=vocoder, symbols=symbols, name=name,
-                   espeak_voice=p["espeak"], provenance=prov, card=card,
-                   inference={"postfilter": PostfilterConfig().to_dict()})
-    return {"voice": str(out), **prov}
+            f"--set preset='\"{cfg.preset}\"'` from an espeak-ng corpus of {cfg.utterances or p['utterances']} "
+            f"sentences (seed {cfg.seed}).\n")
+    assemble_from_runs(out, acoustic_checkpoint=runs / "acoustic" / "checkpoint.pt",
+                       vocoder_checkpoint=runs / "vocoder" / "checkpoint.pt", corpus_dir=corpus, name=name,
+                       card=card, postfilter=p["postfilter"], metrics={"build_wall_s": round(wall, 1)})
+    prov = json.loads((out / "voice.json").read_text()).get("provenance", {})
+    return {"voice": str(out), "preset": cfg.preset, "build_wall_s": round(wall, 1), **prov}
 
 
 def load_vocoder_checkpoint(path: str | Path):

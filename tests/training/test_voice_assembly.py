@@ -3,6 +3,9 @@ engine loads what it writes, with the chosen default speaker."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -49,3 +52,33 @@ def test_the_default_speaker_is_chosen_kept_and_checked(runs, tmp_path, monkeypa
     with pytest.raises(ParameterError, match="not one of the model's"):
         tv.assemble_from_runs(tmp_path / "d", speaker="xx+m9", **kw)
     assert v.synthesize("Hello.", seed=0).size > 0
+
+
+def test_train_voice_builds_the_shipped_architecture_from_a_corpus(tmp_path):
+    """`wavern train voice` (``build_voice``): the tiny preset has the default's architecture (a
+    pitch + prosody acoustic model, the LPC vocoder with a long-term predictor and period inputs),
+    trains both from nothing on an existing corpus and writes a voice the engine speaks with."""
+    from corpus_factory import make_fake_corpus
+
+    from wavern.engine import SpeakConfig, Voice
+    from wavern.training.voice import PRESETS, SHIPPED_POSTFILTER, VoiceBuildConfig, build_voice
+
+    for key in ("pitch", "prosody"):
+        assert PRESETS["default"]["acoustic"]["model"][key] and PRESETS["tiny"]["acoustic"]["model"][key]
+    for key in ("lpc_order", "ltp", "ltp_input", "ltp_input_taps", "excitation", "pitch"):
+        assert PRESETS["tiny"]["vocoder"]["vocoder"][key] == PRESETS["default"]["vocoder"]["vocoder"][key]
+    assert PRESETS["default"]["voices"] is None  # the builder's varied set of voices, as the shipped corpus
+    corpus = make_fake_corpus(tmp_path / "corpus", n_utts=12, seed=4, words=(1, 3), durations=(0, 600))
+    summary = build_voice(VoiceBuildConfig(preset="tiny", corpus_dir=str(corpus), run_dir=str(tmp_path / "runs"),
+                                           out_dir=str(tmp_path / "voice"), acoustic_steps=2, vocoder_steps=2,
+                                           threads=1))
+    assert summary["acoustic"]["step"] == 2 and summary["vocoder"]["step"] == 2 and summary["build_wall_s"] > 0
+    v = Voice.load(tmp_path / "voice")
+    try:
+        assert v.has_prosody and v.vocoder.ltp and v.vocoder.ltp_input_taps == 5 and v.vocoder.lpc_order == 16
+        assert v.postfilter is not None
+        assert v.synthesize("Hello there.", SpeakConfig(pitch=60, speaker="en-us"), seed=0).size > 0
+    finally:
+        v.close()
+    assert SHIPPED_POSTFILTER == json.loads((Path(__file__).parents[2] / "assets" / "voices" / "default" /
+                                             "voice.json").read_text())["inference"]["postfilter"]
