@@ -87,9 +87,14 @@ class Job:
 
     def config(self):
         """The item's :class:`~wavern.engine.SpeakConfig` (ParameterError for values out of range)."""
-        from wavern.engine import SpeakConfig
+        return _speak_config(dataclasses.asdict(self))
 
-        return SpeakConfig(speed=self.speed, pitch=self.pitch, pitch_range=self.pitch_range)
+
+def _speak_config(job: dict):
+    """The SpeakConfig of a job's fields (a :class:`Job` as a dict, as workers receive it)."""
+    from wavern.engine import SpeakConfig
+
+    return SpeakConfig(speed=job["speed"], pitch=job.get("pitch"), pitch_range=job.get("pitch_range"))
 
 
 def _seed_for(item_id: str) -> int:
@@ -292,11 +297,7 @@ class RenderWorker:
         An item's audio does not depend on the others (:func:`wavern.engine.batch.render_utterances`);
         a bad item fails alone. Never raises for a bad item.
         """
-        from wavern.engine import SpeakConfig
         from wavern.engine.batch import UtteranceRequest, render_utterances
-
-        def config(job: dict) -> SpeakConfig:
-            return SpeakConfig(speed=job["speed"], pitch=job.get("pitch"), pitch_range=job.get("pitch_range"))
 
         worker = f"{os.uname().nodename}:{os.getpid()}"
         results: list[dict | None] = [None] * len(jobs)
@@ -307,7 +308,8 @@ class RenderWorker:
             try:
                 voice = self._voice(key)
                 rendered = render_utterances(
-                    voice, [UtteranceRequest(jobs[k]["text"], config(jobs[k]), jobs[k]["seed"]) for k in idx], fold_frames=self._fold, overlap_frames=self._overlap)
+                    voice, [UtteranceRequest(jobs[k]["text"], _speak_config(jobs[k]), jobs[k]["seed"]) for k in idx],
+                    fold_frames=self._fold, overlap_frames=self._overlap)
             except Exception as e:  # noqa: BLE001 - the voice failed to load: its items fail, the rest go on
                 rendered = [e] * len(idx)
             for k, r in zip(idx, rendered):

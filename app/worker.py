@@ -532,7 +532,7 @@ class SpeechWorker(QObject):
         if old is not None:
             old.close()
         self.voiceLoaded.emit(VoiceState(voice.name, Path(job.path), voice.speakers, voice.sample_rate, warm,
-                                             voice.has_prosody))
+                                         voice.has_prosody))
 
     def _new_control(self, job: _Job, *, live: bool):
         """The StreamControl of the request starting now; ``live``: it follows ``set_live``."""
