@@ -43,11 +43,12 @@ def held_out_records(corpus_dir, n_utts: int, seed: int = 0) -> list:
 
 def end_to_end(voice, records, *, seed: int = 0) -> dict:
     from wavern.conditioning.acoustic import stream_mel
-    from wavern.dsp import griffin_lim, int16_to_float
+    from wavern.dsp import griffin_lim, int16_to_float, pitch_track
     from wavern.training.evaluate import mcd_dtw, phone_accuracy
 
     hop = voice.vocoder.hop
     acc_e2e, acc_gl, mcd, secs, compute = [], [], [], 0.0, 0.0
+    voiced, voiced_ref = [], []  # YIN's voiced share of frames: the voice's audio, the corpus's espeak-ng audio
     for r in records:
         speaker = r.voice if r.voice in voice.speakers else voice.default_speaker
         t = time.perf_counter()
@@ -63,9 +64,13 @@ def end_to_end(voice, records, *, seed: int = 0) -> dict:
         acc_e2e.append(phone_accuracy(audio, utt.symbols, durations))
         mel_only = mel[:, :voice.acoustic.config.n_mels]  # a pitch voice's frames end with pitch features
         acc_gl.append(phone_accuracy(griffin_lim(mel_only, n_iter=32), utt.symbols, durations))
-        mcd.append(mcd_dtw(int16_to_float(r.audio()), audio))
+        ref = int16_to_float(r.audio())
+        mcd.append(mcd_dtw(ref, audio))
+        voiced.append(float(np.mean(pitch_track(audio)[:, 0] > 0)))
+        voiced_ref.append(float(np.mean(pitch_track(ref)[:, 0] > 0)))
     return {"phone_acc_end_to_end": float(np.mean(acc_e2e)), "phone_acc_acoustic_gl": float(np.mean(acc_gl)),
-            "mcd_dtw_vs_espeak": float(np.mean(mcd)), "audio_seconds": secs, "rtf": compute / secs}
+            "mcd_dtw_vs_espeak": float(np.mean(mcd)), "audio_seconds": secs, "rtf": compute / secs,
+            "voiced_end_to_end": float(np.mean(voiced)), "voiced_espeak": float(np.mean(voiced_ref))}
 
 
 _KEYS = ("stoi", "pesq_wb", "mcd_db", "phone_acc", "vde", "gpe")  # copy-synthesis metrics kept per run
@@ -249,6 +254,9 @@ def write_doc(out: Path, row: dict, rows: list[dict], cmd: str, voice, examples:
         f"| acoustic model alone (predicted mel → Griffin-Lim) | | | | {e['phone_acc_acoustic_gl']:.3f} | | |",
         f"| end to end (text → voice) | | | {e['mcd_dtw_vs_espeak']:.2f} (vs espeak-ng) | "
         f"{e['phone_acc_end_to_end']:.3f} | | |",
+        *(["", f"Voiced share of frames (YIN), end to end: {e['voiced_end_to_end']:.2f}; espeak-ng's audio of the "
+           f"same sentences: {e['voiced_espeak']:.2f} (the low, male voices lose the most: docs/bench/speakers.md)."]
+          if "voiced_end_to_end" in e else []),
         "",
         "Goals (issue: default voice): copy synthesis PESQ-WB above Griffin-Lim's, STOI ≥ 0.95, phone accuracy "
         "≥ 0.93; end to end phone accuracy ≥ 0.85. Phone accuracy is the frame accuracy of the project's phone "
