@@ -42,6 +42,9 @@ def _float_in(lo: float, hi: float) -> Callable[[str], float]:
 
 def _prosody_args(s: argparse.ArgumentParser, *, per_item: bool = False) -> None:
     note = " (items' own 'pitch' / 'pitch_range' fields win)" if per_item else ""
+    if per_item:
+        s.add_argument("--speaker", metavar="NAME", help="one of the voice's speakers, for the items that do not "
+                                                         "name their own ('speaker' field)")
     s.add_argument("--pitch", type=float, default=None, metavar="P",
                    help="pitch level in espeak-ng's units, 25..75 (default: the voice's, 50)" + note)
     s.add_argument("--pitch-range", type=float, default=None, metavar="R",
@@ -57,7 +60,7 @@ def cmd_say(args: argparse.Namespace) -> int:
     text = read_text_arg(args.text, args.file)
     return say(text, out=args.out, voice=args.voice, speed=args.speed, volume=args.volume,
                temperature=args.temperature, device=args.device, postfilter=False if args.no_postfilter else None,
-               pitch=args.pitch, pitch_range=args.pitch_range)
+               pitch=args.pitch, pitch_range=args.pitch_range, speaker=args.speaker)
 
 
 def cmd_vocode(args: argparse.Namespace) -> int:
@@ -105,6 +108,11 @@ def cmd_voices(args: argparse.Namespace) -> int:
         print(f"{v.name:<16} {status:<6} {v.path}")
         if v.card:
             print(f"    {v.card}")
+        if v.speakers:
+            listed = ", ".join(v.speakers) if args.speakers or len(v.speakers) <= 8 else \
+                f"{', '.join(v.speakers[:6])}, ... (--speakers lists all)"
+            print(f"    {len(v.speakers)} speaker(s), default {v.default_speaker}"
+                  f"{'; pitch and pitch range can be set' if v.prosody else ''}: {listed}")
     return 0
 
 
@@ -151,6 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--file", "-f", metavar="PATH|-", help="read the text from a file, or '-' for stdin")
     s.add_argument("--out", "-o", metavar="PATH|-", help="write audio here instead of playing; '-' = raw s16le stdout")
     s.add_argument("--voice", metavar="NAME|PATH", help="voice name (see `wavern voices`) or folder")
+    s.add_argument("--speaker", metavar="NAME", help="one of the voice's speakers (`wavern voices --speakers`)")
     s.add_argument("--speed", type=_float_in(0.25, 4.0), default=1.0, help="speaking rate, bigger = faster")
     s.add_argument("--volume", type=_float_in(0.0, 4.0), default=1.0, help="output gain (1 = unchanged)")
     s.add_argument("--temperature", type=_float_in(0.05, 2.0), default=None,
@@ -199,7 +208,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--voice", metavar="NAME|PATH")
     s.set_defaults(func=cmd_gui)
 
-    s = sub.add_parser("voices", help="list installed voices with their model cards")
+    s = sub.add_parser("voices", help="list installed voices with their model cards and speakers")
+    s.add_argument("--speakers", action="store_true", help="list every speaker of each voice")
     s.set_defaults(func=cmd_voices)
 
     s = sub.add_parser("corpus", help="build a training corpus with espeak-ng")

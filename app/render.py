@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 RESULTS_NAME = "results.jsonl"
 AUDIO_SUFFIXES = (".wav", ".flac", ".ogg")
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_MANIFEST_FIELDS = ("id", "text", "voice", "speed", "out", "seed", "pitch", "pitch_range")
+_MANIFEST_FIELDS = ("id", "text", "voice", "speed", "out", "seed", "pitch", "pitch_range", "speaker")
 
 
 # --------------------------------------------------------------------------------------------
@@ -72,6 +72,7 @@ class Job:
     problem: why the item cannot be rendered, found while reading it (then it is recorded as failed).
     pitch, pitch_range: the voice's pitch level and movement in espeak-ng's units (``SpeakConfig``);
         None = the voice's default.
+    speaker: one of the voice's speakers; None = its default.
     """
 
     id: str
@@ -84,6 +85,7 @@ class Job:
     problem: str | None = None
     pitch: float | None = None
     pitch_range: float | None = None
+    speaker: str | None = None
 
     def config(self):
         """The item's :class:`~wavern.engine.SpeakConfig` (ParameterError for values out of range)."""
@@ -94,7 +96,8 @@ def _speak_config(job: dict):
     """The SpeakConfig of a job's fields (a :class:`Job` as a dict, as workers receive it)."""
     from wavern.engine import SpeakConfig
 
-    return SpeakConfig(speed=job["speed"], pitch=job.get("pitch"), pitch_range=job.get("pitch_range"))
+    return SpeakConfig(speed=job["speed"], pitch=job.get("pitch"), pitch_range=job.get("pitch_range"),
+                       speaker=job.get("speaker"))
 
 
 def _seed_for(item_id: str) -> int:
@@ -133,8 +136,9 @@ def _manifest_job(rec: object, default_id: str, source: str) -> Job:
                 problem = problem or f"field '{field}' must be a number, found {rec[field]!r}"
     voice = rec.get("voice") or None
     out = rec.get("out") or None
+    speaker = rec.get("speaker") or None
     return Job(item_id, text, None if voice is None else str(voice), speed, None if out is None else str(out),
-               seed, source, problem, **prosody)
+               seed, source, problem, **prosody, speaker=None if speaker is None else str(speaker))
 
 
 def _text_jobs(text: str, stem: str, name: str, *, paragraphs: bool) -> list[Job]:
@@ -507,12 +511,12 @@ class BatchSummary:
 
 def _request_key(job: Job, voice_path: str, audio_name: str) -> str:
     """What decides an item's audio; a finished item whose key changed (edited text, other voice,
-    speed, pitch or seed) is rendered again."""
+    speed, pitch, speaker or seed) is rendered again."""
     import hashlib
 
     what = [job.text, str(Path(voice_path).resolve()), job.speed, job.seed, audio_name]
-    if job.pitch is not None or job.pitch_range is not None:  # (items from before these fields keep their key)
-        what += [job.pitch, job.pitch_range]
+    if job.pitch is not None or job.pitch_range is not None or job.speaker is not None:
+        what += [job.pitch, job.pitch_range, job.speaker]  # (items from before these fields keep their key)
     what = json.dumps(what)
     return hashlib.sha1(what.encode("utf-8")).hexdigest()[:16]
 
@@ -697,7 +701,7 @@ def render_main(args) -> int:
     jobs = read_inputs(args.inputs, paragraphs=getattr(args, "paragraphs", False))
     if not jobs:
         raise ParameterError(f"no items found in {', '.join(args.inputs)}")
-    for field in ("pitch", "pitch_range"):  # --pitch / --pitch-range: for the items that do not set their own
+    for field in ("pitch", "pitch_range", "speaker"):  # --pitch etc.: for the items that do not set their own
         value = getattr(args, field, None)
         if value is not None:
             jobs = [j if getattr(j, field) is not None else dataclasses.replace(j, **{field: value}) for j in jobs]

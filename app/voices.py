@@ -25,6 +25,9 @@ class VoiceInfo:
     path: Path
     card: str  # first paragraph of MODEL_CARD.md, or ""
     error: str | None  # None when voice.json validates
+    speakers: tuple[str, ...] = ()  # the acoustic model's speakers (voice.json), () when invalid
+    default_speaker: str | None = None  # voice.json's inference.speaker (None: the first speaker)
+    prosody: bool = False  # pitch and pitch range can be set (the acoustic model reads them)
 
 
 def voice_dirs() -> list[Path]:
@@ -52,11 +55,13 @@ def voice_info(path: str | Path) -> VoiceInfo:
 
     path = Path(path)
     try:
-        read_voice_json(path)
-        err = None
+        meta = read_voice_json(path)
     except VoiceFileError as e:
-        err = str(e)
-    return VoiceInfo(path.name, path, _card(path), err)
+        return VoiceInfo(path.name, path, _card(path), str(e))
+    acoustic = meta.get("acoustic", {})
+    speakers = tuple(acoustic.get("speakers", ()))
+    default = (meta.get("inference") or {}).get("speaker") or (speakers[0] if speakers else None)
+    return VoiceInfo(path.name, path, _card(path), None, speakers, default, bool(acoustic.get("prosody")))
 
 
 def find_voices() -> list[VoiceInfo]:

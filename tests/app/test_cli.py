@@ -118,3 +118,24 @@ def test_say_pitch_flags(tiny_voice, tiny_prosody_voice, tmp_path, capsys):
         code = main(["say", "No.", "--voice", str(voice), "--out", str(tmp_path / "x.wav"), *flags])
         err = capsys.readouterr().err
         assert code == EXIT_USER_ERROR and err.startswith("wavern: error:") and what in err and err.count("\n") == 1
+
+
+def test_say_speaker_flag(tiny_voice, tmp_path, capsys):
+    import numpy as np
+    import soundfile as sf
+
+    from wavern.engine import SpeakConfig, Voice
+
+    v = Voice.load(tiny_voice)
+    try:
+        name = v.speakers[-1]
+        ref = np.concatenate([c.int16() for c in v.stream("Who speaks?", SpeakConfig(speaker=name))])
+    finally:
+        v.close()
+    out = tmp_path / "s.wav"
+    assert main(["say", "Who speaks?", "--voice", str(tiny_voice), "--out", str(out), "--speaker", name]) == 0
+    np.testing.assert_array_equal(sf.read(out, dtype="int16")[0], ref)
+    capsys.readouterr()
+    code = main(["say", "No.", "--voice", str(tiny_voice), "--out", str(tmp_path / "x.wav"), "--speaker", "nobody"])
+    err = capsys.readouterr().err
+    assert code == EXIT_USER_ERROR and "unknown speaker 'nobody'" in err and err.count("\n") == 1

@@ -443,6 +443,15 @@ def test_items_set_pitch_by_field_or_flag_and_a_changed_pitch_renders_again(tiny
     assert cli.main(["render", str(inp), "--out-dir", str(out), "--voice", str(tiny_prosody_voice), "--jobs", "1",
                      "--quiet", "--pitch", "60"]) == 1  # the two bad items still fail
     assert calls == ["default"]  # the bad items fail before rendering, as before
+    # a speaker by field or by --speaker; an unknown one fails its item alone
+    named = tmp_path / "named.jsonl"
+    named.write_text("\n".join(json.dumps(r) for r in [{"id": "who", "text": "Who speaks?"},
+                                                         {"id": "nobody", "text": "No.", "speaker": "nobody"}]))
+    assert read_inputs([str(named)])[1].speaker == "nobody"
+    assert cli.main(["render", str(named), "--out-dir", str(tmp_path / "sp"), "--voice", str(tiny_prosody_voice),
+                     "--jobs", "1", "--quiet", "--speaker", "en-us"]) == 1
+    got = {r["id"]: r for r in rows_of(tmp_path / "sp")}
+    assert got["who"]["status"] == "ok" and "unknown speaker 'nobody'" in got["nobody"]["error"]
     # a voice without the prosody input fails such items with the reason
     s = run_batch(jobs[:1], out_dir=tmp_path / "plain", voice=str(tiny_voice), workers=1)
     assert s.failed == 1 and "cannot change its pitch" in rows_of(tmp_path / "plain")[0]["error"]

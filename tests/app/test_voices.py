@@ -22,3 +22,27 @@ def test_voices_on_the_search_path_with_cards_and_errors(tmp_path, monkeypatch):
     assert found["bad"].card == ""
     assert voice_info(good) == found["good"]
     assert resolve_voice(str(good)) == good
+
+
+def test_voices_list_their_speakers(tiny_prosody_voice, tmp_path, monkeypatch, capsys):
+    import shutil
+
+    from wavern.app.cli import main
+
+    many = tmp_path / "voices" / "many"
+    shutil.copytree(tiny_prosody_voice, many)
+    meta = json.loads((many / "voice.json").read_text())
+    names = [f"en-us+m{i}" for i in range(1, 10)]  # nine names for the one embedding row each needs
+    assert len(meta["acoustic"]["speakers"]) == 1
+    meta["acoustic"]["speakers"] = names
+    meta["inference"]["speaker"] = "en-us+m3"
+    (many / "voice.json").write_text(json.dumps(meta))
+    info = voice_info(many)  # read from voice.json alone: the weights are not loaded
+    assert info.speakers == tuple(names) and info.default_speaker == "en-us+m3" and info.prosody
+    assert voice_info(make_tiny_voice(tmp_path / "plain")).prosody is False
+    monkeypatch.setenv("WAVERN_VOICES", str(tmp_path / "voices"))
+    assert main(["voices"]) == 0
+    out = capsys.readouterr().out
+    assert "9 speaker(s), default en-us+m3; pitch and pitch range can be set" in out and "en-us+m9" not in out
+    assert main(["voices", "--speakers"]) == 0
+    assert "en-us+m9" in capsys.readouterr().out
