@@ -238,7 +238,7 @@ def write_doc(out: Path, row: dict, rows: list[dict], cmd: str, voice, examples:
            + (f", reading the {row['vocoder_period_taps']} residuals around one pitch period back"
               if row.get("vocoder_period_taps") else "") + ", docs/ARCHITECTURE.md" if row.get("vocoder_lpc_order")
            else "") + ")"
-        + ("; the acoustic model reads espeak's rate, pitch and range (their defaults when it speaks)"
+        + ("; the acoustic model reads espeak's rate, pitch and range (their defaults unless a request sets pitch or pitch range)"
            if row.get("acoustic_prosody") else "") + ". "
         f"Measured {row['date']} on {row['n_utts']} held-out corpus sentences with `.venv/bin/{cmd}`.",
         "",

@@ -7,13 +7,14 @@
 # Session 5 on, the runs are the pitch-aware ones (docs/bench/lpc_vocoder.md, "Session 5"): an
 # LPC vocoder with a long-term (pitch) predictor, and the acoustic model with a pitch projection.
 # Session 6 on, the vocoder also reads the residuals around one period back (--ltp-input
-# --ltp-input-taps 5, run ltp_win).
-# The shipped voice (assets/voices/default) is still session 4's: its checkpoints are in git at
-# ce91e53 (assets/training/vocoder-compact.pt, LPC step 20691; acoustic-compact.pt, step 5673).
+# --ltp-input-taps 5, run ltp_win); session 7 on, it trains with that input faded at random
+# (--period-input-fade 0.8, run ltp_fade, branched from ltp_win at step 60905).
+# The shipped voice (assets/voices/default): vocoder ltp_fade step 67851, acoustic model
+# acoustic_prosody step 7731 (docs/VOICE.md).
 set -e
 cd "$(dirname "$0")/../.."
 PY=.venv/bin/python
-mkdir -p runs/ltp_win runs/acoustic_prosody
+mkdir -p runs/ltp_fade runs/acoustic_prosody
 
 # The corpus is deterministic from its seed: this rebuilds the very corpus the runs trained on.
 [ -f data/corpus/metadata.jsonl ] || .venv/bin/wavern corpus build data/corpus --utterances 2000 --seed 0
@@ -37,25 +38,28 @@ echo "acoustic training: PID $!, log runs/acoustic_prosody.log"
 # r_{t-T-2} .. r_{t-T+2} around one period back as GRU inputs (--ltp-input --ltp-input-taps 5),
 # continued from the session-5 LTP run (ltp_lin) at step 36433 (one tap from there, five from
 # 38565); vocoder-compact.pt is its latest committed step (a compact without these inputs gets them
-# with zero weights). Base lr 1e-4 from step 45967 (3e-4 before; docs/bench/lpc_vocoder.md). 1 thread
+# with zero weights). Base lr 1e-4 from step 45967 (3e-4 before; docs/bench/lpc_vocoder.md). Each
+# segment's period input scaled by U(0.2, 1) in training (--period-input-fade 0.8, from step 60905:
+# docs/bench/lpc_vocoder.md "Session 7"); the compact in git is ltp_win's step 57715, from before
+# that (6 MB a time; from it this run redoes the fade fine-tune). 1 thread
 # (2 threads collapse when the other core is busy), bf16, block pruning to 10 % done. With a free
 # core, the same options under
 # `.venv/bin/torchrun --standalone --nproc-per-node 2 -m wavern.training.vocoder_trainer` run 1.4x faster.
-if [ -f runs/ltp_win/checkpoint.pt ]; then START="--resume"; else START="--init-from assets/training/vocoder-compact.pt"; fi
-nohup $PY -m wavern.training.vocoder_trainer --corpus data/corpus --run-dir runs/ltp_win --cache runs/vocoder/cache \
+if [ -f runs/ltp_fade/checkpoint.pt ]; then START="--resume"; else START="--init-from assets/training/vocoder-compact.pt"; fi
+nohup $PY -m wavern.training.vocoder_trainer --corpus data/corpus --run-dir runs/ltp_fade --cache runs/vocoder/cache \
   --hidden 384 --cond-channels 128 --cond-blocks 3 --block 16x4 --density 0.1 --prune-start 2000 --prune-ramp 8000 \
   --prune-every 200 --lpc-order 16 --no-lpc-input --head-pruning rows --pitch --ltp --ltp-input --ltp-input-taps 5 --steps 200000 --batch 16 \
   --segment-frames 4 --lr 1e-4 --warmup 100 --lr-half-life 40000 --lr-min 3e-5 --optimizer adam --grad-clip 1.0 \
   --threads 1 --bf16 on --seed 0 --checkpoint-interval 300 --eval-every 500 --eval-batches 4 --log-every 10 \
-  $START >> runs/ltp_win/log.txt 2>&1 &
-echo $! > runs/ltp_win/pid
-echo "vocoder training: PID $!, log runs/ltp_win/log.txt, metrics runs/ltp_win/metrics.jsonl"
+  --period-input-fade 0.8 $START >> runs/ltp_fade/log.txt 2>&1 &
+echo $! > runs/ltp_fade/pid
+echo "vocoder training: PID $!, log runs/ltp_fade/log.txt, metrics runs/ltp_fade/metrics.jsonl"
 
 # Later, assemble a voice from wherever the runs are and measure it (copy synthesis gives a pitch
 # voice the true audio's pitch features); ship it only where it beats the shipped voice:
 #   $PY -c "from wavern.training.voice import assemble_from_runs; assemble_from_runs('assets/voices/default', \
-#     acoustic_checkpoint='runs/acoustic_prosody/checkpoint.pt', vocoder_checkpoint='runs/ltp_win/checkpoint.pt', \
+#     acoustic_checkpoint='runs/acoustic_prosody/checkpoint.pt', vocoder_checkpoint='runs/ltp_fade/checkpoint.pt', \
 #     corpus_dir='data/corpus', card=open('assets/voices/default/MODEL_CARD.md').read(), \
 #     postfilter={'gamma_num': 0.92, 'gamma_den': 0.96, 'tilt': 0.2, 'order': 56})"
-#   $PY bench/eval_voice.py --n-utts 10 --metrics runs/ltp_win/metrics.jsonl
-#   cp runs/ltp_win/compact.pt assets/training/vocoder-compact.pt
+#   $PY bench/eval_voice.py --n-utts 10 --metrics runs/ltp_fade/metrics.jsonl
+#   cp runs/ltp_fade/compact.pt assets/training/vocoder-compact.pt
