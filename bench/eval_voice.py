@@ -41,9 +41,16 @@ def held_out_records(corpus_dir, n_utts: int, seed: int = 0) -> list:
     return [held[i] for i in pick]
 
 
+def voiced_share(audio: np.ndarray) -> float:
+    """The share of frames YIN (``wavern.dsp.pitch_track``) finds voiced in float audio."""
+    from wavern.dsp import pitch_track
+
+    return float(np.mean(pitch_track(audio)[:, 0] > 0))
+
+
 def end_to_end(voice, records, *, seed: int = 0) -> dict:
     from wavern.conditioning.acoustic import stream_mel
-    from wavern.dsp import griffin_lim, int16_to_float, pitch_track
+    from wavern.dsp import griffin_lim, int16_to_float
     from wavern.training.evaluate import mcd_dtw, phone_accuracy
 
     hop = voice.vocoder.hop
@@ -66,8 +73,8 @@ def end_to_end(voice, records, *, seed: int = 0) -> dict:
         acc_gl.append(phone_accuracy(griffin_lim(mel_only, n_iter=32), utt.symbols, durations))
         ref = int16_to_float(r.audio())
         mcd.append(mcd_dtw(ref, audio))
-        voiced.append(float(np.mean(pitch_track(audio)[:, 0] > 0)))
-        voiced_ref.append(float(np.mean(pitch_track(ref)[:, 0] > 0)))
+        voiced.append(voiced_share(audio))
+        voiced_ref.append(voiced_share(ref))
     return {"phone_acc_end_to_end": float(np.mean(acc_e2e)), "phone_acc_acoustic_gl": float(np.mean(acc_gl)),
             "mcd_dtw_vs_espeak": float(np.mean(mcd)), "audio_seconds": secs, "rtf": compute / secs,
             "voiced_end_to_end": float(np.mean(voiced)), "voiced_espeak": float(np.mean(voiced_ref))}

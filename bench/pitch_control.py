@@ -38,6 +38,8 @@ def _f0_stats(f0: np.ndarray) -> tuple[float, float]:
 def measure(voice, records, settings=SETTINGS, seed: int = 0) -> list[dict]:
     from wavern.conditioning.acoustic import stream_mel
     from wavern.conditioning.frontend import render
+    from eval_voice import voiced_share
+
     from wavern.dsp import PITCH_REFERENCE_HZ, int16_to_float, pitch_track
     from wavern.engine import SpeakConfig
     from wavern.engine.batch import render_utterance
@@ -57,7 +59,7 @@ def measure(voice, records, settings=SETTINGS, seed: int = 0) -> list[dict]:
                 model.append(_f0_stats(f0))
             out = render_utterance(voice, r.text, SpeakConfig(pitch=pitch, pitch_range=prange, speaker=speaker),
                                    seed=seed, fold_frames=None)
-            voiced.append(float(np.mean(pitch_track(int16_to_float(out.samples))[:, 0] > 0)))
+            voiced.append(voiced_share(int16_to_float(out.samples)))
             es = pitch_track(int16_to_float(render(r.text, voice=speaker, pitch=pitch, pitch_range=prange).audio))
             ref.append(_f0_stats(es[:, 0]))
             ref_voiced.append(float(np.mean(es[:, 0] > 0)))
@@ -94,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     records = held_out_records(args.corpus, args.n_utts)
     t0 = time.time()
     rows = measure(voice, records)
-    cmd = "python bench/pitch_control.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
+    cmd = "python bench/pitch_control.py " + " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
     prov = voice.meta.get("provenance", {})
     lines = [
         "# Pitch controls of the default voice", "",

@@ -30,7 +30,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def measure(voice, texts: list[str], speakers: list[str], seed: int = 0) -> list[dict]:
     from wavern.conditioning.acoustic import stream_mel
     from wavern.conditioning.frontend import render
-    from wavern.dsp import int16_to_float, pitch_track
+    from eval_voice import voiced_share
+
+    from wavern.dsp import int16_to_float
     from wavern.training.evaluate import mcd_dtw, phone_accuracy
 
     hop = voice.vocoder.hop
@@ -48,8 +50,8 @@ def measure(voice, texts: list[str], speakers: list[str], seed: int = 0) -> list
             ref = int16_to_float(render(text, voice=spk).audio)
             acc.append(phone_accuracy(audio, utt.symbols, durations))
             mcd.append(mcd_dtw(ref, audio))
-            voiced.append(float(np.mean(pitch_track(audio)[:, 0] > 0)))
-            es_voiced.append(float(np.mean(pitch_track(ref)[:, 0] > 0)))
+            voiced.append(voiced_share(audio))
+            es_voiced.append(voiced_share(ref))
         rows.append({"speaker": spk, "phone_acc": float(np.mean(acc)), "mcd_vs_espeak": float(np.mean(mcd)),
                      "voiced": float(np.mean(voiced)), "espeak_voiced": float(np.mean(es_voiced))})
         print(json.dumps(rows[-1]), file=sys.stderr)

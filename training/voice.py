@@ -205,8 +205,8 @@ def load_vocoder_checkpoint(path: str | Path):
     return model.eval(), ck
 
 
-#: The shipped voice's default speaker, where the model has it: the best phone accuracy and MCD of
-#: the 72 speakers end to end (docs/bench/speakers.md, `bench/speakers.py`; en-us+m1 before session 7)
+#: The shipped voice's default speaker, where the model has it: the best phone accuracy of the 72
+#: speakers end to end, and the second-best MCD against espeak-ng (docs/bench/speakers.md, `bench/speakers.py`; en-us+m1 before session 7)
 DEFAULT_SPEAKER = "en+m6"
 
 
