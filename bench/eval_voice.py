@@ -41,6 +41,27 @@ def held_out_records(corpus_dir, n_utts: int, seed: int = 0) -> list:
     return [held[i] for i in pick]
 
 
+def voice_bench_parser(description: str, out_name: str) -> argparse.ArgumentParser:
+    """The options of a bench that measures a voice on held-out sentences: ``--voice``, ``--corpus``,
+    ``--n-utts`` and ``--out`` (default docs/bench/<out_name>)."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--voice", default=str(ROOT / "assets" / "voices" / "default"))
+    ap.add_argument("--corpus", default=str(ROOT / "data" / "corpus"))
+    ap.add_argument("--n-utts", type=int, default=10)
+    ap.add_argument("--out", default=str(ROOT / "docs" / "bench" / out_name))
+    return ap
+
+
+def voice_and_records(args) -> tuple:
+    """The voice and the held-out sentences such a bench's ``args`` name (torch on one thread)."""
+    import torch
+
+    torch.set_num_threads(1)
+    from wavern.engine import Voice
+
+    return Voice.load(args.voice), held_out_records(args.corpus, args.n_utts)
+
+
 def voiced_share(audio: np.ndarray) -> float:
     """The share of frames YIN (``wavern.dsp.pitch_track``) finds voiced in float audio."""
     from wavern.dsp import pitch_track

@@ -13,7 +13,6 @@ both. The table gives means over the sentences.
 
 from __future__ import annotations
 
-import argparse
 import json
 import shlex
 import sys
@@ -22,7 +21,6 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
 
 SETTINGS = [(50, 50), (30, 50), (40, 50), (60, 50), (70, 50), (50, 20), (50, 90)]  # (pitch, pitch range)
 
@@ -76,24 +74,12 @@ def measure(voice, records, settings=SETTINGS, seed: int = 0) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--voice", default=str(ROOT / "assets" / "voices" / "default"))
-    ap.add_argument("--corpus", default=str(ROOT / "data" / "corpus"))
-    ap.add_argument("--n-utts", type=int, default=10)
-    ap.add_argument("--out", default=str(ROOT / "docs" / "bench" / "pitch_control.md"))
-    args = ap.parse_args(argv)
+    from eval_voice import voice_and_records, voice_bench_parser
 
-    import torch
-
-    torch.set_num_threads(1)
-    from eval_voice import held_out_records
-
-    from wavern.engine import Voice
-
-    voice = Voice.load(args.voice)
+    args = voice_bench_parser(__doc__.splitlines()[0], "pitch_control.md").parse_args(argv)
+    voice, records = voice_and_records(args)
     if not voice.has_prosody:
         raise SystemExit(f"{args.voice}: this voice's acoustic model has no prosody input")
-    records = held_out_records(args.corpus, args.n_utts)
     t0 = time.time()
     rows = measure(voice, records)
     cmd = "python bench/pitch_control.py " + " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))

@@ -15,7 +15,6 @@ much less voiced than espeak-ng's whispers. The voice's default speaker (``voice
 
 from __future__ import annotations
 
-import argparse
 import json
 import shlex
 import sys
@@ -23,8 +22,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def measure(voice, texts: list[str], speakers: list[str], seed: int = 0) -> list[dict]:
@@ -59,24 +56,13 @@ def measure(voice, texts: list[str], speakers: list[str], seed: int = 0) -> list
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--voice", default=str(ROOT / "assets" / "voices" / "default"))
-    ap.add_argument("--corpus", default=str(ROOT / "data" / "corpus"))
-    ap.add_argument("--n-utts", type=int, default=10)
+    from eval_voice import voice_and_records, voice_bench_parser
+
+    ap = voice_bench_parser(__doc__.splitlines()[0], "speakers.md")
     ap.add_argument("--speakers", default=None, help="comma-separated (default: every speaker of the voice)")
-    ap.add_argument("--out", default=str(ROOT / "docs" / "bench" / "speakers.md"))
     args = ap.parse_args(argv)
-
-    import torch
-
-    torch.set_num_threads(1)
-    from eval_voice import held_out_records
-
-    from wavern.engine import Voice
-
-    voice = Voice.load(args.voice)
+    voice, records = voice_and_records(args)
     speakers = args.speakers.split(",") if args.speakers else list(voice.speakers)
-    records = held_out_records(args.corpus, args.n_utts)
     t0 = time.time()
     rows = measure(voice, [r.text for r in records], speakers)
     rows.sort(key=lambda r: -r["phone_acc"])
