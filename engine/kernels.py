@@ -779,14 +779,20 @@ def _lpc_synthesis(out, gi, col0, order, frame0, start, hop, hist, mu, ring, hea
 
 
 @njit(inline="always", **_JIT)
-def _period_inputs(row, w_back, back_scale, lag_col, ring, hd, fb):
+def _period_inputs(row, w_back, back_scale, lag_col, ring, hd, fb, w_phase, ph):
     """fb[:3H] = the frame's gate inputs ``row[:3H]`` plus ``w_back[j] * float32(r_{t-T+d_j} /
     back_scale)`` for each tap j (``d_j = j - taps // 2``; nothing where the frame's lag
-    ``row[lag_col]`` is 0), r_{t-k} at ``ring[(hd - k + 1) % len(ring)]``."""
+    ``row[lag_col]`` is 0), r_{t-k} at ``ring[(hd - k + 1) % len(ring)]``.
+
+    With ``w_phase`` (2K, 3H) rows (a phase-input vocoder), also ``w_phase[2k - 2] *
+    float32(sin(2 pi k phi)) + w_phase[2k - 1] * float32(cos(2 pi k phi))`` for k = 1 .. K where
+    the frame has a lag, phi = ``ph[0]`` (float64 cycles); then ``ph[0]`` moves on to the next
+    sample's phase by ``wavern.dsp.phase_step``: + 1 / T wrapped to [0, 1), or 0 without a lag."""
     n = fb.shape[0]
     for i in range(n):
         fb[i] = row[i]
     lag = int(row[lag_col])
+    n_harm = w_phase.shape[0] // 2
     if lag > 0:
         n_ring = ring.shape[0]
         half = w_back.shape[0] // 2
@@ -794,6 +800,19 @@ def _period_inputs(row, w_back, back_scale, lag_col, ring, hd, fb):
             xb = np.float32(ring[(hd - lag + 1 + j - half) % n_ring] / back_scale)
             for i in range(n):
                 fb[i] += w_back[j, i] * xb
+        if n_harm:
+            phi = ph[0]
+            for k in range(1, n_harm + 1):
+                xs = np.float32(np.sin(2.0 * np.pi * k * phi))
+                xk = np.float32(np.cos(2.0 * np.pi * k * phi))
+                for i in range(n):
+                    fb[i] += w_phase[2 * k - 2, i] * xs
+                for i in range(n):
+                    fb[i] += w_phase[2 * k - 1, i] * xk
+            phi += 1.0 / lag
+            ph[0] = phi - 1.0 if phi >= 1.0 else phi
+    elif n_harm:
+        ph[0] = 0.0
 
 
 @njit(inline="always", **_JIT)
@@ -860,7 +879,7 @@ def _generate(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, logits, 
 
 @njit(**_JIT)
 def _generate_period(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, logits, work,
-                     w_back, back_scale, order, hist, mu, ring, head):
+                     w_back, back_scale, order, hist, mu, ring, head, w_phase, ph):
     """:func:`_generate` for a vocoder whose GRU also reads the residual one period back
     (``VocoderConfig.ltp_input``): that input depends on the samples of this very call, so the
     synthesis filter (:func:`_synth_sample`, as :func:`_lpc_synthesis` runs it) runs sample by
@@ -868,7 +887,9 @@ def _generate_period(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, l
 
     Before each draw the frame's gate inputs get ``w_back[j] * float32(r_{t-T+d_j} / back_scale)``
     for each tap j, ``d_j = j - taps // 2`` (``w_back`` (taps, 3H) the weight columns, in tap order;
-    nothing where the frame has no lag). The filter columns start
+    nothing where the frame has no lag), and with ``w_phase`` (2K, 3H) rows the glottal phase's
+    harmonics (:func:`_period_inputs`; ``ph`` (1,) float64 the stream's phase, carried across
+    calls; no rows: no phase input). The filter columns start
     at 3H in ``gi``; ``hist``, ``ring``, ``head`` as in :func:`_lpc_synthesis`. work float32 of
     at least 6H + H/2 + 2*256.
     """
@@ -881,7 +902,7 @@ def _generate_period(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, l
     f = prev[1]
     for t in range(out.shape[0]):
         row = gi[(start + t) // hop - frame0]
-        _period_inputs(row, w_back, back_scale, col0 + order, ring, hd, fb)
+        _period_inputs(row, w_back, back_scale, col0 + order, ring, hd, fb, w_phase, ph)
         c, f = _sample_step(fb, net, inv_temp, h, c, f, rng, work, logits, t)
         v, hd = _synth_sample(row, col0, order, hist, mu, inv_scale, c * 256 + f - 32768, ring, hd)
         out[t] = np.int16(v)
@@ -902,12 +923,13 @@ def _generate_streams(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, 
     lanes (:func:`_generate_lanes`) would be mostly padding.
 
     ``period`` = (w_back (taps, 3H), back_scale, order, hist (B, order), mu, ring (B, R), head
-    (B, 1), FB (B, 3H) float32 scratch): with taps > 0 each stream is :func:`_generate_period`
-    (the period input and the synthesis filter inside the loop; ``out`` gets the samples); with
-    ``w_back`` of no rows the rest is not read.
+    (B, 1), FB (B, 3H) float32 scratch, w_phase (2K, 3H), phase (B, 1) float64): with taps > 0
+    each stream is :func:`_generate_period` (the period input, the phase input with K > 0 and the
+    synthesis filter inside the loop; ``out`` gets the samples); with ``w_back`` of no rows the
+    rest is not read.
     """
     w_in, b_hh, R, O1, b1, O2, b2, O3, b3, O4, b4 = net
-    w_back, back_scale, order, hist, mu, ring, head, FB = period
+    w_back, back_scale, order, hist, mu, ring, head, FB, w_phase, phase = period
     n_taps = w_back.shape[0]
     inv_scale = np.log1p(mu) / 32767.0 if mu > 0.0 else 0.0
     z0 = np.int64(0)  # not a literal: literals would compile every callee a second time
@@ -933,7 +955,8 @@ def _generate_streams(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, 
             xf[q] = np.float32(prev[q, 1]) / _BYTE - _ONE
             _copy(b_hh, GH[q])
             if n_taps:
-                _period_inputs(gi[q, fi], w_back, back_scale, 3 * H + order, ring[q], head[q, 0], FB[q])
+                _period_inputs(gi[q, fi], w_back, back_scale, 3 * H + order, ring[q], head[q, 0], FB[q], w_phase,
+                               phase[q])
         _spmm(R, h, z0, GH)
         for q in range(B):
             _gru_half(FB[q] if n_taps else gi[q, fi], w_in, GH[q], h[q], z0, hh, xc[q], xf[q], _ZERO)
@@ -973,7 +996,8 @@ def _generate_streams(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, 
 def no_period(batch: int, hidden_size: int) -> tuple:
     """The ``period`` argument of :func:`_generate_streams` for a vocoder without the period input."""
     return (np.zeros((0, 3 * hidden_size), np.float32), 1.0, 0, np.zeros((batch, 0)), 0.0,
-            np.zeros((batch, 0)), np.zeros((batch, 1), np.int64), np.zeros((batch, 0), np.float32))
+            np.zeros((batch, 0)), np.zeros((batch, 1), np.int64), np.zeros((batch, 0), np.float32),
+            np.zeros((0, 3 * hidden_size), np.float32), np.zeros((batch, 1)))
 
 
 # --------------------------------------------------------------------------------------------
@@ -1473,7 +1497,7 @@ def warmup() -> None:
                      np.array([128, 0], np.int64), rng_state(0), np.zeros(2, np.int16),
                      np.zeros((0, 2, nc), np.float32), np.zeros(6 * H + hh + 2 * nc, np.float32),
                      np.zeros((1, 3 * H), np.float32), 512.0, 2, np.zeros(2), 0.0, np.zeros(401),
-                     np.zeros(1, np.int64))  # voices with the period input
+                     np.zeros(1, np.int64), np.zeros((0, 3 * H), np.float32), np.zeros(1))  # the period input
 
 
 def _tiny_mat(rows: int, cols: int, br: int, bc: int, kind: int, rs: np.random.Generator) -> tuple:

@@ -129,6 +129,7 @@ class VocoderState:
     lpc_hist: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))  # (P,) s_{t-1}.. (LPC)
     ltp_ring: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))  # (LTP_MAX_LAG + 1,) residuals
     ltp_head: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(1, np.int64))  # (1,): newest's slot
+    phase: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(1))  # (1,) glottal phase (phase input)
 
 
 def lane_split(batch_size: int) -> int:
@@ -167,6 +168,7 @@ class BatchState:
     ltp_head: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 1), np.int64))  # (B, 1)
     # (B, 3H) float32: each stream's gate inputs plus its period input (period-input vocoders)
     work_period: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    phase: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 1)))  # (B, 1) glottal phases
 
     @property
     def batch_size(self) -> int:
@@ -196,7 +198,7 @@ class Vocoder:
 
     def __init__(self, dense: dict[str, np.ndarray], sparse: dict[str, BlockSparse], *, cond_blocks: int,
                  lpc_order: int = 0, excitation: str = "linear", ltp: bool = False, ltp_input: bool = False,
-                 ltp_input_taps: int = 1):
+                 ltp_input_taps: int = 1, phase_input: int = 0):
         if not isinstance(lpc_order, int) or isinstance(lpc_order, bool) or not 0 <= lpc_order <= 64:
             raise VoiceFileError(f"vocoder lpc_order must be an integer in [0, 64], found {lpc_order!r}")
         if excitation not in ("linear", "mulaw") or (excitation == "mulaw" and not lpc_order):
@@ -224,7 +226,15 @@ class Vocoder:
             raise VoiceFileError(f"vocoder ltp_input_taps must be an odd positive integer, found {ltp_input_taps!r}")
         #: how many residuals around one period back the GRU reads (r_{t-T+d}, |d| <= taps // 2)
         self.ltp_input_taps = int(ltp_input_taps) if ltp_input else 0
-        n_in = 3 + self.ltp_input_taps
+        if not isinstance(phase_input, int) or isinstance(phase_input, bool) or not 0 <= phase_input <= 8 \
+                or (phase_input and not ltp_input):
+            raise VoiceFileError(f"vocoder phase_input must be an integer in [0, 8], > 0 only with ltp_input; "
+                                 f"found {phase_input!r}")
+        #: K > 0: the GRU also reads sin / cos of the glottal phase's first K harmonics (the phase
+        #: advances 1 / T a sample in voiced frames, ``kernels._period_inputs``)
+        self.phase_input = int(phase_input)
+        n_taps = 3 + self.ltp_input_taps
+        n_in = n_taps + 2 * self.phase_input
         self.cond = CondNet.from_tensors(dense, cond_blocks=cond_blocks)
         self.cond_blocks = int(cond_blocks)
         whh = sparse.get("gru.weight_hh")
@@ -262,7 +272,8 @@ class Vocoder:
         self.cond_channels = int(C)
         # The frame part of W_ih as a 1-tap convolution (3H, C, 1) after the conditioning net.
         self._proj = K.conv_taps(w_ih[:, n_in:, None], vec("gru.bias_ih", 3 * H))
-        self._w_back = np.ascontiguousarray(w_ih[:, 3:n_in].T, dtype=np.float32) if ltp_input else None
+        self._w_back = np.ascontiguousarray(w_ih[:, 3:n_taps].T, dtype=np.float32) if ltp_input else None
+        self._w_phase = np.ascontiguousarray(w_ih[:, n_taps:n_in].T, dtype=np.float32)  # (2K, 3H)
         mats = {name: to_engine(sparse[name]) for name in _SPARSE}
         self.block_shapes = {name: K.BLOCK_SHAPES[m[3]] for name, m in mats.items()}
         self.nnz_weights = {name: int(m[0].shape[0]) for name, m in mats.items()}
@@ -275,18 +286,19 @@ class Vocoder:
     @classmethod
     def from_tensors(cls, dense: dict[str, np.ndarray], sparse: dict[str, BlockSparse], *,
                      cond_blocks: int, lpc_order: int = 0, excitation: str = "linear", ltp: bool = False,
-                     ltp_input: bool = False, ltp_input_taps: int = 1) -> "Vocoder":
+                     ltp_input: bool = False, ltp_input_taps: int = 1, phase_input: int = 0) -> "Vocoder":
         return cls(dense, sparse, cond_blocks=cond_blocks, lpc_order=lpc_order, excitation=excitation, ltp=ltp,
-                   ltp_input=ltp_input, ltp_input_taps=ltp_input_taps)
+                   ltp_input=ltp_input, ltp_input_taps=ltp_input_taps, phase_input=phase_input)
 
     @classmethod
     def load(cls, path: str | os.PathLike, *, cond_blocks: int, hidden_size: int | None = None,
              cond_channels: int | None = None, lpc_order: int = 0, excitation: str = "linear",
-             ltp: bool = False, ltp_input: bool = False, ltp_input_taps: int = 1) -> "Vocoder":
+             ltp: bool = False, ltp_input: bool = False, ltp_input_taps: int = 1,
+             phase_input: int = 0) -> "Vocoder":
         """Read a vocoder file; ``hidden_size`` / ``cond_channels``, if given, must match it."""
         dense, sparse = load_vocoder_tensors(path, cond_blocks=cond_blocks)
         voc = cls(dense, sparse, cond_blocks=cond_blocks, lpc_order=lpc_order, excitation=excitation, ltp=ltp,
-                  ltp_input=ltp_input, ltp_input_taps=ltp_input_taps)
+                  ltp_input=ltp_input, ltp_input_taps=ltp_input_taps, phase_input=phase_input)
         for name, want, got in (("hidden_size", hidden_size, voc.hidden_size),
                                 ("cond_channels", cond_channels, voc.cond_channels)):
             if want is not None and want != got:
@@ -356,7 +368,8 @@ class Vocoder:
                           work_streams=np.zeros(ns * (3 * H + H // 2 + K.N_CLASSES + 2) + K.N_CLASSES, np.float32),
                           lpc_hist=np.zeros((B, self.lpc_order)), ltp_ring=np.zeros((B, self._ring)),
                           ltp_head=np.zeros((B, 1), np.int64),
-                          work_period=np.zeros((B, 3 * H if self.ltp_input else 0), np.float32))
+                          work_period=np.zeros((B, 3 * H if self.ltp_input else 0), np.float32),
+                          phase=np.zeros((B, 1)))
 
     def _check_frames(self, gi: np.ndarray, ndim: int, frame0: int, position: int, n: int) -> None:
         if gi.dtype != np.float32 or gi.ndim != ndim or gi.shape[-1] != self.frame_width \
@@ -401,7 +414,8 @@ class Vocoder:
         if self.ltp_input:  # the net reads the samples' residual: the synthesis runs inside the loop
             K._generate_period(gi, int(frame0), int(state.position), self.hop, self._net, inv, state.h, state.prev,
                                state.rng, out, logits_out, state.work, self._w_back, LTP_INPUT_SCALE,
-                               self.lpc_order, state.lpc_hist, self._mu, state.ltp_ring, state.ltp_head)
+                               self.lpc_order, state.lpc_hist, self._mu, state.ltp_ring, state.ltp_head,
+                               self._w_phase, state.phase)
             state.position += n_samples
             return out
         K._generate(gi, int(frame0), int(state.position), self.hop, self._net, inv, state.h, state.prev,
@@ -435,7 +449,7 @@ class Vocoder:
         nl = state.n_lanes
         if self.ltp_input:  # stream-major only; each stream's synthesis runs inside its generation loop
             period = (self._w_back, LTP_INPUT_SCALE, self.lpc_order, state.lpc_hist, self._mu, state.ltp_ring,
-                      state.ltp_head, state.work_period)
+                      state.ltp_head, state.work_period, self._w_phase, state.phase)
             K._generate_streams(gi, int(frame0), int(state.position), self.hop, self._net, inv, state.h_streams,
                                 state.prev, state.rng, out, logits_out, state.work_streams, period)
             state.position += n_samples

@@ -251,7 +251,7 @@ class Voice:
         vocoder = Vocoder.load(path / "vocoder.safetensors", cond_blocks=voc["cond_blocks"],
                                hidden_size=voc["hidden_size"], cond_channels=voc["cond_channels"],
                                lpc_order=lpc_order, excitation=excitation, ltp=ltp, ltp_input=ltp_input,
-                               ltp_input_taps=taps)
+                               ltp_input_taps=taps, phase_input=voc.get("phase_input", 0))
         try:
             table = SymbolTable(meta["symbols"])
         except Exception as e:  # noqa: BLE001 - any rejection of the table is a voice file problem

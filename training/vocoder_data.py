@@ -9,6 +9,8 @@ The corpus (``wavern.training.corpus``; ``metadata.jsonl`` with ``id``, ``text``
     index.json  ids, offsets, lengths, held-out flags, and a fingerprint of the corpus
     pitch.npy   float32 (total_frames, 2)     wavern.dsp.pitch_features of each utterance
                                               (added by :func:`build_pitch` for a pitch vocoder)
+    phase.npy   float16 (total_samples,)      wavern.dsp.pulse_phase of each utterance's
+                                              residual (:func:`build_phase`, phase-input vocoders)
 
 Both arrays are memory-mapped, so a batch is a handful of slices. The cache is rebuilt when
 the fingerprint (size and mtime of ``metadata.jsonl``, hop and mel count) changes.
@@ -33,7 +35,7 @@ import numpy as np
 from wavern.dsp import MelConfig
 from wavern.errors import CorpusError
 
-__all__ = ["VocoderBatch", "VocoderData", "build_cache", "build_pitch"]
+__all__ = ["VocoderBatch", "VocoderData", "build_cache", "build_pitch", "build_phase"]
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,7 @@ class VocoderBatch(NamedTuple):
     past: np.ndarray | None = None  # (B, P + 1) int16: the P + 1 samples before audio[:, 0] (0 before the start)
     lpc: np.ndarray | None = None  # (B, T + 1, P + 1) float64: predictors of the frame before and of the T frames
     # (with ltp: past (B, history_samples), lpc (B, T + history_frames, P + 3), see VocoderData.segments)
+    phase: np.ndarray | None = None  # (B, T * hop) float32 glottal phase in cycles (phase-input vocoders)
 
 
 def _fingerprint(corpus_dir: Path, mel: MelConfig) -> dict:
@@ -167,6 +170,42 @@ def build_pitch(cache_dir: str | os.PathLike, mel: MelConfig) -> Path:
     return out
 
 
+def build_phase(cache_dir: str | os.PathLike, mel: MelConfig, lpc_order: int) -> Path:
+    """Add ``phase.npy`` to a cache with ``pitch.npy``: :func:`wavern.dsp.pulse_phase` of every
+    utterance's residual ``s - p`` (its mel's order-``lpc_order`` predictor, rounded to float32
+    as the vocoder keeps it) at the lags of its pitch features, float16 per sample (skipped when
+    present and newer than ``pitch.npy``). About a minute of CPU for the corpus."""
+    from wavern.dsp import ltp_params, mel_lpc, pulse_phase
+
+    cache_dir = Path(cache_dir)
+    out, pitch_path = cache_dir / "phase.npy", cache_dir / "pitch.npy"
+    if not pitch_path.is_file():
+        raise CorpusError(f"{pitch_path} is missing: the phase needs the pitch features (build_pitch) first")
+    if out.is_file() and out.stat().st_mtime_ns >= pitch_path.stat().st_mtime_ns:
+        return out
+    index = json.loads((cache_dir / "index.json").read_text())
+    audio = np.load(cache_dir / "audio.npy", mmap_mode="r")
+    mels = np.load(cache_dir / "mels.npy", mmap_mode="r")
+    pitch = np.load(pitch_path, mmap_mode="r")
+    s_off, f_off, hop = index["sample_offsets"], index["frame_offsets"], mel.hop_length
+    tmp = cache_dir / "phase.tmp.npy"
+    phase = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float16, shape=(s_off[-1],))
+    for i in range(len(index["ids"])):
+        s = np.asarray(audio[s_off[i]:s_off[i + 1]], np.float64)
+        a = mel_lpc(np.asarray(mels[f_off[i]:f_off[i + 1]]), lpc_order, mel).astype(np.float32).astype(np.float64)
+        rows = a[np.arange(s.size) // hop]
+        pred = np.zeros_like(s)
+        for k in range(1, lpc_order + 1):
+            pred[k:] -= rows[k:, k] * s[:-k]
+        lags = ltp_params(np.asarray(pitch[f_off[i]:f_off[i + 1]]), mel)[:, 0]
+        phase[s_off[i]:s_off[i + 1]] = pulse_phase(s - pred, lags, hop)
+    phase.flush()
+    del phase
+    os.replace(tmp, out)
+    log.info("pulse phase of %d utterances in %s", len(index["ids"]), out)
+    return out
+
+
 @dataclasses.dataclass
 class VocoderData:
     """Segment sampler over a cache made by :func:`build_cache`.
@@ -186,6 +225,7 @@ class VocoderData:
     hop: int
     gta_mels: np.ndarray | None = None  # memmap like ``mels``: the acoustic model's GTA mel (training.gta)
     pitch: np.ndarray | None = None  # memmap (total_frames, 2): pitch features (:func:`build_pitch`)
+    phase: np.ndarray | None = None  # memmap (total_samples,) float16: pulse phase (:func:`build_phase`)
 
     @classmethod
     def open(cls, cache_dir: str | os.PathLike, *, hop: int) -> "VocoderData":
@@ -193,9 +233,10 @@ class VocoderData:
         index = json.loads((cache_dir / "index.json").read_text())
         if index["fingerprint"]["hop_length"] != hop:
             raise CorpusError(f"cache {cache_dir} was built for hop {index['fingerprint']['hop_length']}, not {hop}")
-        gta, pitch = cache_dir / "gta_mels.npy", cache_dir / "pitch.npy"
+        gta, pitch, phase = cache_dir / "gta_mels.npy", cache_dir / "pitch.npy", cache_dir / "phase.npy"
         return cls(audio=np.load(cache_dir / "audio.npy", mmap_mode="r"),
                    pitch=np.load(pitch, mmap_mode="r") if pitch.is_file() else None,
+                   phase=np.load(phase, mmap_mode="r") if phase.is_file() else None,
                    mels=np.load(cache_dir / "mels.npy", mmap_mode="r"),
                    gta_mels=np.load(gta, mmap_mode="r") if gta.is_file() else None,
                    sample_offsets=np.asarray(index["sample_offsets"], np.int64),
@@ -208,7 +249,8 @@ class VocoderData:
 
     def batch(self, rng: np.random.Generator, *, batch_size: int, segment_frames: int, mel_pad: int,
               held_out: bool = False, gta_prob: float = 0.0, lpc_order: int = 0,
-              mel_config: MelConfig | None = None, pitch: bool = False, ltp: bool = False) -> VocoderBatch:
+              mel_config: MelConfig | None = None, pitch: bool = False, ltp: bool = False,
+              phase: bool = False) -> VocoderBatch:
         """Draw ``batch_size`` random segments from one split with the generator ``rng``.
 
         ``gta_prob``: each segment's mel is the GTA mel (:mod:`wavern.training.gta`) with this
@@ -216,6 +258,7 @@ class VocoderData:
         ``lpc_order`` > 0: also the samples before each segment and the frames' predictors
         (:meth:`segments`; ``mel_config`` the features', default :data:`wavern.dsp.DEFAULT_MEL`).
         ``pitch``: the pitch features follow the mel channels (the truth's, also with a GTA mel).
+        ``phase``: also each sample's pulse phase (:func:`build_phase`).
         """
         utts = self.split(held_out)
         if utts.size == 0:
@@ -231,11 +274,12 @@ class VocoderData:
                                   "`python -m wavern.training.gta CACHE ACOUSTIC_CHECKPOINT`")
             gta = rng.random(batch_size) < gta_prob
         return self.segments(utts[pick], starts, segment_frames=segment_frames, mel_pad=mel_pad, gta=gta,
-                             lpc_order=lpc_order, mel_config=mel_config, pitch=pitch, ltp=ltp)
+                             lpc_order=lpc_order, mel_config=mel_config, pitch=pitch, ltp=ltp, phase=phase)
 
     def segments(self, utts: np.ndarray, start_frames: np.ndarray, *, segment_frames: int,
                  mel_pad: int, gta: np.ndarray | None = None, lpc_order: int = 0,
-                 mel_config: MelConfig | None = None, pitch: bool = False, ltp: bool = False) -> VocoderBatch:
+                 mel_config: MelConfig | None = None, pitch: bool = False, ltp: bool = False,
+                 phase: bool = False) -> VocoderBatch:
         """The segments of utterances ``utts`` starting at frames ``start_frames`` (their mel from
         ``gta_mels`` where ``gta`` is True).
 
@@ -246,9 +290,14 @@ class VocoderData:
         ``pitch``) ``past`` reaches LTP_MAX_LAG + 1 samples further back, ``lpc`` starts that
         many samples' frames before the segment and each row ends with the frame's
         :func:`wavern.dsp.ltp_params` (lag, gain): ``VocoderConfig.history_samples`` /
-        ``history_frames`` / ``lpc_columns``.
+        ``history_frames`` / ``lpc_columns``. With ``phase`` the batch also has each sample's pulse
+        phase (0 past the utterance's end).
         """
         b, t, hop = len(utts), segment_frames, self.hop
+        if phase and self.phase is None:
+            raise CorpusError("the pulse phase asked for but the cache has no phase.npy: "
+                              "run wavern.training.vocoder_data.build_phase on it")
+        phases = np.zeros((b, t * hop), np.float32) if phase else None
         n_mels = self.mels.shape[1]
         if pitch and self.pitch is None:
             raise CorpusError("pitch features asked for but the cache has no pitch.npy: "
@@ -262,6 +311,8 @@ class VocoderData:
             a0 = s_lo + f0 * hop
             seg = self.audio[a0:min(a0 + t * hop, s_hi)]
             audio[i, :seg.size] = seg
+            if phase:
+                phases[i, :seg.size] = self.phase[a0:a0 + seg.size]
             if f0 > 0:
                 prev[i] = self.audio[a0 - 1]
             m_lo, m_hi = self.frame_offsets[u], self.frame_offsets[u + 1]
@@ -273,6 +324,8 @@ class VocoderData:
                 if pitch:
                     mel[i, c_lo - lo:c_hi - lo, n_mels:] = self.pitch[c_lo:c_hi]
         if not lpc_order:
+            if phase:
+                raise CorpusError("the pulse phase is an input of an LPC vocoder with ltp: pass lpc_order and ltp")
             return VocoderBatch(mel, audio, prev)
         from wavern.dsp import DEFAULT_MEL, LTP_MAX_LAG, ltp_params, mel_lpc
 
@@ -304,4 +357,4 @@ class VocoderData:
             lpc = np.concatenate([lpc, params.reshape(b, t + k, 2).astype(np.float64)], axis=2)
         lpc[before] = 0.0
         lpc[before, 0] = 1.0
-        return VocoderBatch(mel, audio, prev, past, lpc)
+        return VocoderBatch(mel, audio, prev, past, lpc, phases)

@@ -167,11 +167,11 @@ class GpuSegments:
 
     def batch(self, rng: np.random.Generator, *, batch_size: int, segment_frames: int, mel_pad: int,
               held_out: bool = False, gta_prob: float = 0.0, lpc_order: int = 0, mel_config=None,
-              pitch: bool = False, ltp: bool = False) -> VocoderBatch:
+              pitch: bool = False, ltp: bool = False, phase: bool = False) -> VocoderBatch:
         if gta_prob:
             raise ParameterError("the GPU pack has no GTA mels")
-        if pitch:
-            raise ParameterError("the GPU pack has no pitch features")
+        if pitch or phase:
+            raise ParameterError("the GPU pack has no pitch features (nor a pulse phase)")
         utts = self.split(held_out)
         full_frames = np.maximum(self.lengths[utts] // self.hop, 1)
         pick = rng.choice(utts.size, size=batch_size, p=full_frames / full_frames.sum())
@@ -209,7 +209,7 @@ class GpuSegments:
 
 class _GpuTrainer(VocoderTrainer):
     def _to_tensors(self, batch):  # GpuSegments already returns device tensors
-        return batch.mel, batch.audio, batch.prev, batch.past, batch.lpc
+        return batch.mel, batch.audio, batch.prev, batch.past, batch.lpc, None
 
 
 def load_pack(pack_dir: str | Path, device: torch.device) -> tuple[GpuSegments, dict]:

@@ -50,7 +50,7 @@ from wavern.errors import ParameterError
 from wavern.training.common import CheckpointTimer, MetricsLog, StopFlag, atomic_save, seed_step
 from wavern.training.distributed import (all_sum, any_rank, average_gradients, barrier, broadcast_parameters,
                                          loss_weights, setup_distributed, shutdown)
-from wavern.training.vocoder_data import VocoderData, build_cache, build_pitch
+from wavern.training.vocoder_data import VocoderData, build_cache, build_phase, build_pitch
 from wavern.vocoder.config import VocoderConfig
 from wavern.vocoder.export import export_vocoder
 from wavern.vocoder.model import WaveRNN
@@ -241,21 +241,24 @@ class VocoderTrainer:
         build_cache(self.cfg.corpus_dir, cache, self.cfg.vocoder.mel)
         if self.cfg.vocoder.pitch:
             build_pitch(cache, self.cfg.vocoder.mel)
+        if self.cfg.vocoder.phase_input:
+            build_phase(cache, self.cfg.vocoder.mel, self.cfg.vocoder.lpc_order)
         if self.dist.is_main:
             barrier(self.dist)
         self.data = VocoderData.open(cache, hop=self.cfg.vocoder.hop_length)
         return self.data
 
     def _to_tensors(self, batch) -> tuple[torch.Tensor, ...]:
-        """mel, audio, prev, past, lpc (the last two None without LPC) on the training device."""
-        return tuple(None if a is None else torch.from_numpy(a).to(self.device) for a in batch[:5])
+        """mel, audio, prev, past, lpc (None without LPC), phase (None without the phase input) on
+        the training device."""
+        return tuple(None if a is None else torch.from_numpy(a).to(self.device) for a in batch)
 
     def _batch(self, rng: np.random.Generator, *, held_out: bool = False, gta_prob: float = 0.0):
         cfg = self.cfg
         return self.data.batch(rng, batch_size=cfg.batch_size, segment_frames=cfg.segment_frames,
                                mel_pad=self.mel_pad, held_out=held_out, gta_prob=gta_prob,
                                lpc_order=cfg.vocoder.lpc_order, mel_config=cfg.vocoder.mel,
-                               pitch=cfg.vocoder.pitch, ltp=cfg.vocoder.ltp)
+                               pitch=cfg.vocoder.pitch, ltp=cfg.vocoder.ltp, phase=cfg.vocoder.phase_input > 0)
 
     def _autocast(self):
         if not self.bf16:
@@ -276,7 +279,7 @@ class VocoderTrainer:
             batch = type(batch)(*(None if a is None else a[rows] for a in batch))
             noisy = None if noisy is None else noisy[rows]
             fade = None if fade is None else fade[rows]
-        mel, audio, prev, past, lpc = self._to_tensors(batch)
+        mel, audio, prev, past, lpc, phase = self._to_tensors(batch)
         inputs = None if noisy is None else torch.from_numpy(noisy).to(self.device)
         period_scale = None if fade is None else torch.from_numpy(fade).to(self.device)
         lr = self.lr_schedule(self.step) if self.lr_schedule is not None else lr_at(self.step, cfg)
@@ -286,7 +289,7 @@ class VocoderTrainer:
         self.model.train()
         with self._autocast():
             loss = self.model.loss(mel, audio, prev_audio=prev, mel_pad=self.mel_pad, input_audio=inputs,
-                                   past=past, lpc=lpc, period_scale=period_scale)
+                                   past=past, lpc=lpc, period_scale=period_scale, phase=phase)
         self.optimizer.zero_grad(set_to_none=True)
         (w,) = loss_weights([audio.shape[0]], self.dist)  # 1.0 alone; else this rank's share of the rows
         (loss.total * w if self.dist.enabled else loss.total).backward()
@@ -318,15 +321,16 @@ class VocoderTrainer:
             if self.cfg.vocoder.excitation == "mulaw":
                 slopes = []
                 for b in self._eval_batches:
-                    _, audio, _, past, lpc = self._to_tensors(b)
+                    _, audio, _, past, lpc, _ = self._to_tensors(b)
                     slopes.append(mulaw_log_slope(self.model.targets(audio, past=past, lpc=lpc).cpu().numpy()).ravel())
                 self._eval_slope = float(np.mean(np.concatenate(slopes)))
         self.model.eval()
         total = coarse = fine = 0.0
         for batch in self._eval_batches:
-            mel, audio, prev, past, lpc = self._to_tensors(batch)
+            mel, audio, prev, past, lpc, phase = self._to_tensors(batch)
             with self._autocast():
-                loss = self.model.loss(mel, audio, prev_audio=prev, mel_pad=self.mel_pad, past=past, lpc=lpc)
+                loss = self.model.loss(mel, audio, prev_audio=prev, mel_pad=self.mel_pad, past=past, lpc=lpc,
+                                       phase=phase)
             total, coarse, fine = total + float(loss.total), coarse + float(loss.coarse), fine + float(loss.fine)
         k = max(1, len(self._eval_batches))
         return {"eval_loss": total / k, "eval_coarse": coarse / k, "eval_fine": fine / k,
@@ -377,7 +381,7 @@ class VocoderTrainer:
         want = self.cfg.vocoder
         coding = {"pitch": want.pitch, "excitation": want.excitation, "ltp": want.ltp,
                   "lpc_prediction_input": want.lpc_prediction_input, "ltp_input": want.ltp_input,
-                  "ltp_input_taps": want.ltp_input_taps}
+                  "ltp_input_taps": want.ltp_input_taps, "phase_input": want.phase_input}
         try:
             recoded = dataclasses.replace(saved, **coding)
         except ParameterError:  # saved differs elsewhere too (e.g. no LPC): the check below reports it
@@ -577,6 +581,9 @@ def _parse(argv: list[str] | None) -> VocoderTrainConfig:
                         "(--init-from a model without it adds the input with zero weights)")
     p.add_argument("--ltp-input-taps", type=int, default=v.ltp_input_taps,
                    help="with --ltp-input: read r_{t-T+d} for |d| <= taps // 2 (odd)")
+    p.add_argument("--phase-input", type=int, default=v.phase_input,
+                   help="with --ltp-input: also read the glottal phase, sin / cos of its first K harmonics "
+                        "(cache/phase.npy, computed on first use; --init-from adds it with zero weights)")
     p.add_argument("--steps", type=int, default=d.steps)
     p.add_argument("--batch", type=int, default=d.batch_size)
     p.add_argument("--segment-frames", type=int, default=d.segment_frames)
@@ -614,7 +621,7 @@ def _parse(argv: list[str] | None) -> VocoderTrainConfig:
                         prune_ramp_steps=a.prune_ramp, prune_every_steps=a.prune_every, lpc_order=a.lpc_order,
                         lpc_prediction_input=not a.no_lpc_input, head_pruning=a.head_pruning,
                         pitch=a.pitch, excitation=a.excitation, ltp=a.ltp, ltp_input=a.ltp_input,
-                        ltp_input_taps=a.ltp_input_taps)
+                        ltp_input_taps=a.ltp_input_taps, phase_input=a.phase_input)
     return VocoderTrainConfig(
         corpus_dir=a.corpus, run_dir=a.run, vocoder=voc, steps=a.steps, batch_size=a.batch,
         segment_frames=a.segment_frames, lr=a.lr, warmup_steps=a.warmup, lr_half_life_steps=a.lr_half_life,

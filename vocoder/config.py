@@ -75,6 +75,13 @@ class VocoderConfig:
     # the pulse one period back is rarely at exactly t - T (a rounded lag of a gliding pitch), so a
     # window lets the net find it
     ltp_input_taps: int = 1
+    # with ltp_input: K > 0 adds the glottal phase phi_t as 2K more GRU inputs, sin(2 pi k phi_t) and
+    # cos(2 pi k phi_t) for k = 1 .. K (0 where the frame has no lag). In training phi comes from the
+    # true residual's pulses (wavern.dsp.pulse_phase: 0 at each pulse, rising linearly to the next);
+    # in generation it advances by 1 / T each sample of a voiced frame and restarts at 0 after an
+    # unvoiced one (wavern.dsp.phase_step), so the net knows where the next pulse is due even when
+    # its own last one came out weak (docs/bench/lpc_vocoder.md, session 8).
+    phase_input: int = 0
 
     def __post_init__(self) -> None:
         if isinstance(self.mel, dict):  # tolerate a nested dict (from_dict does this properly)
@@ -125,6 +132,11 @@ class VocoderConfig:
         taps = self.ltp_input_taps
         if not isinstance(taps, int) or isinstance(taps, bool) or taps < 1 or taps % 2 == 0 or taps > 19:
             raise ParameterError(f"ltp_input_taps must be an odd integer in [1, 19], found {taps!r}")
+        k = self.phase_input
+        if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= 8:
+            raise ParameterError(f"phase_input must be an integer in [0, 8], found {k!r}")
+        if k and not self.ltp_input:
+            raise ParameterError("phase_input (the glottal phase as an input) needs ltp_input")
         if self.mel.n_mels <= 0 or self.mel.hop_length <= 0:
             raise ParameterError(f"mel config needs positive n_mels and hop_length, found {self.mel}")
 
@@ -136,12 +148,15 @@ class VocoderConfig:
     def input_names(self) -> tuple[str, ...]:
         """The per-sample GRU inputs before the conditioning, in column order: ``c_{t-1}, f_{t-1},
         c_t``, then ``p_t`` (LPC with the prediction input), then ``r_{t-T+d}`` for each offset d of
-        :attr:`ltp_offsets` (``ltp_input``; "ltp_residual" is d = 0, "ltp_residual-1" d = -1, ...)."""
+        :attr:`ltp_offsets` (``ltp_input``; "ltp_residual" is d = 0, "ltp_residual-1" d = -1, ...),
+        then ``phase_sin1, phase_cos1, ..`` up to :attr:`phase_input`."""
         names = ("c_prev", "f_prev", "c_cur")
         if self.lpc_order and self.lpc_prediction_input:
             names += ("prediction",)
         for d in self.ltp_offsets:
             names += ("ltp_residual" + (f"{d:+d}" if d else ""),)
+        for k in range(1, self.phase_input + 1):
+            names += (f"phase_sin{k}", f"phase_cos{k}")
         return names
 
     @property

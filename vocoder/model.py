@@ -24,7 +24,7 @@ from torch import nn
 from torch.func import functional_call
 
 from wavern.dsp import (LTP_INPUT_SCALE, LTP_MAX_LAG, MU_CODE_SCALE, MU_LAW, ltp_params, mel_lpc, mulaw_compress,
-                        mulaw_expand)
+                        mulaw_expand, phase_step)
 from wavern.errors import ParameterError
 from wavern.vocoder.config import VocoderConfig
 from wavern.vocoder.gru import gru_sequence
@@ -180,7 +180,7 @@ class WaveRNN(nn.Module):
     # ------------------------------------------------------------------ training form
     def forward(self, mel: torch.Tensor, audio: torch.Tensor, *, prev_audio: torch.Tensor | None = None,
                 mel_pad: int = 0, past: torch.Tensor | None = None,
-                lpc: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                lpc: torch.Tensor | None = None, phase: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Teacher-forced logits for every sample.
 
         Args:
@@ -198,25 +198,28 @@ class WaveRNN(nn.Module):
                 further back and each row ends with the frame's lag and gain: ``past``
                 (B, ``config.history_samples``), ``lpc`` (B, T + ``config.history_frames``,
                 ``config.lpc_columns``), as ``VocoderData.segments`` makes them.
+            phase: with ``config.phase_input`` (and only then): (B, T * hop) float, each sample's glottal
+                phase in cycles (:func:`wavern.dsp.pulse_phase`).
 
         Returns:
             (coarse_logits, fine_logits), each (B, T * hop, 256) float; with LPC they are the
             distributions of the excitation's bytes (:meth:`targets`).
         """
         coarse_logits, fine_logits = self._logits(mel, audio, prev_audio=prev_audio, mel_pad=mel_pad,
-                                                  past=past, lpc=lpc)
+                                                  past=past, lpc=lpc, phase=phase)
         return coarse_logits.transpose(0, 1), fine_logits.transpose(0, 1)
 
     def loss(self, mel: torch.Tensor, audio: torch.Tensor, *, prev_audio: torch.Tensor | None = None,
              mel_pad: int = 0, input_audio: torch.Tensor | None = None, past: torch.Tensor | None = None,
-             lpc: torch.Tensor | None = None, period_scale: torch.Tensor | None = None) -> VocoderLoss:
+             lpc: torch.Tensor | None = None, period_scale: torch.Tensor | None = None,
+             phase: torch.Tensor | None = None) -> VocoderLoss:
         """Mean cross-entropy (nats per sample) of the coarse and the fine byte, and their sum.
 
         Arguments as :meth:`hidden`. A uniform guess scores 2 ln 256 ≈ 11.09. With LPC the bytes
         are the excitation's; given the past samples it is a shift of the sample by an integer,
         so the two models' losses measure the same thing and compare directly.
         """
-        inputs, target = self._inputs(audio, prev_audio, input_audio, past, lpc, period_scale)
+        inputs, target = self._inputs(audio, prev_audio, input_audio, past, lpc, period_scale, phase)
         coarse_logits, fine_logits = self._head_logits(self._states(mel, inputs, mel_pad, audio.shape))
         coarse, fine = split_bytes(target.t())  # (N, B), time-major like the logits
         ce_c = F.cross_entropy(coarse_logits.reshape(-1, N_CLASSES).float(), coarse.reshape(-1))
@@ -232,7 +235,8 @@ class WaveRNN(nn.Module):
 
     def hidden(self, mel: torch.Tensor, audio: torch.Tensor, *, prev_audio: torch.Tensor | None = None,
                mel_pad: int = 0, input_audio: torch.Tensor | None = None, past: torch.Tensor | None = None,
-               lpc: torch.Tensor | None = None, period_scale: torch.Tensor | None = None) -> torch.Tensor:
+               lpc: torch.Tensor | None = None, period_scale: torch.Tensor | None = None,
+               phase: torch.Tensor | None = None) -> torch.Tensor:
         """Teacher-forced GRU states h_1..h_N, time-major (N, B, H); arguments as :meth:`forward`.
 
         ``input_audio`` (B, N) int16, optional: the samples fed back as the previous-sample inputs
@@ -246,12 +250,15 @@ class WaveRNN(nn.Module):
         (the residuals around one period back) multiplied by it, targets and filters unchanged, so
         the model learns to make a full pulse after a weak one of its own (the trainer's
         ``--period-input-fade``).
+
+        ``phase`` (B, N) float, with ``config.phase_input`` (required then): the glottal phase of
+        every sample (:func:`wavern.dsp.pulse_phase`), read as sin / cos of its first harmonics.
         """
-        inputs, _ = self._inputs(audio, prev_audio, input_audio, past, lpc, period_scale)
+        inputs, _ = self._inputs(audio, prev_audio, input_audio, past, lpc, period_scale, phase)
         return self._states(mel, inputs, mel_pad, audio.shape)
 
     def _inputs(self, audio, prev_audio, input_audio, past, lpc,
-                period_scale=None) -> tuple[torch.Tensor, torch.Tensor]:
+                period_scale=None, phase=None) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, N, n_inputs) float per-sample GRU inputs and the (B, N) int64 targets."""
         if audio.ndim != 2:
             raise ParameterError(f"expected audio (B, T * {self.hop_length}), found {tuple(audio.shape)}")
@@ -264,8 +271,14 @@ class WaveRNN(nn.Module):
                 raise ParameterError("period_scale scales the period input: this vocoder has none (ltp_input)")
             if tuple(period_scale.shape) != (b,):
                 raise ParameterError(f"period_scale must be (B,) = ({b},), found {tuple(period_scale.shape)}")
+        if self.config.phase_input:
+            if phase is None or tuple(phase.shape) != (b, n):
+                raise ParameterError(f"a phase-input vocoder needs phase (B, N) = ({b}, {n}), found "
+                                     f"{None if phase is None else tuple(phase.shape)}")
+        elif phase is not None:
+            raise ParameterError("phase is an input of a phase-input vocoder (phase_input > 0); this one has none")
         if order:
-            return self._lpc_inputs(audio, past, lpc, input_audio, period_scale)
+            return self._lpc_inputs(audio, past, lpc, input_audio, period_scale, phase)
         if past is not None or lpc is not None:
             raise ParameterError("past/lpc are inputs of an LPC vocoder (lpc_order > 0); this one has lpc_order 0")
         if prev_audio is None:
@@ -282,7 +295,8 @@ class WaveRNN(nn.Module):
             c_in, f_in = c_all[:, :-1], f_all[:, :-1]
         return _unit(torch.stack([c_in, f_in, c_all[:, 1:]], dim=-1)), seq[:, 1:]  # (B, N, 3)
 
-    def _lpc_inputs(self, audio, past, lpc, input_audio, period_scale=None) -> tuple[torch.Tensor, torch.Tensor]:
+    def _lpc_inputs(self, audio, past, lpc, input_audio, period_scale=None,
+                    phase=None) -> tuple[torch.Tensor, torch.Tensor]:
         b, n = audio.shape
         cfg = self.config
         order, hop = cfg.lpc_order, self.hop_length
@@ -340,6 +354,12 @@ class WaveRNN(nn.Module):
             if period_scale is not None:
                 back = back * period_scale.to(back.dtype)[:, None]
             columns.append((back / LTP_INPUT_SCALE).to(torch.float32))
+        if cfg.phase_input:  # sin / cos of k phi, k = 1 .. K, where the frame has a lag
+            angle = 2.0 * math.pi * phase.to(torch.float64)
+            voiced = (lag[:, 1:] > 0).to(torch.float64)
+            for k in range(1, cfg.phase_input + 1):
+                columns.append((torch.sin(k * angle) * voiced).to(torch.float32))
+                columns.append((torch.cos(k * angle) * voiced).to(torch.float32))
         return torch.stack(columns, dim=-1), e[:, 1:]  # (B, N, n_inputs)
 
     def _states(self, mel: torch.Tensor, bytes_in: torch.Tensor, mel_pad: int, audio_shape) -> torch.Tensor:
@@ -370,10 +390,10 @@ class WaveRNN(nn.Module):
 
     def _logits(self, mel: torch.Tensor, audio: torch.Tensor, *, prev_audio: torch.Tensor | None,
                 mel_pad: int, input_audio: torch.Tensor | None = None, past: torch.Tensor | None = None,
-                lpc: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                lpc: torch.Tensor | None = None, phase: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Time-major teacher-forced logits, (N, B, 256) each."""
         return self._head_logits(self.hidden(mel, audio, prev_audio=prev_audio, mel_pad=mel_pad,
-                                             input_audio=input_audio, past=past, lpc=lpc))
+                                             input_audio=input_audio, past=past, lpc=lpc, phase=phase))
 
     # ------------------------------------------------------------------ generation (reference)
     def frame_gates(self, mel: torch.Tensor) -> torch.Tensor:
@@ -442,7 +462,11 @@ class WaveRNN(nn.Module):
         names = self.config.input_names
         w_pred = w_ih[:, names.index("prediction")] if "prediction" in names else None  # p_t / 32768 (LPC)
         offsets = self.config.ltp_offsets  # r_{t-T+d} / scale, one column per offset d
-        w_back = w_ih[:, len(names) - len(offsets):len(names)] if offsets else None
+        n_phase = 2 * self.config.phase_input  # sin / cos k phi columns, last
+        n_back = len(names) - n_phase
+        w_back = w_ih[:, n_back - len(offsets):n_back] if offsets else None
+        w_phase = w_ih[:, n_back:len(names)] if n_phase else None
+        phi = 0.0  # the generation-time glottal phase (wavern.dsp.phase_step)
         w_hh, b_hh = self.gru.weight_hh_l0, self.gru.bias_hh_l0
         rows_c = torch.cat([torch.arange(g * h, g * h + half) for g in range(3)])  # coarse rows of r, z, n
         rows_f = rows_c + half
@@ -479,6 +503,13 @@ class WaveRNN(nn.Module):
             if w_back is not None:  # the residuals around one period back
                 back = [resid[int(lag) - 1 - d] / LTP_INPUT_SCALE if lag else 0.0 for d in offsets]
                 gi = gi + w_back @ torch.tensor(back, dtype=torch.float32, device=param.device)
+            if w_phase is not None:
+                if lag:
+                    harm = []
+                    for k in range(1, n_phase // 2 + 1):
+                        harm += [math.sin(2.0 * math.pi * k * phi), math.cos(2.0 * math.pi * k * phi)]
+                    gi = gi + w_phase @ torch.tensor(harm, dtype=torch.float32, device=param.device)
+                phi = phase_step(phi, lag)
             if forced_audio is not None:  # the bytes of the forced sample (its excitation with LPC)
                 if mulaw:
                     code = int(mulaw_compress(forced[t] - pred - long_term))

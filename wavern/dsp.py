@@ -46,6 +46,8 @@ __all__ = [
     "LTP_MAX_LAG",
     "LTP_INPUT_SCALE",
     "ltp_params",
+    "pulse_phase",
+    "phase_step",
 ]
 
 
@@ -352,6 +354,66 @@ def ltp_params(features: np.ndarray, cfg: MelConfig = DEFAULT_MEL) -> np.ndarray
     lag = np.clip(np.rint(cfg.sample_rate / f0), 20, LTP_MAX_LAG)
     gain = np.interp(features[:, 1].astype(np.float64), LTP_GAIN_Q, LTP_GAIN)
     return np.stack([np.where(gain > 0, lag, 0.0), gain], axis=1).astype(np.float32)
+
+
+PULSE_SEARCH = (0.75, 1.25)  # where pulse_phase looks for the next pulse, in periods after the last one
+PULSE_SMOOTH = 33  # samples (1.5 ms): the Hann window pulse_phase smooths r^2 with
+
+
+def pulse_phase(residual: np.ndarray, lags: np.ndarray, hop: int) -> np.ndarray:
+    """The glottal phase of every sample, in cycles [0, 1), from a residual's pulses: (n,) float32.
+
+    Voiced samples are those whose frame (``t // hop``) has a lag ``lags[f] > 0`` (the lags of
+    :func:`ltp_params`). In each voiced run the pulses are the peaks of ``r^2`` smoothed by a
+    PULSE_SMOOTH-sample Hann window: the first the largest within one period of the run's
+    start, each next the largest between PULSE_SEARCH periods after the last (the period of that
+    pulse's frame), so the count keeps to the pitch track and the positions to the signal. The
+    phase is 0 at each pulse and rises linearly to the next; before the first and after the last
+    it runs at one cycle per period. Unvoiced samples get 0. A vocoder with ``phase_input`` is
+    trained on this phase and generates with :func:`phase_step`'s.
+    """
+    r = np.asarray(residual, np.float64)
+    lags = np.asarray(lags)
+    n = r.size
+    if r.ndim != 1 or lags.ndim != 1 or hop <= 0:
+        raise ParameterError(f"pulse_phase expects a 1-d residual and 1-d lags, found {r.shape} and {lags.shape}")
+    lag_t = lags[np.minimum(np.arange(n) // hop, lags.size - 1)].astype(np.int64) if lags.size else np.zeros(n, np.int64)
+    phase = np.zeros(n, np.float64)
+    voiced = lag_t > 0
+    if not voiced.any():
+        return phase.astype(np.float32)
+    win = np.hanning(PULSE_SMOOTH + 2)[1:-1]
+    env = np.convolve(r * r, win, mode="same")
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], voiced.view(np.int8), [0]])))
+    lo_f, hi_f = PULSE_SEARCH
+    for a, b in zip(edges[::2], edges[1::2]):
+        p = a + int(np.argmax(env[a:min(a + lag_t[a], b)]))
+        pulses = [p]
+        while True:
+            per = lag_t[p]
+            lo, hi = p + int(round(lo_f * per)), min(p + int(round(hi_f * per)) + 1, b)
+            if lo >= hi:
+                break
+            p = lo + int(np.argmax(env[lo:hi]))
+            pulses.append(p)
+        t = np.arange(a, b)
+        pk = np.asarray(pulses)
+        cyc = np.interp(t, pk, np.arange(pk.size, dtype=np.float64))
+        first, last = t < pk[0], t > pk[-1]
+        cyc[first] = (t[first] - pk[0]) / lag_t[pk[0]]
+        cyc[last] = pk.size - 1 + (t[last] - pk[-1]) / lag_t[pk[-1]]
+        phase[a:b] = np.mod(cyc, 1.0)
+    return phase.astype(np.float32)
+
+
+def phase_step(phase: float, lag: float) -> float:
+    """The generation-time phase rule: the phase of the next sample after one at ``phase`` in a
+    frame with ``lag`` (> 0: advance a 1 / lag cycle, wrapped to [0, 1); 0: unvoiced, restart at
+    0). The engine's kernel and the reference loop implement exactly this (float64)."""
+    if lag > 0:
+        phase += 1.0 / lag
+        return phase - 1.0 if phase >= 1.0 else phase
+    return 0.0
 
 
 def frames_for_samples(n_samples: int, cfg: MelConfig = DEFAULT_MEL) -> int:

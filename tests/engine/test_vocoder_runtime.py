@@ -363,7 +363,7 @@ def test_same_seed_same_bytes_in_other_processes():
 # ---- the torch reference (wavern.vocoder) -------------------------------------------------------
 
 def _torch_model(seed: int, lpc_order: int = 0, excitation: str = "linear", ltp: bool = False,
-                 ltp_input: bool = False, taps: int = 1):
+                 ltp_input: bool = False, taps: int = 1, phase: int = 0):
     torch = pytest.importorskip("torch")
     try:
         from wavern.vocoder.config import VocoderConfig
@@ -374,7 +374,7 @@ def _torch_model(seed: int, lpc_order: int = 0, excitation: str = "linear", ltp:
     cfg = VocoderConfig(hidden_size=64, cond_channels=16, cond_blocks=1, block_rows=16, block_cols=4,
                         lpc_order=lpc_order, lpc_prediction_input=False, excitation=excitation,
                         pitch=ltp, ltp=ltp, ltp_input=ltp_input,
-                        ltp_input_taps=taps)
+                        ltp_input_taps=taps, phase_input=phase)
     model = WaveRNN(cfg).eval()
     rng = np.random.default_rng(seed)
     with torch.no_grad():
@@ -413,23 +413,25 @@ def _export(cfg, model, path):
 
 def _engine_against_reference(tmp_path, *, model_seed: int, mel_seed: int, rng_seed: int, lpc_order: int = 0,
                               excitation: str = "linear", ltp: bool = False, ltp_input: bool = False,
-                              taps: int = 1):
+                              taps: int = 1, phase: int = 0, voicing=None):
     """The exported model in the engine and the torch reference loop, same uniforms: samples
     identical, logits to float32 rounding. Returns the engine's samples. With ``ltp`` the mel is
-    followed by pitch features (a 110 Hz voice, periodicity falling from 0.99 to 0.4)."""
+    followed by pitch features (a 110 Hz voice, periodicity falling from 0.99 to 0.4, or the
+    12 frames' ``voicing``)."""
     torch, cfg, model = _torch_model(seed=model_seed, lpc_order=lpc_order, excitation=excitation, ltp=ltp,
-                                     ltp_input=ltp_input, taps=taps)
+                                     ltp_input=ltp_input, taps=taps, phase=phase)
     torch.set_num_threads(1)
     path = tmp_path / "vocoder.safetensors"
     model = _export(cfg, model, path)
     voc = Vocoder.load(path, cond_blocks=cfg.cond_blocks, hidden_size=cfg.hidden_size,
                        cond_channels=cfg.cond_channels, lpc_order=lpc_order, excitation=excitation, ltp=ltp,
-                       ltp_input=ltp_input, ltp_input_taps=taps)
+                       ltp_input=ltp_input, ltp_input_taps=taps, phase_input=phase)
     frames = 12
     n = frames * 256
     mel = naive.random_mel(frames, seed=mel_seed)
     if ltp:
-        pitch = np.stack([np.full(frames, np.log2(110 / 120)), np.linspace(0.99, 0.4, frames)], axis=1)
+        q = np.linspace(0.99, 0.4, frames) if voicing is None else np.asarray(voicing, np.float64)
+        pitch = np.stack([np.full(frames, np.log2(110 / 120)), q], axis=1)
         mel = np.ascontiguousarray(np.concatenate([mel, pitch.astype(np.float32)], axis=1))
     u = K.uniforms(K.rng_state(rng_seed), n)
     ref = model.infer(torch.from_numpy(mel), u, temperature=1.0, return_logits=True)
@@ -535,30 +537,64 @@ def test_mulaw_lpc_generation_expands_the_code_before_adding_the_prediction(smal
         Vocoder(dense, sparse, cond_blocks=2, lpc_order=0, excitation="mulaw")
 
 
-LTP_KINDS = pytest.mark.parametrize("excitation, ltp_input, taps",
-                                    [("mulaw", False, 1), ("linear", False, 1), ("linear", True, 1), ("linear", True, 5)],
-                                    ids=["mulaw", "linear", "linear+period-input", "linear+period-window"])
+LTP_KINDS = pytest.mark.parametrize("excitation, ltp_input, taps, phase",
+                                    [("mulaw", False, 1, 0), ("linear", False, 1, 0), ("linear", True, 1, 0),
+                                     ("linear", True, 5, 0), ("linear", True, 5, 2)],
+                                    ids=["mulaw", "linear", "linear+period-input", "linear+period-window",
+                                         "linear+period-window+phase"])
+# voiced, unvoiced (periodicity under 0.45: no lag), voiced again: a phase input restarts at 0
+RE_VOICED = [0.99, 0.97, 0.95, 0.9, 0.3, 0.2, 0.3, 0.8, 0.9, 0.95, 0.97, 0.99]
 
 
 @LTP_KINDS
-def test_ltp_engine_equals_torch_reference_loop(tmp_path, excitation, ltp_input, taps):
+def test_ltp_engine_equals_torch_reference_loop(tmp_path, excitation, ltp_input, taps, phase):
     out = _engine_against_reference(tmp_path, model_seed=5, mel_seed=6, rng_seed=8, lpc_order=10,
-                                    excitation=excitation, ltp=True, ltp_input=ltp_input, taps=taps)
+                                    excitation=excitation, ltp=True, ltp_input=ltp_input, taps=taps, phase=phase)
     assert len(np.unique(out)) > 100
+    if phase:
+        out2 = _engine_against_reference(tmp_path, model_seed=5, mel_seed=6, rng_seed=8, lpc_order=10,
+                                         excitation=excitation, ltp=True, ltp_input=True, taps=taps, phase=phase,
+                                         voicing=RE_VOICED)
+        assert not np.array_equal(out, out2)
+
+
+def test_the_phase_input_changes_the_samples(tmp_path):
+    """The same weights with the phase columns zeroed draw other samples: the phase is read."""
+    torch, cfg, model = _torch_model(seed=7, lpc_order=10, ltp=True, ltp_input=True, taps=5, phase=2)
+    path, flat = tmp_path / "phase.safetensors", tmp_path / "flat.safetensors"
+    _export(cfg, model, path)
+    with torch.no_grad():
+        model.gru.weight_ih_l0[:, 8:12] = 0.0  # after c, f, c_t and the 5 taps
+    _export(cfg, model, flat)
+    pitch = np.stack([np.full(6, np.log2(100 / 120)), np.full(6, 0.95)], axis=1).astype(np.float32)
+    mel = np.ascontiguousarray(np.concatenate([naive.random_mel(6, seed=1), pitch], axis=1))
+    outs = []
+    for p in (path, flat):
+        voc = Vocoder.load(p, cond_blocks=cfg.cond_blocks, lpc_order=10, ltp=True, ltp_input=True,
+                           ltp_input_taps=5, phase_input=2)
+        outs.append(voc.generate(voc.frame_inputs(mel), voc.new_state(seed=3), 6 * 256))
+    assert not np.array_equal(outs[0], outs[1])
+    with pytest.raises(VoiceFileError, match="phase_input"):
+        Vocoder.load(path, cond_blocks=cfg.cond_blocks, lpc_order=10, ltp=True, ltp_input=False, phase_input=2)
+    with pytest.raises(VoiceFileError, match="weight_ih"):  # the file has the phase columns: K must say so
+        Vocoder.load(path, cond_blocks=cfg.cond_blocks, lpc_order=10, ltp=True, ltp_input=True, ltp_input_taps=5)
 
 
 @LTP_KINDS
-def test_ltp_chunks_and_batches_equal_one_stream(tmp_path, excitation, ltp_input, taps):
-    """The long-term predictor's residual memory carries across chunks and stays per stream."""
+def test_ltp_chunks_and_batches_equal_one_stream(tmp_path, excitation, ltp_input, taps, phase):
+    """The long-term predictor's residual memory (and a phase input's phase) carries across chunks
+    and stays per stream."""
     _, cfg, model = _torch_model(seed=7, lpc_order=10, excitation=excitation, ltp=True, ltp_input=ltp_input,
-                                 taps=taps)
+                                 taps=taps, phase=phase)
     path = tmp_path / "vocoder.safetensors"
     _export(cfg, model, path)
     voc = Vocoder.load(path, cond_blocks=cfg.cond_blocks, lpc_order=10, excitation=excitation, ltp=True,
-                       ltp_input=ltp_input, ltp_input_taps=taps)
+                       ltp_input=ltp_input, ltp_input_taps=taps, phase_input=phase)
 
     def feats(frames: int, seed: int) -> np.ndarray:
-        pitch = np.stack([np.full(frames, np.log2(90 / 120 + seed / 50)), np.full(frames, 0.97)], axis=1)
+        q = np.full(frames, 0.97)
+        q[frames // 2:frames // 2 + 1] = 0.3  # an unvoiced frame in the middle
+        pitch = np.stack([np.full(frames, np.log2(90 / 120 + seed / 50)), q], axis=1)
         return np.ascontiguousarray(np.concatenate([naive.random_mel(frames, seed=seed), pitch.astype(np.float32)],
                                                    axis=1))
 

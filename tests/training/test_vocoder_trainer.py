@@ -294,7 +294,7 @@ def test_pitch_model_starts_from_a_model_without_pitch_as_the_same_function(corp
     assert w.shape[1] == 82 and not w[:, 80:].any()
     widened.open_data()
     batch = widened._batch(np.random.default_rng(1))
-    mel, audio, prev, past, lpc = widened._to_tensors(batch)
+    mel, audio, prev, past, lpc, _ = widened._to_tensors(batch)
     assert mel.shape[-1] == 82 and mel[..., 80:].abs().sum() > 0
     with torch.no_grad():
         a = widened.model.loss(mel, audio, mel_pad=widened.mel_pad, past=past, lpc=lpc).total
@@ -388,7 +388,8 @@ def test_an_ltp_run_starts_from_a_mulaw_run_and_trains(corpus, tmp_path):
     ({}, {"ltp_input": True}, [3]),  # r_{t-T}
     ({"lpc_prediction_input": True}, {"ltp_input": True}, [4]),  # r_{t-T} after p_t
     ({"ltp_input": True}, {"ltp_input_taps": 3}, [3, 5]),  # r_{t-T-1}, r_{t-T+1} around r_{t-T}
-], ids=["prediction", "period-back", "period-back-after-prediction", "period-window"])
+    ({"ltp_input": True, "ltp_input_taps": 3}, {"phase_input": 2}, [6, 7, 8, 9]),  # sin / cos k phi after them
+], ids=["prediction", "period-back", "period-back-after-prediction", "period-window", "phase"])
 def test_a_new_input_joins_a_running_ltp_model(corpus, tmp_path, before, after, cols):
     root, _ = corpus
     ltp = dataclasses.replace(VOC, **{"lpc_order": 4, "lpc_prediction_input": False, "pitch": True, "ltp": True,
@@ -405,9 +406,12 @@ def test_a_new_input_joins_a_running_ltp_model(corpus, tmp_path, before, after, 
     assert torch.equal(w[:, kept], w0)
     assert start.optimizer.state[w]["exp_avg"].shape == w.shape
     start.open_data()
-    mel, audio, prev, past, lpc = start._to_tensors(start._batch(np.random.default_rng(2)))
+    mel, audio, prev, past, lpc, phase = start._to_tensors(start._batch(np.random.default_rng(2)))
+    assert (phase is not None) == bool(fed.phase_input)
+    if phase is not None:  # the pulse phase of voiced samples (the corpus's vowels) is not all 0
+        assert phase.min() >= 0 and phase.max() < 1 and float(phase.std()) > 0.1
     with torch.no_grad():  # a zero weight on the new input: the same function
-        a = start.model.loss(mel, audio, mel_pad=start.mel_pad, past=past, lpc=lpc).total
+        a = start.model.loss(mel, audio, mel_pad=start.mel_pad, past=past, lpc=lpc, phase=phase).total
         b = first.model.loss(mel, audio, mel_pad=start.mel_pad, past=past, lpc=lpc).total
     assert float(a) == float(b)
     assert train_vocoder(cfg).step == 4

@@ -381,3 +381,61 @@ def test_ltp_input_is_the_residual_one_period_back():
         _model(cfg=dataclasses.replace(window, ltp_input=False))._inputs(
             torch.from_numpy(audio)[None], None, None, past, rows, torch.tensor([0.5]))
     assert np.count_nonzero(back) > 0 and np.all(back[:6 * HOP] == 0)  # unvoiced first half: no lag
+
+
+# ---- the glottal phase input --------------------------------------------------------------------
+LTP_PHASE = dataclasses.replace(LTP_BACK, ltp_input_taps=3, phase_input=2)
+
+
+def _generation_phase(rows: torch.Tensor, n: int) -> np.ndarray:
+    """The phase generation gives sample t (wavern.dsp.phase_step over the frames' lags)."""
+    from wavern.dsp import phase_step
+
+    lags = rows[0, LTP.history_frames:, ORDER + 1].numpy()
+    out, phi = np.zeros(n), 0.0
+    for t in range(n):
+        out[t] = phi
+        phi = phase_step(phi, float(lags[t // HOP]))
+    return out
+
+
+def test_phase_input_columns_are_its_harmonics_where_voiced():
+    assert LTP_PHASE.input_names[6:] == ("phase_sin1", "phase_cos1", "phase_sin2", "phase_cos2")
+    assert LTP_PHASE.n_inputs == 10
+    with pytest.raises(ParameterError, match="phase_input"):
+        dataclasses.replace(LINEAR_LTP, phase_input=1)  # no period input
+    with pytest.raises(ParameterError, match="phase_input"):
+        dataclasses.replace(LTP_PHASE, phase_input=9)
+    audio, feats, past, rows = _pitched(12, seed=2)
+    phase = torch.from_numpy(np.random.default_rng(0).random((1, audio.size)))
+    m = _model(cfg=LTP_PHASE)
+    inputs, _ = m._inputs(torch.from_numpy(audio)[None], None, None, past, rows, None, phase)
+    voiced = np.arange(audio.size) >= 6 * HOP  # _pitched: the second half has a lag
+    ang = 2 * np.pi * phase[0].numpy()
+    for col, want in ((6, np.sin(ang)), (7, np.cos(ang)), (8, np.sin(2 * ang)), (9, np.cos(2 * ang))):
+        np.testing.assert_allclose(inputs[0, :, col].numpy(), want * voiced, atol=1e-6)
+    plain, _ = _model(cfg=dataclasses.replace(LTP_PHASE, phase_input=0))._inputs(
+        torch.from_numpy(audio)[None], None, None, past, rows)
+    assert torch.equal(inputs[..., :6], plain)
+    with pytest.raises(ParameterError, match="phase"):
+        m._inputs(torch.from_numpy(audio)[None], None, None, past, rows)
+    with pytest.raises(ParameterError, match="phase"):
+        _model(cfg=LTP_BACK)._inputs(torch.from_numpy(audio)[None], None, None, past, rows, None, phase)
+
+
+def test_phase_teacher_forced_with_the_generation_phase_matches_the_reference_loop():
+    """The reference loop advances its phase by 1 / T a voiced sample (from 0 where the voicing
+    starts); teacher forcing with that phase gives its logits."""
+    m = _model(cfg=LTP_PHASE)
+    audio_np, feats, past, rows = _pitched(8, seed=3)
+    phase = _generation_phase(rows, audio_np.size)
+    assert phase[4 * HOP - 1] == 0 and phase[4 * HOP] == 0 and phase[4 * HOP + 1] == pytest.approx(1 / LAG)
+    assert phase[4 * HOP + LAG] == pytest.approx(0, abs=1e-9) or phase[4 * HOP + LAG] == pytest.approx(1, abs=1e-9)
+    mel_t, audio = torch.from_numpy(feats), torch.from_numpy(audio_np)[None]
+    with torch.no_grad():
+        coarse, fine = m(mel_t[None], audio, past=past, lpc=rows, phase=torch.from_numpy(phase)[None])
+        off, _ = m(mel_t[None], audio, past=past, lpc=rows, phase=torch.from_numpy((phase + 0.5) % 1)[None])
+    samples, ref_c, ref_f, _ = m._reference_loop(mel_t, forced_audio=audio[0])
+    torch.testing.assert_close(coarse[0], ref_c, atol=2e-5, rtol=0)
+    torch.testing.assert_close(fine[0], ref_f, atol=2e-5, rtol=0)
+    assert (off[0] - ref_c).abs().max() > 1e-2  # another phase: other logits

@@ -128,3 +128,31 @@ def test_mulaw_log_slope_is_the_derivative_of_the_code():
     x, h = np.array([0.0, 3.0, 80.0, 1940.0, 20000.0]), 0.01
     numeric = (code(x + h) - code(x - h)) / (2 * h)
     np.testing.assert_allclose(mulaw_log_slope(mulaw_compress(x)), np.log(numeric), atol=0.01)
+
+
+def test_pulse_phase_finds_jittered_pulses_and_phase_step_runs_one_cycle_a_period():
+    from wavern.dsp import phase_step, pulse_phase
+
+    hop, rng = 64, np.random.default_rng(0)
+    n = 40 * hop
+    lags = np.zeros(40)
+    lags[5:30] = 100  # voiced frames 5..29: samples 320 .. 1919
+    pulses = [340]
+    while pulses[-1] + 130 < 30 * hop:
+        pulses.append(pulses[-1] + int(rng.integers(85, 116)))  # jitter of +-15 % around the lag
+    r = rng.normal(0, 30, n)
+    r[pulses] += 3000.0
+    phase = pulse_phase(r, lags, hop)
+    assert phase.dtype == np.float32 and phase.shape == (n,)
+    assert np.all(phase[:5 * hop] == 0) and np.all(phase[30 * hop:] == 0)  # unvoiced: 0
+    for a, b in zip(pulses[:-1], pulses[1:]):  # 0 at each pulse, linear to the next
+        np.testing.assert_allclose(phase[a:b], (np.arange(a, b) - a) / (b - a), atol=1e-3)
+    np.testing.assert_allclose(phase[320:340], np.mod((np.arange(320, 340) - 340) / 100, 1), atol=1e-3)
+    assert not pulse_phase(r, np.zeros(40), hop).any()
+    with pytest.raises(ParameterError):
+        pulse_phase(r[None], lags, hop)
+    phi = 0.0
+    for _ in range(100):
+        phi = phase_step(phi, 100)
+    assert phi == pytest.approx(0.0, abs=1e-9) or phi == pytest.approx(1.0, abs=1e-9)
+    assert phase_step(0.995, 100) == pytest.approx(0.005) and phase_step(0.7, 0) == 0.0
