@@ -151,6 +151,7 @@ def main() -> int:
            "vocoder_excitation": voice.vocoder.excitation,  # with LPC: "linear" or "mulaw" coded
            "vocoder_ltp": voice.vocoder.ltp,  # a long-term (pitch) predictor in the synthesis filter
            "vocoder_period_taps": voice.vocoder.ltp_input_taps,  # residuals around t - T the GRU reads (0: none)
+           "vocoder_phase_harmonics": voice.vocoder.phase_input,  # sin / cos k phi of the glottal phase (0: none)
            "acoustic_prosody": voice.acoustic.config.prosody,  # reads espeak's rate / pitch / range
            "copy": {k: copy[k] for k in _KEYS},
            **({"copy_vocoder_only": {k: raw[k] for k in _KEYS}} if raw else {}),
@@ -264,7 +265,9 @@ def write_doc(out: Path, row: dict, rows: list[dict], cmd: str, voice, examples:
         + (f"; it models the excitation of an order-{row['vocoder_lpc_order']} linear predictor from the mel"
            + (" and of a long-term (pitch) predictor" if row.get("vocoder_ltp") else "")
            + (f", reading the {row['vocoder_period_taps']} residuals around one pitch period back"
-              if row.get("vocoder_period_taps") else "") + ", docs/ARCHITECTURE.md" if row.get("vocoder_lpc_order")
+              if row.get("vocoder_period_taps") else "")
+           + (f" and the first {row['vocoder_phase_harmonics']} harmonics of the glottal phase"
+              if row.get("vocoder_phase_harmonics") else "") + ", docs/ARCHITECTURE.md" if row.get("vocoder_lpc_order")
            else "") + ")"
         + ("; the acoustic model reads espeak's rate, pitch and range (their defaults unless a request sets pitch or pitch range)"
            if row.get("acoustic_prosody") else "") + ". "
@@ -319,7 +322,8 @@ def write_doc(out: Path, row: dict, rows: list[dict], cmd: str, voice, examples:
              if r.get("postfilter") else "")
         lpc = (f"{r.get('vocoder_lpc_order', 0)}{' μ-law' if r.get('vocoder_excitation') == 'mulaw' else ''}"
                f"{' + LTP' if r.get('vocoder_ltp') else ''}"
-               f"{' + period ×' + str(r['vocoder_period_taps']) if r.get('vocoder_period_taps') else ''}")
+               f"{' + period ×' + str(r['vocoder_period_taps']) if r.get('vocoder_period_taps') else ''}"
+               f"{' + phase ×' + str(r['vocoder_phase_harmonics']) if r.get('vocoder_phase_harmonics') else ''}")
         lines.append(f"| {r['date']} | {r['acoustic_step']} | {lpc} | {r['vocoder_step']} | "
                      f"{v['stoi']:.3f} | "
                      f"{v['pesq_wb']:.2f} | {v['phone_acc']:.3f} | {p} | "
