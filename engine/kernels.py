@@ -73,6 +73,7 @@ from numba import njit, types  # noqa: E402
 from numba.core import cgutils  # noqa: E402
 from numba.extending import intrinsic  # noqa: E402
 
+from wavern.dsp import PHASE_INPUT_GAIN  # noqa: E402
 from wavern.errors import ParameterError  # noqa: E402
 
 log = logging.getLogger(__name__)
@@ -785,7 +786,7 @@ def _period_inputs(row, w_back, back_scale, lag_col, ring, hd, fb, w_phase, ph):
     ``row[lag_col]`` is 0), r_{t-k} at ``ring[(hd - k + 1) % len(ring)]``.
 
     With ``w_phase`` (2K, 3H) rows (a phase-input vocoder), also ``w_phase[2k - 2] *
-    float32(sin(2 pi k phi)) + w_phase[2k - 1] * float32(cos(2 pi k phi))`` for k = 1 .. K where
+    float32(g sin(2 pi k phi)) + w_phase[2k - 1] * float32(g cos(2 pi k phi))`` (g = ``wavern.dsp.PHASE_INPUT_GAIN``) for k = 1 .. K where
     the frame has a lag, phi = ``ph[0]`` (float64 cycles); then ``ph[0]`` moves on to the next
     sample's phase by ``wavern.dsp.phase_step``: + 1 / T wrapped to [0, 1), or 0 without a lag."""
     n = fb.shape[0]
@@ -803,8 +804,8 @@ def _period_inputs(row, w_back, back_scale, lag_col, ring, hd, fb, w_phase, ph):
         if n_harm:
             phi = ph[0]
             for k in range(1, n_harm + 1):
-                xs = np.float32(np.sin(2.0 * np.pi * k * phi))
-                xk = np.float32(np.cos(2.0 * np.pi * k * phi))
+                xs = np.float32(PHASE_INPUT_GAIN * np.sin(2.0 * np.pi * k * phi))
+                xk = np.float32(PHASE_INPUT_GAIN * np.cos(2.0 * np.pi * k * phi))
                 for i in range(n):
                     fb[i] += w_phase[2 * k - 2, i] * xs
                 for i in range(n):

@@ -90,6 +90,9 @@ class VocoderTrainConfig:
     # with a period input (ltp_input): each segment's period input multiplied by U(1 - fade, 1),
     # targets clean, so a weak pulse of the model's own still calls a full one (0: off)
     period_input_fade: float = 0.0
+    # with a period input: the share of segments whose period input is dropped altogether (after the
+    # fade), so the model learns to place a pulse without one (from its phase input, if it has one)
+    period_input_drop: float = 0.0
     gta_prob: float = 0.0  # share of training segments conditioned on the acoustic model's GTA mel (training.gta)
     threads: int = 2  # torch intra-op threads on the CPU
     bf16: str = "auto"  # "auto" (bf16 autocast where the CPU has native bf16), "on", "off"
@@ -121,6 +124,10 @@ class VocoderTrainConfig:
             raise ParameterError(f"period_input_fade must be in [0, 1], found {self.period_input_fade}")
         if self.period_input_fade and not self.vocoder.ltp_input:
             raise ParameterError("period_input_fade needs a vocoder with the period input (--ltp-input)")
+        if not 0 <= self.period_input_drop <= 1:
+            raise ParameterError(f"period_input_drop must be in [0, 1], found {self.period_input_drop}")
+        if self.period_input_drop and not self.vocoder.ltp_input:
+            raise ParameterError("period_input_drop needs a vocoder with the period input (--ltp-input)")
         if not self.lr > 0 or self.lr_min < 0:
             raise ParameterError(f"lr must be > 0 and lr_min >= 0, found {self.lr} and {self.lr_min}")
 
@@ -274,6 +281,9 @@ class VocoderTrainer:
         noisy = noisy_inputs(batch.audio, rng, cfg.input_noise) if cfg.input_noise > 0 else None
         fade = (1.0 - rng.uniform(0.0, cfg.period_input_fade, size=batch.audio.shape[0])
                 if cfg.period_input_fade > 0 else None)  # drawn only then: other runs draw as before
+        if cfg.period_input_drop > 0:
+            drop = rng.random(batch.audio.shape[0]) < cfg.period_input_drop
+            fade = np.where(drop, 0.0, 1.0 if fade is None else fade)
         if self.dist.enabled:  # this rank's rows of the global batch
             rows = self.dist.rows(cfg.batch_size)
             batch = type(batch)(*(None if a is None else a[rows] for a in batch))
@@ -598,6 +608,8 @@ def _parse(argv: list[str] | None) -> VocoderTrainConfig:
                         "python -m wavern.training.gta)")
     p.add_argument("--period-input-fade", type=float, default=d.period_input_fade,
                    help="with --ltp-input: scale each segment's period input by U(1 - fade, 1) (0: off)")
+    p.add_argument("--period-input-drop", type=float, default=d.period_input_drop,
+                   help="with --ltp-input: the share of segments trained without their period input (0: none)")
     p.add_argument("--input-noise", type=float, default=d.input_noise,
                    help="largest std (int16 units) of Gaussian noise on the fed-back samples (0: none)")
     p.add_argument("--threads", type=int, default=d.threads)
@@ -626,7 +638,7 @@ def _parse(argv: list[str] | None) -> VocoderTrainConfig:
         corpus_dir=a.corpus, run_dir=a.run, vocoder=voc, steps=a.steps, batch_size=a.batch,
         segment_frames=a.segment_frames, lr=a.lr, warmup_steps=a.warmup, lr_half_life_steps=a.lr_half_life,
         lr_min=a.lr_min, optimizer=a.optimizer, grad_clip=a.grad_clip, input_noise=a.input_noise, gta_prob=a.gta_prob,
-        period_input_fade=a.period_input_fade,
+        period_input_fade=a.period_input_fade, period_input_drop=a.period_input_drop,
         threads=a.threads, bf16=a.bf16,
         seed=a.seed, checkpoint_interval_s=a.checkpoint_interval, resume=a.resume, init_from=a.init_from,
         device=a.device, eval_every_steps=a.eval_every, eval_batches=a.eval_batches, log_every_steps=a.log_every,

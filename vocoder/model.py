@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
 
-from wavern.dsp import (LTP_INPUT_SCALE, LTP_MAX_LAG, MU_CODE_SCALE, MU_LAW, ltp_params, mel_lpc, mulaw_compress,
+from wavern.dsp import (LTP_INPUT_SCALE, LTP_MAX_LAG, MU_CODE_SCALE, MU_LAW, PHASE_INPUT_GAIN, ltp_params, mel_lpc, mulaw_compress,
                         mulaw_expand, phase_step)
 from wavern.errors import ParameterError
 from wavern.vocoder.config import VocoderConfig
@@ -354,9 +354,9 @@ class WaveRNN(nn.Module):
             if period_scale is not None:
                 back = back * period_scale.to(back.dtype)[:, None]
             columns.append((back / LTP_INPUT_SCALE).to(torch.float32))
-        if cfg.phase_input:  # sin / cos of k phi, k = 1 .. K, where the frame has a lag
+        if cfg.phase_input:  # PHASE_INPUT_GAIN sin / cos of k phi, k = 1 .. K, where the frame has a lag
             angle = 2.0 * math.pi * phase.to(torch.float64)
-            voiced = (lag[:, 1:] > 0).to(torch.float64)
+            voiced = (lag[:, 1:] > 0).to(torch.float64) * PHASE_INPUT_GAIN
             for k in range(1, cfg.phase_input + 1):
                 columns.append((torch.sin(k * angle) * voiced).to(torch.float32))
                 columns.append((torch.cos(k * angle) * voiced).to(torch.float32))
@@ -507,7 +507,8 @@ class WaveRNN(nn.Module):
                 if lag:
                     harm = []
                     for k in range(1, n_phase // 2 + 1):
-                        harm += [math.sin(2.0 * math.pi * k * phi), math.cos(2.0 * math.pi * k * phi)]
+                        harm += [PHASE_INPUT_GAIN * math.sin(2.0 * math.pi * k * phi),
+                                 PHASE_INPUT_GAIN * math.cos(2.0 * math.pi * k * phi)]
                     gi = gi + w_phase @ torch.tensor(harm, dtype=torch.float32, device=param.device)
                 phi = phase_step(phi, lag)
             if forced_audio is not None:  # the bytes of the forced sample (its excitation with LPC)

@@ -46,6 +46,7 @@ __all__ = [
     "LTP_MAX_LAG",
     "LTP_INPUT_SCALE",
     "ltp_params",
+    "PHASE_INPUT_GAIN",
     "pulse_phase",
     "phase_step",
 ]
@@ -356,6 +357,10 @@ def ltp_params(features: np.ndarray, cfg: MelConfig = DEFAULT_MEL) -> np.ndarray
     return np.stack([np.where(gain > 0, lag, 0.0), gain], axis=1).astype(np.float32)
 
 
+#: A vocoder with the phase input (``VocoderConfig.phase_input``) reads ``PHASE_INPUT_GAIN * sin(2 pi k phi)``
+#: and ``* cos``: about the size of the period input's pulses, so weights that start at zero (a
+#: model gaining the input) move its gates as fast as the others' at Adam's step size.
+PHASE_INPUT_GAIN = 8.0
 PULSE_SEARCH = (0.75, 1.25)  # where pulse_phase looks for the next pulse, in periods after the last one
 PULSE_SMOOTH = 33  # samples (1.5 ms): the Hann window pulse_phase smooths r^2 with
 

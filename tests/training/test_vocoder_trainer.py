@@ -431,3 +431,24 @@ def test_period_input_fade_changes_only_the_period_inputs_of_a_step(corpus, tmp_
         torch.testing.assert_close(t.model.gru.weight_ih_l0, runs["plain"].model.gru.weight_ih_l0)
     a, b = runs["plain"].train_step(), runs["faded"].train_step()
     assert np.isfinite(b["loss"]) and b["loss"] != a["loss"]
+
+
+def test_period_input_drop_zeroes_the_period_input_of_some_segments(corpus, tmp_path):
+    root, _ = corpus
+    period = dataclasses.replace(VOC, lpc_order=4, lpc_prediction_input=False, pitch=True, ltp=True, ltp_input=True)
+    t = VocoderTrainer(_cfg(root, tmp_path / "drop", vocoder=period, steps=2, period_input_drop=0.5))
+    t.open_data()
+    seen = []
+    real = t.model.loss
+
+    def spy(*args, **kwargs):  # the scale each segment's period input gets (the model runs as ever)
+        seen.append(kwargs["period_scale"].numpy().copy())
+        return real(*args, **kwargs)
+
+    t.model.loss = spy
+    for _ in range(2):
+        t.train_step()
+    scales = np.concatenate(seen)
+    assert set(np.unique(scales)) == {0.0, 1.0} and 0 < (scales == 0).sum() < scales.size
+    with pytest.raises(ParameterError, match="period_input_drop"):
+        _cfg(root, tmp_path / "x", vocoder=dataclasses.replace(period, ltp_input=False), period_input_drop=0.5)
