@@ -9,17 +9,21 @@
 # Session 6 on, the vocoder also reads the residuals around one period back (--ltp-input
 # --ltp-input-taps 5, run ltp_win); session 7 on, it trains with that input faded at random
 # (--period-input-fade 0.8, run ltp_fade, branched from ltp_win at step 60905).
+# Session 8 on, the live experiment is a glottal phase input (--phase-input 2, run phase3, branched
+# from ltp_fade at step 75558 via run phase; docs/bench/lpc_vocoder.md "Session 8") against its
+# control without it (run fade_hi), both at lr 1e-4.
 # The shipped voice (assets/voices/default): vocoder ltp_fade step 67851, acoustic model
 # acoustic_prosody step 7731 (docs/VOICE.md).
 set -e
 cd "$(dirname "$0")/../.."
 PY=.venv/bin/python
-mkdir -p runs/ltp_fade runs/acoustic_prosody
+mkdir -p runs/phase3 runs/fade_hi runs/acoustic_prosody
 
 # The corpus is deterministic from its seed: this rebuilds the very corpus the runs trained on.
 [ -f data/corpus/metadata.jsonl ] || .venv/bin/wavern corpus build data/corpus --utterances 2000 --seed 0
 
-# Acoustic model with pitch and prosody: fine-tuned from the session-4 acoustic model
+# Acoustic model (only with ACOUSTIC_MINUTES set: the repository has no room left in git for another
+# acoustic model, 3.8 MB, so the cores go to the vocoder): with pitch and prosody, fine-tuned from the session-4 acoustic model
 # (acoustic-compact.pt, step 5673) with a pitch projection and the espeak prosody input (--pitch
 # --prosody). The shipped voice's acoustic model took two steps on this machine (--pitch for 2798
 # steps into runs/acoustic_pitch, then --prosody from there into runs/acoustic_prosody); from
@@ -27,11 +31,13 @@ mkdir -p runs/ltp_fade runs/acoustic_prosody
 # (the same model config). --init-from also fixes the model's shape on a resume. 1 thread;
 # --time-limit-min bounds one call, rerun to continue. (The compact of this model is not in git:
 # 11 MB a time, and an hour on one core rebuilds it.)
+if [ -n "${ACOUSTIC_MINUTES:-}" ]; then
 nohup $PY -m wavern.training.acoustic_trainer data/corpus runs/acoustic_prosody \
   --init-from assets/training/acoustic-compact.pt --pitch --prosody --steps 100000 --batch-size 8 --lr 5e-4 \
   --warmup-steps 100 --time-limit-min ${ACOUSTIC_MINUTES:-60} --eval-every 1000 --threads 1 \
   >> runs/acoustic_prosody.log 2>&1 &
 echo "acoustic training: PID $!, log runs/acoustic_prosody.log"
+fi
 
 # Vocoder: the LPC run (order 16, excitation only, output layers pruned row by row) with the
 # long-term predictor from the pitch features (--pitch --ltp, linear code) and the residuals
@@ -45,21 +51,29 @@ echo "acoustic training: PID $!, log runs/acoustic_prosody.log"
 # (2 threads collapse when the other core is busy), bf16, block pruning to 10 % done. With a free
 # core, the same options under
 # `.venv/bin/torchrun --standalone --nproc-per-node 2 -m wavern.training.vocoder_trainer` run 1.4x faster.
-if [ -f runs/ltp_fade/checkpoint.pt ]; then START="--resume"; else START="--init-from assets/training/vocoder-compact.pt"; fi
-nohup $PY -m wavern.training.vocoder_trainer --corpus data/corpus --run-dir runs/ltp_fade --cache runs/vocoder/cache \
+# Session 8: both runs as above at lr 1e-4 (--lr-min 1e-4), one core each. phase3 also reads the
+# glottal phase (--phase-input 2; cache/phase.npy is computed on first use, about 40 s); fade_hi is
+# its control. From nothing (no checkpoint here) both start from vocoder-compact.pt, the phase
+# weights at zero.
+VOC="--corpus data/corpus --cache runs/vocoder/cache \
   --hidden 384 --cond-channels 128 --cond-blocks 3 --block 16x4 --density 0.1 --prune-start 2000 --prune-ramp 8000 \
   --prune-every 200 --lpc-order 16 --no-lpc-input --head-pruning rows --pitch --ltp --ltp-input --ltp-input-taps 5 --steps 200000 --batch 16 \
-  --segment-frames 4 --lr 1e-4 --warmup 100 --lr-half-life 40000 --lr-min 3e-5 --optimizer adam --grad-clip 1.0 \
+  --segment-frames 4 --lr 1e-4 --warmup 100 --lr-half-life 40000 --lr-min 1e-4 --optimizer adam --grad-clip 1.0 \
   --threads 1 --bf16 on --seed 0 --checkpoint-interval 300 --eval-every 500 --eval-batches 4 --log-every 10 \
-  --period-input-fade 0.8 $START >> runs/ltp_fade/log.txt 2>&1 &
-echo $! > runs/ltp_fade/pid
-echo "vocoder training: PID $!, log runs/ltp_fade/log.txt, metrics runs/ltp_fade/metrics.jsonl"
+  --period-input-fade 0.8"
+for RUN in phase3 fade_hi; do
+  if [ -f runs/$RUN/checkpoint.pt ]; then START="--resume"; else START="--init-from assets/training/vocoder-compact.pt"; fi
+  if [ "$RUN" = phase3 ]; then EXTRA="--phase-input 2"; else EXTRA=""; fi
+  nohup $PY -m wavern.training.vocoder_trainer $VOC --run-dir runs/$RUN $EXTRA $START >> runs/$RUN/log.txt 2>&1 &
+  echo $! > runs/$RUN/pid
+  echo "vocoder training ($RUN): PID $!, log runs/$RUN/log.txt, metrics runs/$RUN/metrics.jsonl"
+done
 
 # Later, assemble a voice from wherever the runs are and measure it (copy synthesis gives a pitch
 # voice the true audio's pitch features); ship it only where it beats the shipped voice:
 #   $PY -c "from wavern.training.voice import assemble_from_runs; assemble_from_runs('assets/voices/default', \
-#     acoustic_checkpoint='runs/acoustic_prosody/checkpoint.pt', vocoder_checkpoint='runs/ltp_fade/checkpoint.pt', \
+#     acoustic_checkpoint='runs/acoustic_prosody/checkpoint.pt', vocoder_checkpoint='runs/phase3/checkpoint.pt', \
 #     corpus_dir='data/corpus', card=open('assets/voices/default/MODEL_CARD.md').read(), \
 #     postfilter={'gamma_num': 0.92, 'gamma_den': 0.96, 'tilt': 0.2, 'order': 56})"
-#   $PY bench/eval_voice.py --n-utts 10 --metrics runs/ltp_fade/metrics.jsonl
-#   cp runs/ltp_fade/compact.pt assets/training/vocoder-compact.pt
+#   $PY bench/eval_voice.py --n-utts 10 --metrics runs/phase3/metrics.jsonl
+#   cp runs/phase3/compact.pt assets/training/vocoder-compact.pt
