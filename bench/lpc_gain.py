@@ -35,15 +35,9 @@ def _entropy(x: np.ndarray) -> float:
 
 def lpc_residual(s: np.ndarray, a: np.ndarray, hop: int) -> np.ndarray:
     """``e = s - round(p)`` for int samples ``s`` (n,) and per-frame predictors ``a`` (T, p + 1), a[:, 0] = 1."""
-    s = s.astype(np.float64)
-    order = a.shape[1] - 1
-    n = s.size
-    frames = np.minimum(np.arange(n) // hop, a.shape[0] - 1)
-    padded = np.concatenate([np.zeros(order), s])  # silence before the utterance
-    pred = np.zeros(n)
-    for k in range(1, order + 1):
-        pred -= a[frames, k] * padded[order - k:order - k + n]
-    return s - np.round(pred)
+    from wavern.dsp import lpc_prediction
+
+    return s.astype(np.float64) - np.round(lpc_prediction(s, a, hop))
 
 
 def main() -> int:

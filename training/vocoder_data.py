@@ -175,7 +175,7 @@ def build_phase(cache_dir: str | os.PathLike, mel: MelConfig, lpc_order: int) ->
     utterance's residual ``s - p`` (its mel's order-``lpc_order`` predictor, rounded to float32
     as the vocoder keeps it) at the lags of its pitch features, float16 per sample (skipped when
     present and newer than ``pitch.npy``). About a minute of CPU for the corpus."""
-    from wavern.dsp import ltp_params, mel_lpc, pulse_phase
+    from wavern.dsp import lpc_prediction, ltp_params, mel_lpc, pulse_phase
 
     cache_dir = Path(cache_dir)
     out, pitch_path = cache_dir / "phase.npy", cache_dir / "pitch.npy"
@@ -192,13 +192,9 @@ def build_phase(cache_dir: str | os.PathLike, mel: MelConfig, lpc_order: int) ->
     phase = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float16, shape=(s_off[-1],))
     for i in range(len(index["ids"])):
         s = np.asarray(audio[s_off[i]:s_off[i + 1]], np.float64)
-        a = mel_lpc(np.asarray(mels[f_off[i]:f_off[i + 1]]), lpc_order, mel).astype(np.float32).astype(np.float64)
-        rows = a[np.arange(s.size) // hop]
-        pred = np.zeros_like(s)
-        for k in range(1, lpc_order + 1):
-            pred[k:] -= rows[k:, k] * s[:-k]
+        a = mel_lpc(np.asarray(mels[f_off[i]:f_off[i + 1]]), lpc_order, mel).astype(np.float32)
         lags = ltp_params(np.asarray(pitch[f_off[i]:f_off[i + 1]]), mel)[:, 0]
-        phase[s_off[i]:s_off[i + 1]] = pulse_phase(s - pred, lags, hop)
+        phase[s_off[i]:s_off[i + 1]] = pulse_phase(s - lpc_prediction(s, a, hop), lags, hop)
     phase.flush()
     del phase
     os.replace(tmp, out)

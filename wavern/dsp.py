@@ -34,6 +34,7 @@ __all__ = [
     "mel_power_spectrum",
     "lpc_from_power",
     "mel_lpc",
+    "lpc_prediction",
     "pitch_track",
     "pitch_features",
     "audio_pitch_features",
@@ -191,6 +192,22 @@ def lpc_from_power(power: np.ndarray, order: int, cfg: MelConfig = DEFAULT_MEL, 
 def mel_lpc(mel: np.ndarray, order: int, cfg: MelConfig = DEFAULT_MEL) -> np.ndarray:
     """The order-``order`` predictor of every frame of a log-mel: (T, order + 1) float64."""
     return lpc_from_power(mel_power_spectrum(mel, cfg), order, cfg)
+
+
+def lpc_prediction(samples: np.ndarray, a: np.ndarray, hop: int) -> np.ndarray:
+    """The short-term prediction ``p_t = -sum_k a_k s_{t-k}`` of every sample, (n,) float64, from
+    int or float samples (n,) and per-frame predictors ``a`` (T, P + 1) (:func:`mel_lpc`; sample t
+    uses frame t // hop, the last one past the end), silence before the first sample; summed in
+    the order k = 1 .. P. The residual is ``samples - lpc_prediction(...)``."""
+    s = np.asarray(samples, np.float64)
+    a = np.asarray(a, np.float64)
+    order, n = a.shape[1] - 1, s.size
+    frames = np.minimum(np.arange(n) // hop, a.shape[0] - 1)
+    padded = np.concatenate([np.zeros(order), s])  # silence before the utterance
+    pred = np.zeros(n)
+    for k in range(1, order + 1):
+        pred -= a[frames, k] * padded[order - k:order - k + n]
+    return pred
 
 
 def pitch_track(audio: np.ndarray, cfg: MelConfig = DEFAULT_MEL, *, fmin: float = 60.0, fmax: float = 400.0,

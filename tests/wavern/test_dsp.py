@@ -156,3 +156,16 @@ def test_pulse_phase_finds_jittered_pulses_and_phase_step_runs_one_cycle_a_perio
         phi = phase_step(phi, 100)
     assert phi == pytest.approx(0.0, abs=1e-9) or phi == pytest.approx(1.0, abs=1e-9)
     assert phase_step(0.995, 100) == pytest.approx(0.005) and phase_step(0.7, 0) == 0.0
+
+
+def test_lpc_prediction_is_the_predictor_sum_sample_by_sample():
+    from wavern.dsp import lpc_prediction, mel_lpc
+
+    rng = np.random.default_rng(3)
+    s = rng.normal(0, 3000, 700).astype(np.int16)
+    a = mel_lpc(log_mel(s / 32768.0), 8)
+    want = np.zeros(s.size)
+    for t in range(s.size):  # silence before the first sample; frames past the end use the last
+        row = a[min(t // 256, a.shape[0] - 1)]
+        want[t] = -sum(row[k] * float(s[t - k]) for k in range(1, 9) if t >= k)
+    np.testing.assert_allclose(lpc_prediction(s, a, 256), want, rtol=0, atol=1e-9)
