@@ -786,8 +786,8 @@ def _period_inputs(row, w_back, back_scale, lag_col, ring, hd, fb, w_phase, ph):
     ``row[lag_col]`` is 0), r_{t-k} at ``ring[(hd - k + 1) % len(ring)]``.
 
     With ``w_phase`` (2K, 3H) rows (a phase-input vocoder), also ``w_phase[2k - 2] *
-    float32(g sin(2 pi k phi)) + w_phase[2k - 1] * float32(g cos(2 pi k phi))`` (g = ``wavern.dsp.PHASE_INPUT_GAIN``) for k = 1 .. K where
-    the frame has a lag, phi = ``ph[0]`` (float64 cycles); then ``ph[0]`` moves on to the next
+    float32(g sin(2 pi k phi)) + w_phase[2k - 1] * float32(g cos(2 pi k phi))`` for k = 1 .. K
+    (g = ``wavern.dsp.PHASE_INPUT_GAIN``) where the frame has a lag, phi = ``ph[0]`` (float64 cycles); then ``ph[0]`` moves on to the next
     sample's phase by ``wavern.dsp.phase_step``: + 1 / T wrapped to [0, 1), or 0 without a lag."""
     n = fb.shape[0]
     for i in range(n):

@@ -23,8 +23,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
 
-from wavern.dsp import (LTP_INPUT_SCALE, LTP_MAX_LAG, MU_CODE_SCALE, MU_LAW, PHASE_INPUT_GAIN, ltp_params, mel_lpc, mulaw_compress,
-                        mulaw_expand, phase_step)
+from wavern.dsp import (LTP_INPUT_SCALE, LTP_MAX_LAG, MU_CODE_SCALE, MU_LAW, PHASE_INPUT_GAIN, ltp_params, mel_lpc,
+                        mulaw_compress, mulaw_expand, phase_step)
 from wavern.errors import ParameterError
 from wavern.vocoder.config import VocoderConfig
 from wavern.vocoder.gru import gru_sequence
@@ -180,7 +180,8 @@ class WaveRNN(nn.Module):
     # ------------------------------------------------------------------ training form
     def forward(self, mel: torch.Tensor, audio: torch.Tensor, *, prev_audio: torch.Tensor | None = None,
                 mel_pad: int = 0, past: torch.Tensor | None = None,
-                lpc: torch.Tensor | None = None, phase: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                lpc: torch.Tensor | None = None,
+                phase: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Teacher-forced logits for every sample.
 
         Args:
@@ -390,7 +391,8 @@ class WaveRNN(nn.Module):
 
     def _logits(self, mel: torch.Tensor, audio: torch.Tensor, *, prev_audio: torch.Tensor | None,
                 mel_pad: int, input_audio: torch.Tensor | None = None, past: torch.Tensor | None = None,
-                lpc: torch.Tensor | None = None, phase: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                lpc: torch.Tensor | None = None,
+                phase: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Time-major teacher-forced logits, (N, B, 256) each."""
         return self._head_logits(self.hidden(mel, audio, prev_audio=prev_audio, mel_pad=mel_pad,
                                              input_audio=input_audio, past=past, lpc=lpc, phase=phase))

@@ -399,7 +399,9 @@ def pulse_phase(residual: np.ndarray, lags: np.ndarray, hop: int) -> np.ndarray:
     n = r.size
     if r.ndim != 1 or lags.ndim != 1 or hop <= 0:
         raise ParameterError(f"pulse_phase expects a 1-d residual and 1-d lags, found {r.shape} and {lags.shape}")
-    lag_t = lags[np.minimum(np.arange(n) // hop, lags.size - 1)].astype(np.int64) if lags.size else np.zeros(n, np.int64)
+    if not lags.size:
+        lags = np.zeros(1)
+    lag_t = lags[np.minimum(np.arange(n) // hop, lags.size - 1)].astype(np.int64)
     phase = np.zeros(n, np.float64)
     voiced = lag_t > 0
     if not voiced.any():
