@@ -1,0 +1,106 @@
+"""Compare vocoder checkpoints inside the shipped voice: copy synthesis and end to end, several seeds.
+
+Each checkpoint (a vocoder trainer's full or compact checkpoint) replaces the vocoder of ``--voice``
+(acoustic model, post-filter, speaker and the rest kept), in a temporary folder; "shipped" stands
+for the voice as it is. Every voice then renders the same held-out sentences:
+
+- copy synthesis of ``--n-copy`` sentences from their true features (STOI, PESQ-WB, MCD-DTW, phone
+  accuracy, voicing and gross pitch errors; ``training.evaluate.evaluate_copy_synthesis``);
+- end to end of ``--n-e2e`` sentences (phone accuracy, MCD-DTW against espeak-ng, YIN's voiced share;
+  ``eval_voice.end_to_end``);
+
+once per sampling seed, and reports the means over the seeds. The tables of
+docs/bench/lpc_vocoder.md (sessions 7 and 8) were measured this way:
+
+    .venv/bin/python bench/compare_vocoders.py shipped runs/phase3/checkpoint.pt runs/fade_hi/checkpoint.pt
+    .venv/bin/python bench/compare_vocoders.py shipped runs/phase3/checkpoint.pt --draw 3 --n-copy 16
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+KEYS = ("stoi", "pesq_wb", "mcd_db", "phone_acc", "vde", "gpe", "e2e_phone", "e2e_mcd", "e2e_voiced")
+
+
+def swap_vocoder(voice_dir: Path, checkpoint: str, out: Path) -> Path:
+    """``voice_dir`` with its vocoder replaced by ``checkpoint``'s, written to ``out``."""
+    from wavern.conditioning.config import AcousticConfig
+    from wavern.conditioning.export import load_acoustic
+    from wavern.training.voice import assemble_voice, load_vocoder_checkpoint
+
+    meta = json.loads((voice_dir / "voice.json").read_text())
+    acoustic = load_acoustic(voice_dir / "acoustic.safetensors", AcousticConfig.from_dict(meta["acoustic"]))
+    vocoder, ck = load_vocoder_checkpoint(checkpoint)
+    prov = dict(meta.get("provenance", {}))
+    prov["vocoder"] = {"step": int(ck.get("step", 0)), "checkpoint": str(checkpoint)}
+    return assemble_voice(out, acoustic=acoustic, vocoder=vocoder, symbols=meta["symbols"], name=meta["name"],
+                          espeak_voice=meta["espeak_voice"], provenance=prov, inference=meta["inference"],
+                          card=(voice_dir / "MODEL_CARD.md").read_text())
+
+
+def measure(voice, corpus: Path, *, draw: int, n_copy: int, n_e2e: int, seeds: list[int]) -> dict:
+    """The means over ``seeds`` of the copy-synthesis and end-to-end metrics (:data:`KEYS`)."""
+    from eval_voice import end_to_end, held_out_records
+
+    from wavern.dsp import int16_to_float
+    from wavern.training.evaluate import evaluate_copy_synthesis
+
+    records = held_out_records(corpus, n_e2e, draw)
+    rows = []
+    for seed in seeds:
+        c = evaluate_copy_synthesis(lambda f: int16_to_float(voice.render_mel(f, seed=seed)), corpus, n_copy, draw,
+                                    pitch=voice.acoustic.config.pitch)
+        e = end_to_end(voice, records, seed=seed)
+        rows.append([c["stoi"], c["pesq_wb"], c["mcd_db"], c["phone_acc"], c.get("vde", float("nan")),
+                     c.get("gpe", float("nan")), e["phone_acc_end_to_end"], e["mcd_dtw_vs_espeak"],
+                     e["voiced_end_to_end"]])
+    return dict(zip(KEYS, np.mean(np.asarray(rows, np.float64), axis=0).tolist()))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("checkpoints", nargs="+", help="vocoder checkpoints, or 'shipped' for --voice as it is")
+    ap.add_argument("--voice", type=Path, default=ROOT / "assets" / "voices" / "default")
+    ap.add_argument("--corpus", type=Path, default=ROOT / "data" / "corpus")
+    ap.add_argument("--draw", type=int, default=0, help="selection seed of the held-out sentences")
+    ap.add_argument("--n-copy", type=int, default=10)
+    ap.add_argument("--n-e2e", type=int, default=20)
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="sampling seeds (means over them)")
+    args = ap.parse_args()
+    import torch
+
+    torch.set_num_threads(1)
+    from wavern.engine import Voice
+
+    if not (args.corpus / "metadata.jsonl").is_file():
+        print(f"[compare_vocoders] no corpus at {args.corpus}: build it first (`wavern corpus build`)")
+        return 1
+    print("| vocoder | step | " + " | ".join(KEYS) + " |")
+    print("|---|---:|" + "---:|" * len(KEYS))
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, name in enumerate(args.checkpoints):
+            t0 = time.time()
+            path = args.voice if name == "shipped" else swap_vocoder(args.voice, name, Path(tmp) / f"v{i}")
+            voice = Voice.load(path)
+            m = measure(voice, args.corpus, draw=args.draw, n_copy=args.n_copy, n_e2e=args.n_e2e, seeds=args.seeds)
+            step = voice.meta.get("provenance", {}).get("vocoder", {}).get("step")
+            print(f"| {name} | {step} | " + " | ".join(f"{m[k]:.3f}" for k in KEYS) + " |", flush=True)
+            print(json.dumps({"vocoder": name, "step": step, "draw": args.draw, "seeds": args.seeds,
+                              "wall_s": round(time.time() - t0, 1), **{k: round(m[k], 4) for k in KEYS}}),
+                  file=sys.stderr, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
