@@ -174,7 +174,8 @@ def build_phase(cache_dir: str | os.PathLike, mel: MelConfig, lpc_order: int) ->
     """Add ``phase.npy`` to a cache with ``pitch.npy``: :func:`wavern.dsp.pulse_phase` of every
     utterance's residual ``s - p`` (its mel's order-``lpc_order`` predictor, rounded to float32
     as the vocoder keeps it) at the lags of its pitch features, float16 per sample (skipped when
-    present and newer than ``pitch.npy``). 38 s for the corpus on this machine."""
+    present and newer than ``pitch.npy``; the file does not record ``lpc_order``: delete it to
+    rebuild for another order). 38 s for the corpus on this machine."""
     from wavern.dsp import lpc_prediction, ltp_params, mel_lpc, pulse_phase
 
     cache_dir = Path(cache_dir)

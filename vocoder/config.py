@@ -75,8 +75,8 @@ class VocoderConfig:
     # the pulse one period back is rarely at exactly t - T (a rounded lag of a gliding pitch), so a
     # window lets the net find it
     ltp_input_taps: int = 1
-    # with ltp_input: K > 0 adds the glottal phase phi_t as 2K more GRU inputs, sin(2 pi k phi_t) and
-    # cos(2 pi k phi_t) for k = 1 .. K (0 where the frame has no lag). In training phi comes from the
+    # with ltp_input: K > 0 adds the glottal phase phi_t as 2K more GRU inputs, g sin(2 pi k phi_t) and
+    # g cos(2 pi k phi_t) for k = 1 .. K, g = wavern.dsp.PHASE_INPUT_GAIN (0 where the frame has no lag). In training phi comes from the
     # true residual's pulses (wavern.dsp.pulse_phase: 0 at each pulse, rising linearly to the next);
     # in generation it advances by 1 / T each sample of a voiced frame and restarts at 0 after an
     # unvoiced one (wavern.dsp.phase_step), so the net knows where the next pulse is due even when

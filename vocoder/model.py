@@ -253,7 +253,8 @@ class WaveRNN(nn.Module):
         ``--period-input-fade``).
 
         ``phase`` (B, N) float, with ``config.phase_input`` (required then): the glottal phase of
-        every sample (:func:`wavern.dsp.pulse_phase`), read as sin / cos of its first harmonics.
+        every sample (:func:`wavern.dsp.pulse_phase`), read as ``PHASE_INPUT_GAIN`` times sin / cos of
+        its first harmonics.
         """
         inputs, _ = self._inputs(audio, prev_audio, input_audio, past, lpc, period_scale, phase)
         return self._states(mel, inputs, mel_pad, audio.shape)
