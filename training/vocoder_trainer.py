@@ -18,6 +18,10 @@ SIGINT/SIGTERM and at the end), ``compact.pt`` (float16 weights + bfloat16 optim
 a few MB, for git; a run can start from it with ``init_from``, not bit-exactly),
 ``metrics.jsonl`` and ``vocoder.safetensors`` (the engine's format) at the end.
 
+``init_from`` also carries a run into a wider model (new inputs join with zero weights) or a denser
+one: with pruning finished and a higher ``target_density``, the pruned blocks whose weights have the
+largest squared gradient (Adam's second moment) come back at zero (:meth:`BlockPruner.regrow`).
+
 Data-parallel under ``torchrun`` (:mod:`wavern.training.distributed`; gloo on CPU, nccl on GPUs)::
 
     torchrun --standalone --nproc-per-node 2 -m wavern.training.vocoder_trainer --corpus data/corpus \\
@@ -347,6 +351,21 @@ class VocoderTrainer:
                 "eval_sample_nll": total / k - self._eval_slope}
 
     # ---------------------------------------------------------------- checkpoints
+    def _regrow(self, sparsity: float, source) -> None:
+        """A denser model than the checkpoint's, pruning done: revive the pruned blocks whose weights
+        have the largest mean squared gradient (Adam's second moment) until the masks reach
+        ``sparsity`` (:meth:`BlockPruner.regrow`). The revived weights start at zero: the same function."""
+        scores = {}
+        for name, p in self.pruner.params.items():
+            v = self.optimizer.state.get(p, {}).get("exp_avg_sq")
+            if v is None:
+                raise ParameterError(f"{source}: no optimiser moments for {name}, so there is nothing to rank the "
+                                     "pruned blocks by; a denser model needs a checkpoint with Adam's state")
+            scores[name] = v
+        before = self.pruner.density()
+        self.pruner.regrow(sparsity, scores)
+        log.info("%s: regrew pruned blocks, density %.4f -> %.4f", source, before, self.pruner.density())
+
     def state(self) -> dict[str, Any]:
         return {
             "format": CHECKPOINT_FORMAT, "version": 1, "step": self.step, "wall_s": self.wall_s,
@@ -391,7 +410,8 @@ class VocoderTrainer:
         want = self.cfg.vocoder
         coding = {"pitch": want.pitch, "excitation": want.excitation, "ltp": want.ltp,
                   "lpc_prediction_input": want.lpc_prediction_input, "ltp_input": want.ltp_input,
-                  "ltp_input_taps": want.ltp_input_taps, "phase_input": want.phase_input}
+                  "ltp_input_taps": want.ltp_input_taps, "phase_input": want.phase_input,
+                  "target_density": want.target_density}
         try:
             recoded = dataclasses.replace(saved, **coding)
         except ParameterError:  # saved differs elsewhere too (e.g. no LPC): the check below reports it
@@ -439,8 +459,11 @@ class VocoderTrainer:
             self.optimizer.load_state_dict(opt)
         except (ValueError, KeyError) as exc:
             log.warning("optimiser state in %s does not fit (%s); starting the optimiser afresh", path, exc)
-        self.pruner.apply()
         self.step = int(ck["step"])
+        if not exact and self.pruner.sparsity > 1.0 - want.target_density + 1e-9 \
+                and self.step >= want.prune_start_step + want.prune_ramp_steps:
+            self._regrow(1.0 - want.target_density, path)
+        self.pruner.apply()
         self.wall_s = float(ck.get("wall_s", 0.0))
         if fmt == CHECKPOINT_FORMAT:
             self.bf16 = bool(ck["bf16"])  # keep the precision the run started with: bit-exact resume
@@ -569,7 +592,9 @@ def _parse(argv: list[str] | None) -> VocoderTrainConfig:
     p.add_argument("--cond-channels", type=int, default=v.cond_channels)
     p.add_argument("--cond-blocks", type=int, default=v.cond_blocks)
     p.add_argument("--block", default=f"{v.block_rows}x{v.block_cols}", help="pruning block shape, e.g. 16x4")
-    p.add_argument("--density", type=float, default=v.target_density)
+    p.add_argument("--density", type=float, default=v.target_density,
+                   help="target block density; higher than an --init-from run's finished pruning: the pruned "
+                        "blocks with the largest squared gradients come back (at zero)")
     p.add_argument("--prune-start", type=int, default=v.prune_start_step)
     p.add_argument("--prune-ramp", type=int, default=v.prune_ramp_steps)
     p.add_argument("--prune-every", type=int, default=v.prune_every_steps)

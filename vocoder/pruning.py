@@ -23,7 +23,8 @@ import torch
 
 from wavern.vocoder.config import VocoderConfig
 
-__all__ = ["sparsity_at", "block_mask", "block_mask_rows", "BlockPruner", "PRUNED_PARAMETERS", "HEADS"]
+__all__ = ["sparsity_at", "block_mask", "block_mask_rows", "regrow_mask", "BlockPruner", "PRUNED_PARAMETERS",
+           "HEADS"]
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,36 @@ def block_mask_rows(weight: torch.Tensor, block_shape: tuple[int, int], sparsity
     return keep.reshape(rows, cols).clone()
 
 
+def regrow_mask(mask: torch.Tensor, score: torch.Tensor, block_shape: tuple[int, int], sparsity: float, *,
+                rows: bool = False) -> torch.Tensor:
+    """``mask`` with pruned blocks revived, those of largest ``score`` (summed over the block; ties by
+    position), until it keeps as many blocks as :func:`block_mask` (``rows``: :func:`block_mask_rows`)
+    keeps at ``sparsity``. Blocks kept in ``mask`` stay kept; a mask already that dense is returned as is.
+
+    This is the growing half of RigL (Evci et al. 2020) run once: with ``score`` the squared gradient
+    of the weights (Adam's second moment), the blocks revived are those the loss would most like to move.
+    """
+    br, bc = block_shape
+    nr, nc = mask.shape[0] // br, mask.shape[1] // bc
+    kept = mask.reshape(nr, br, nc, bc).any(dim=3).any(dim=1)  # (nr, nc)
+    gain = score.detach().float().reshape(nr, br, nc, bc).sum(dim=(1, 3))
+    gain = torch.where(kept, torch.full_like(gain, -math.inf), gain)  # only pruned blocks can come back
+    if rows:
+        k = max(1, min(nc, int(round((1.0 - sparsity) * nc))))
+        for i in range(nr):
+            need = k - int(kept[i].sum())
+            if need > 0:
+                kept[i, torch.argsort(-gain[i], stable=True)[:need]] = True
+    else:
+        n_keep = kept.numel() - int(math.floor(sparsity * kept.numel() + 1e-9))
+        need = n_keep - int(kept.sum())
+        if need > 0:
+            flat = kept.flatten()
+            flat[torch.argsort(-gain.flatten(), stable=True)[:need]] = True
+            kept = flat.reshape(nr, nc)
+    return kept.reshape(nr, 1, nc, 1).expand(nr, br, nc, bc).reshape(mask.shape).clone()
+
+
 #: Output layers whose rows are classes (``VocoderConfig.head_pruning`` applies to them).
 HEADS = ("O2.weight", "O4.weight")
 
@@ -112,6 +143,24 @@ class BlockPruner:
             rows = p.shape[0] // slabs
             rule = block_mask_rows if name in HEADS and self.config.head_pruning == "rows" else block_mask
             parts = [rule(p[i * rows:(i + 1) * rows], self.config.block_shape, sparsity) for i in range(slabs)]
+            self.masks[name] = torch.cat(parts, dim=0).to(p.device)
+        self.sparsity = sparsity
+
+    @torch.no_grad()
+    def regrow(self, sparsity: float, scores: dict[str, torch.Tensor]) -> None:
+        """Lower the sparsity of finished masks to ``sparsity`` by reviving pruned blocks
+        (:func:`regrow_mask`, per gate slab of ``weight_hh`` like the pruning, by rows for the heads
+        under ``head_pruning="rows"``), ranked by ``scores[name]`` (same shape as the weight). The
+        revived weights are zero, so the model computes the same function until the next step."""
+        if sparsity >= self.sparsity:
+            raise ValueError(f"regrow to sparsity {sparsity} from {self.sparsity}: it can only go down")
+        for name, p in self.params.items():
+            slabs = PRUNED_PARAMETERS[name]
+            n = p.shape[0] // slabs
+            by_rows = name in HEADS and self.config.head_pruning == "rows"
+            mask, score = self.masks[name].cpu(), scores[name].cpu()
+            parts = [regrow_mask(mask[i * n:(i + 1) * n], score[i * n:(i + 1) * n], self.config.block_shape,
+                                 sparsity, rows=by_rows) for i in range(slabs)]
             self.masks[name] = torch.cat(parts, dim=0).to(p.device)
         self.sparsity = sparsity
 

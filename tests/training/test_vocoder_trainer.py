@@ -452,3 +452,33 @@ def test_period_input_drop_zeroes_the_period_input_of_some_segments(corpus, tmp_
     assert set(np.unique(scales)) == {0.0, 1.0} and 0 < (scales == 0).sum() < scales.size
     with pytest.raises(ParameterError, match="period_input_drop"):
         _cfg(root, tmp_path / "x", vocoder=dataclasses.replace(period, ltp_input=False), period_input_drop=0.5)
+
+
+def test_a_denser_model_regrows_blocks_from_a_finished_run(corpus, tmp_path):
+    """init_from a run whose pruning is done, with a higher target density: the blocks the squared
+    gradient ranks highest come back with zero weights (the same function), the old ones stay, and
+    training goes on at the new density."""
+    root, _ = corpus
+    first = train_vocoder(_cfg(root, tmp_path / "sparse", steps=7, eval_every_steps=0))
+    assert first.pruner.density() == pytest.approx(0.25, abs=0.02)
+    denser = dataclasses.replace(VOC, target_density=0.5)
+    cfg = _cfg(root, tmp_path / "dense", vocoder=denser, steps=9, init_from=str(tmp_path / "sparse" / CHECKPOINT),
+               eval_every_steps=0)
+    start = VocoderTrainer(cfg)
+    start.load(tmp_path / "sparse" / CHECKPOINT, exact=False)
+    assert start.pruner.density() == pytest.approx(0.5, abs=0.02)
+    w = start.model.gru.weight_hh_l0
+    old, new = first.pruner.masks["gru.weight_hh_l0"], start.pruner.masks["gru.weight_hh_l0"]
+    assert (new | ~old).all() and torch.equal(w.detach(), first.model.gru.weight_hh_l0.detach())
+    v = start.optimizer.state[w]["exp_avg_sq"]
+    revived = new & ~old
+    assert v[revived].mean() > v[~new].mean()  # the revived blocks had the larger squared gradients
+    start.open_data()
+    mel, audio, prev, past, lpc, phase = start._to_tensors(start._batch(np.random.default_rng(2)))
+    with torch.no_grad():
+        a = start.model.loss(mel, audio, mel_pad=start.mel_pad, past=past, lpc=lpc).total
+        b = first.model.loss(mel, audio, mel_pad=start.mel_pad, past=past, lpc=lpc).total
+    assert float(a) == float(b)
+    done = train_vocoder(cfg)
+    assert done.step == 9 and done.pruner.density() == pytest.approx(0.5, abs=0.02)
+    assert done.model.gru.weight_hh_l0[revived].abs().sum() > 0  # the revived weights train

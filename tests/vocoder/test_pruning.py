@@ -136,3 +136,64 @@ def test_rows_head_pruning_keeps_every_group_of_classes():
     assert glob.masks["O2.weight"][:16].float().mean().item() > 0.25  # the global rule favours the loud rows
     with pytest.raises(Exception, match="head_pruning"):
         _tiny(head_pruning="columns")
+
+
+def _naive_regrow(mask: np.ndarray, score: np.ndarray, br: int, bc: int, n_keep: int) -> np.ndarray:
+    """Revive the pruned blocks of largest summed score, one at a time, until ``n_keep`` are kept."""
+    rows, cols = mask.shape
+    mask = mask.copy()
+    candidates = []
+    for i in range(rows // br):
+        for j in range(cols // bc):
+            if not mask[i * br, j * bc]:
+                candidates.append((-score[i * br:(i + 1) * br, j * bc:(j + 1) * bc].sum(), i * (cols // bc) + j, i, j))
+    kept = int(mask[::br, ::bc].sum())
+    for _, _, i, j in sorted(candidates)[:max(0, n_keep - kept)]:
+        mask[i * br:(i + 1) * br, j * bc:(j + 1) * bc] = True
+    return mask
+
+
+@pytest.mark.parametrize("block", [(16, 4), (8, 8)])
+def test_regrow_revives_the_pruned_blocks_of_largest_score(block):
+    from wavern.vocoder.pruning import regrow_mask
+
+    br, bc = block
+    torch.manual_seed(3)
+    w = torch.randn(64, 64)
+    mask = block_mask(w, block, 0.9)
+    score = torch.rand(64, 64)
+    grown = regrow_mask(mask, score, block, 0.8)
+    n_blocks = (64 // br) * (64 // bc)
+    want = _naive_regrow(mask.numpy(), score.numpy(), br, bc, n_blocks - int(np.floor(0.8 * n_blocks + 1e-9)))
+    assert np.array_equal(grown.numpy(), want)
+    assert (grown | ~mask).all() and grown.sum() > mask.sum()  # every kept block stays kept
+    assert torch.equal(grown, block_mask(w * grown, block, 0.8))  # what the pruning at 0.8 would keep
+    assert torch.equal(regrow_mask(mask, score, block, 0.95), mask)  # already denser: unchanged
+
+
+def test_regrow_by_rows_and_per_gate_keeps_the_pruning_structure():
+    cfg = _tiny(target_density=0.25, head_pruning="rows")
+    torch.manual_seed(0)
+    model = WaveRNN(cfg)
+    pruner = BlockPruner(model, cfg)
+    pruner.update_masks(0.75)
+    pruner.apply()
+    with torch.no_grad():
+        x = torch.randn(2, 8, model.gru.input_size)
+        before = model.gru(x)[0]
+    old = {k: m.clone() for k, m in pruner.masks.items()}
+    scores = {name: torch.rand_like(p) for name, p in pruner.params.items()}
+    pruner.regrow(0.5, scores)
+    assert pruner.sparsity == 0.5 and pruner.density() == pytest.approx(0.5, abs=0.01)
+    for name, m in pruner.masks.items():
+        assert (m | ~old[name]).all()
+    h = cfg.hidden_size
+    whh = pruner.masks["gru.weight_hh_l0"].float()
+    assert all(whh[g * h:(g + 1) * h].mean().item() == pytest.approx(0.5) for g in range(3))
+    o2 = pruner.masks["O2.weight"].float()
+    assert all(o2[r * 16:(r + 1) * 16].mean().item() == pytest.approx(0.5) for r in range(256 // 16))
+    pruner.apply()  # the revived weights are zero: the same function
+    with torch.no_grad():
+        assert torch.equal(model.gru(x)[0], before)
+    with pytest.raises(ValueError, match="only go down"):
+        pruner.regrow(0.6, scores)
