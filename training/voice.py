@@ -109,7 +109,7 @@ PRESETS: dict[str, dict[str, Any]] = {
                                           decoder_layers=2, decoder_d_model=64, decoder_ffn_channels=128,
                                           duration_channels=64, speaker_dim=16, ref_channels=32, peer_width=16,
                                           pitch=True, prosody=True)),
-                 vocoder=dict(steps=300, batch_size=16,
+                 vocoder=dict(steps=300, batch_size=16, period_input_fade=0.8,
                               vocoder=dict(hidden_size=64, cond_channels=32, cond_blocks=1, prune_start_step=100,
                                            prune_ramp_steps=150, prune_every_steps=50, target_density=0.5,
                                            **_PERIOD_VOCODER)),
@@ -117,14 +117,15 @@ PRESETS: dict[str, dict[str, Any]] = {
     # The shipped voice's configuration, from nothing in one run per model. The shipped models
     # got there in stages over sessions (assets/training/README.md: the acoustic model gained its
     # pitch and prosody inputs by fine-tuning, the vocoder its LPC, long-term predictor and period
-    # inputs, and its learning rate fell from 1e-3 to 1e-4); assets/training/resume.sh continues
-    # those runs. Corpus: 2000 sentences, seed 0, the builder's varied set of 72 espeak-ng voices.
+    # inputs, and its learning rate fell from 1e-3 to 1e-4; each segment's period input faded at
+    # random, --period-input-fade 0.8, from step 60905 on, here from the start);
+    # assets/training/resume.sh continues those runs. Corpus: 2000 sentences, seed 0, the builder's varied set of 72 espeak-ng voices.
     "default": dict(name="default", corpus="data/corpus", runs="runs", utterances=2000, voices=None,
                     acoustic=dict(steps=100000, batch_size=8, lr=1.5e-3, warmup_steps=200, lr_half_life_steps=10000,
                                   model=dict(encoder=dict(d_model=128, n_layers=3, ffn_channels=256),
                                              decoder_kind="window", pitch=True, prosody=True)),
                     vocoder=dict(steps=200000, batch_size=16, segment_frames=4, lr=1e-3, warmup_steps=100,
-                                 lr_half_life_steps=40000, lr_min=3e-5, bf16="on",
+                                 lr_half_life_steps=40000, lr_min=3e-5, bf16="on", period_input_fade=0.8,
                                  vocoder=dict(hidden_size=384, cond_channels=128, cond_blocks=3,
                                               target_density=0.1, prune_start_step=2000, prune_ramp_steps=8000,
                                               prune_every_steps=200, **_PERIOD_VOCODER)),

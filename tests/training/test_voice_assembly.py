@@ -67,6 +67,7 @@ def test_train_voice_builds_the_shipped_architecture_from_a_corpus(tmp_path):
         assert PRESETS["default"]["acoustic"]["model"][key] and PRESETS["tiny"]["acoustic"]["model"][key]
     for key in ("lpc_order", "ltp", "ltp_input", "ltp_input_taps", "excitation", "pitch"):
         assert PRESETS["tiny"]["vocoder"]["vocoder"][key] == PRESETS["default"]["vocoder"]["vocoder"][key]
+    assert PRESETS["tiny"]["vocoder"]["period_input_fade"] == PRESETS["default"]["vocoder"]["period_input_fade"] > 0
     assert PRESETS["default"]["voices"] is None  # the builder's varied set of voices, as the shipped corpus
     corpus = make_fake_corpus(tmp_path / "corpus", n_utts=12, seed=4, words=(1, 3), durations=(0, 600))
     summary = build_voice(VoiceBuildConfig(preset="tiny", corpus_dir=str(corpus), run_dir=str(tmp_path / "runs"),
