@@ -189,6 +189,15 @@ class Voice:
             except (ParameterError, TypeError) as e:
                 raise VoiceFileError(f"{path}/voice.json: field 'inference.postfilter' is invalid ({e})") from None
             self.postfilter.load()  # its numba loop now, not in the first chunk of the first request
+        #: Mel matching after the post-filter (``inference.melmatch``, ``engine/melmatch.py``); None = off.
+        self.melmatch = None
+        if infer.get("melmatch") is not None:
+            from wavern.engine.melmatch import MelMatch, MelMatchConfig
+
+            try:
+                self.melmatch = MelMatch(MelMatchConfig.from_dict(infer["melmatch"]), DEFAULT_MEL)
+            except (ParameterError, TypeError) as e:
+                raise VoiceFileError(f"{path}/voice.json: field 'inference.melmatch' is invalid ({e})") from None
         #: User pronunciations (a front-end ``Lexicon``) used by ``analyze`` and so by ``stream``;
         #: None = none. Assign a new object rather than mutating one a running stream may read.
         self.lexicon = None
@@ -349,10 +358,12 @@ class Voice:
 
         sentences = segment(text, lexicon=self.lexicon)  # refuse bad text now, not at the first next()
         postfilter = self.postfilter if cfg.postfilter is not False else None
-        return self._stream(text, sentences, speaker, temperature, pause_s, control, seed, postfilter, prosody)
+        melmatch = self.melmatch if cfg.postfilter is not False else None
+        return self._stream(text, sentences, speaker, temperature, pause_s, control, seed, postfilter, prosody,
+                            melmatch)
 
     def _stream(self, text, sentences, speaker, temperature, pause_s, control, seed,
-                postfilter=None, prosody=None) -> Iterator[AudioChunk]:
+                postfilter=None, prosody=None, melmatch=None) -> Iterator[AudioChunk]:
         voc = self.vocoder
         hop = voc.hop
         speed = control.speed
@@ -374,6 +385,9 @@ class Voice:
                     timings = self._word_timings(utt, part, position_total, char_offset=off)
                     state.position = 0  # frame clock restarts per sentence; h and prev carry on
                     gi_cache = _WindowedFrameInputs(voc, part, postfilter=postfilter)  # mel decoded as needed
+                    # mel matching: one segment per sentence; its output trails the vocoder's by ~n_fft
+                    mm = melmatch.stream(gi_cache.rows, n_total) if melmatch is not None else None
+                held = None  # output of a segment cut short by a change of speed, not yet yielded
                 done = 0
                 while done < n_total:
                     if control.stopped:
@@ -383,6 +397,10 @@ class Voice:
                         done, n_total, gi_cache = self._respeed(utt, part, speaker, speed, done, n_total,
                                                                 postfilter, prosody)
                         state.position = done
+                        if mm is not None:  # what was made at the old speed ends there; the rest is new
+                            held = mm.cut()
+                            mm = melmatch.stream(gi_cache.rows, n_total - done, frame0=done // hop,
+                                                 n_rows=gi_cache.n_frames - done // hop)
                         if pending is not None and not pending.cancel():
                             concurrent.futures.wait([pending])
                         mels.close()
@@ -400,14 +418,21 @@ class Voice:
                                                    frame0=frame0)
                     if pending is None and (k + 1 >= len(RAMP_SAMPLES) or done + n >= n_total):
                         pending = self._executor.submit(_prepare, mels)  # past the ramp: prepare the next
+                    if mm is not None:
+                        samples = mm.push(samples)
+                        if held is not None:
+                            samples, held = np.concatenate([held, samples]), None
+                    k += 1
+                    done += n
+                    if samples.size == 0:  # mel matching still filling its window
+                        continue
                     audio = int16_to_float(samples)
                     if control.volume != 1.0:
                         audio = np.clip(audio * np.float32(control.volume), -1.0, 1.0)
                     yield AudioChunk(audio, self.sample_rate, position_total, span, sentence_index=s_idx,
-                                     word_timings=timings if done == 0 else ())
-                    k += 1
-                    done += n
-                    position_total += n
+                                     word_timings=timings)
+                    timings = ()  # a sentence's word timings come with its first audio
+                    position_total += audio.size
                 if n_total:
                     gap_s = control.pause_s if control.pause_s is not None else pause_s
                     if gap_s > 0:
@@ -474,8 +499,8 @@ class Voice:
 
     def render_mel(self, mel: np.ndarray, *, seed: int = 0, temperature: float | None = None,
                    fold_frames: int | None = None, postfilter: bool = True) -> np.ndarray:
-        """(T, n_mels) log-mel → (T * hop,) int16 through the vocoder and the post-filter (if any,
-        and unless ``postfilter=False``).
+        """(T, n_mels) log-mel → (T * hop,) int16 through the vocoder, the post-filter and mel
+        matching (those the voice has, unless ``postfilter=False``), as one segment.
 
         ``fold_frames``: None generates one stream, as the real-time path does; an int folds
         the mel into segments generated as a batch (:meth:`Vocoder.render`).
@@ -484,12 +509,28 @@ class Voice:
         y = self.vocoder.render(mel, seed=seed, temperature=t, fold_frames=fold_frames)
         return self.apply_postfilter(y, mel) if postfilter else y
 
-    def apply_postfilter(self, samples: np.ndarray, mel: np.ndarray) -> np.ndarray:
-        """The post-filter over a whole utterance's samples (int16), its frames from ``mel``; a
-        no-op for a voice without one."""
-        if self.postfilter is None or len(samples) == 0:
+    def apply_postfilter(self, samples: np.ndarray, mel: np.ndarray, segments=None) -> np.ndarray:
+        """The voice's post-processing over a whole utterance's samples (int16), its frames from
+        ``mel``: the formant post-filter (one pass, its memories carried through), then mel
+        matching, one segment per entry of ``segments`` (sample counts, whole frames, summing to
+        ``len(samples)``; default one), as the stream matches each sentence. A no-op for a voice
+        with neither."""
+        if len(samples) == 0:
             return samples
-        return self.postfilter.apply(samples, self.postfilter.coefficients(mel), self.postfilter.new_state())
+        if self.postfilter is not None:
+            samples = self.postfilter.apply(samples, self.postfilter.coefficients(mel), self.postfilter.new_state())
+        if self.melmatch is None:
+            return samples
+        hop = self.vocoder.hop
+        segments = [len(samples)] if segments is None else [int(n) for n in segments]
+        if sum(segments) != len(samples) or any(n < 0 or n % hop for n in segments[:-1]):
+            raise ParameterError(f"segments {segments} do not split {len(samples)} samples into whole frames")
+        out, at = [], 0
+        for n in segments:
+            f0 = at // hop
+            out.append(self.melmatch.apply(samples[at:at + n], np.asarray(mel)[f0:f0 + -(-n // hop)]))
+            at += n
+        return np.concatenate(out)
 
     def warmup(self) -> float:
         """Compile and touch everything once (kernels, acoustic model); returns seconds taken."""
@@ -552,6 +593,10 @@ class _WindowedFrameInputs:
 
     def _window(self, k: int) -> np.ndarray:
         return self._both(k)[0]
+
+    def rows(self, start: int, stop: int) -> np.ndarray:
+        """Mel rows ``[start, stop)`` of the sentence (decoded as needed)."""
+        return np.asarray(self._rows(start, stop))
 
     def coefs_covering(self, position: int, n: int) -> np.ndarray:
         """The post-filter coefficients of the frames :meth:`covering` returns (same first frame)."""

@@ -1,0 +1,217 @@
+"""Mel matching: against a direct STFT / overlap-add reference, chunked == whole, what it does
+to band energies and silence, settings and input errors, and in a voice (stream == render)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from wavern.dsp import DEFAULT_MEL, log_mel, mel_filterbank
+from wavern.engine.chunk import SpeakConfig
+from wavern.engine.melmatch import MelMatch, MelMatchConfig
+from wavern.errors import ParameterError, VoiceFileError
+
+HOP, N_FFT = DEFAULT_MEL.hop_length, DEFAULT_MEL.n_fft
+
+
+def _reference(x: np.ndarray, mel: np.ndarray, cap: float, floor: float) -> np.ndarray:
+    """The definition, frame by frame with plain loops: reflect-pad, window, FFT, band gains spread
+    over the bins by the filter weights, inverse FFT, window, overlap-add, divide by sum of w^2."""
+    fb = mel_filterbank(DEFAULT_MEL).astype(np.float64)
+    w = 0.5 - 0.5 * np.cos(2 * np.pi * np.arange(N_FFT) / N_FFT)
+    half = N_FFT // 2
+    xp = np.pad(x.astype(np.float64), half, mode="reflect")
+    n_frames = min(1 + len(x) // HOP, len(mel))
+    acc = np.zeros(len(xp))
+    norm = np.zeros(len(xp))
+    for t in range(n_frames):
+        spec = np.fft.rfft(xp[t * HOP:t * HOP + N_FFT] * w)
+        gains = np.zeros(spec.size)
+        band = np.zeros(fb.shape[0])
+        for b in range(fb.shape[0]):
+            have = float(np.sum(fb[b] * np.abs(spec)))
+            band[b] = min(cap, max(floor, np.exp(mel[t, b]) / max(have, 1e-30)))
+        for k in range(spec.size):
+            total = fb[:, k].sum()
+            gains[k] = np.dot(fb[:, k], band) / total if total > 0 else band[-1]
+        acc[t * HOP:t * HOP + N_FFT] += np.fft.irfft(spec * gains, n=N_FFT) * w
+        norm[t * HOP:t * HOP + N_FFT] += w * w
+    return (acc / np.maximum(norm, 1e-3))[half:half + len(x)]
+
+
+def _signal(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Noise as the 'vocoder output' and the mel of a two-tone signal with a pause as the target."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(n) / 22050
+    target = 0.3 * np.sin(2 * np.pi * 220 * t) + 0.1 * np.sin(2 * np.pi * 1800 * t)
+    target[n // 3:n // 2] = 0.0  # a pause
+    x = (0.05 * rng.standard_normal(n)).astype(np.float32)
+    return x, log_mel(target.astype(np.float32))[:n // HOP]
+
+
+def test_whole_segment_equals_the_direct_reference():
+    x, mel = _signal(HOP * 24)
+    cfg = MelMatchConfig(cap=4.0, floor=1e-3)
+    got = MelMatch(cfg).apply(x, mel)
+    want = _reference(x, mel, cfg.cap, cfg.floor)
+    assert got.dtype == np.float32 and got.shape == x.shape
+    np.testing.assert_allclose(got, want, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [np.int16, np.float32])
+def test_any_chunking_equals_the_whole_segment(dtype):
+    x, mel = _signal(HOP * 30 + 0, seed=1)
+    if dtype == np.int16:
+        x = np.rint(x * 32768).astype(np.int16)
+    mm = MelMatch()
+    whole = mm.apply(x, mel)
+    rng = np.random.default_rng(5)
+    for _ in range(3):
+        s = mm.stream(lambda a, b: mel[a:b], len(x))
+        cuts = np.sort(rng.choice(np.arange(1, len(x)), size=12, replace=False))
+        parts = [s.push(p) for p in np.split(x, cuts)]
+        assert s.done and all(p.dtype == whole.dtype for p in parts)
+        assert np.array_equal(np.concatenate(parts), whole)
+    s = mm.stream(lambda a, b: mel[a:b], len(x))
+    first = s.push(x[:N_FFT // 2])  # not one frame's window yet: nothing out
+    assert first.size == 0
+    assert s.push(x[N_FFT // 2:N_FFT * 2]).size <= N_FFT * 2 - N_FFT // 2 - HOP  # the output trails
+
+
+def test_band_energies_move_to_the_mel_and_silence_is_cut():
+    x, mel = _signal(HOP * 80, seed=2)
+    y = MelMatch(MelMatchConfig(cap=1000.0, floor=1e-6)).apply(x, mel)
+    before, after = log_mel(x)[:len(mel)], log_mel(y)[:len(mel)]
+    inner = slice(3, len(mel) - 3)
+    err_before = np.abs(before[inner] - mel[inner]).mean()
+    err_after = np.abs(after[inner] - mel[inner]).mean()
+    assert err_after < 0.5 * err_before  # one projection does not reach the mel exactly, but most of the way
+    pause = slice(len(x) // 3 + N_FFT, len(x) // 2 - N_FFT)
+    assert np.sqrt(np.mean(y[pause] ** 2)) < 0.01 * np.sqrt(np.mean(x[pause] ** 2))  # -40 dB where the mel is silent
+    capped = MelMatch(MelMatchConfig(cap=1.0, floor=0.5)).apply(x, mel)
+    assert np.sqrt(np.mean(capped[pause] ** 2)) >= 0.45 * np.sqrt(np.mean(x[pause] ** 2))  # the floor holds
+
+
+def test_a_segment_cut_short_equals_a_shorter_segment():
+    x, mel = _signal(HOP * 30, seed=3)
+    mm = MelMatch()
+    s = mm.stream(lambda a, b: mel[a:b], len(x))
+    out = [s.push(x[:HOP * 7 + 100]), s.push(x[HOP * 7 + 100:HOP * 12])]
+    out.append(s.cut())
+    assert s.done
+    assert np.array_equal(np.concatenate(out), mm.apply(x[:HOP * 12], mel[:12]))
+    # a segment starting at a later frame reads its rows from there
+    late = mm.stream(lambda a, b: mel[a:b], HOP * 10, frame0=12)
+    assert np.array_equal(late.push(x[HOP * 12:HOP * 22]), mm.apply(x[HOP * 12:HOP * 22], mel[12:22]))
+
+
+def test_short_and_empty_segments():
+    mm = MelMatch()
+    x, mel = _signal(HOP * 8, seed=4)
+    short = mm.apply(x[:HOP], mel[:1])  # shorter than half a window: zero padding, as log_mel
+    assert short.shape == (HOP,) and np.all(np.isfinite(short))
+    assert mm.apply(np.zeros(0, np.int16), mel[:0]).shape == (0,)
+
+
+def test_settings_and_input_errors():
+    assert MelMatchConfig.from_dict(MelMatchConfig(cap=2.0).to_dict()) == MelMatchConfig(cap=2.0)
+    for bad in ({"cap": 0.5}, {"floor": 0.0}, {"floor": 2.0}, {"cap": float("inf")}, {"cap": True},
+                {"cap": "4"}):
+        with pytest.raises(ParameterError, match="mel matching"):
+            MelMatchConfig(**bad)
+    with pytest.raises(ParameterError, match="keys"):
+        MelMatchConfig.from_dict({"gain": 2.0})
+    mm = MelMatch()
+    x, mel = _signal(HOP * 8)
+    with pytest.raises(ParameterError, match="mono"):
+        mm.apply(x.reshape(2, -1), mel)
+    s = mm.stream(lambda a, b: mel[a:b], len(x))
+    with pytest.raises(ParameterError, match="pushed"):
+        s.push(np.concatenate([x, x]))
+    s.push(x[:10])
+    with pytest.raises(ParameterError, match="not both"):
+        s.push(np.zeros(10, np.int16))
+    s = mm.stream(lambda a, b: mel[a:b, :40], len(x))
+    with pytest.raises(ParameterError, match="mel rows"):
+        s.push(x)
+
+
+# ---------------------------------------------------------------- in a voice
+@pytest.fixture(scope="module")
+def mm_voice(tiny_voice, tmp_path_factory):
+    from wavern.engine.voice import Voice
+
+    path = tmp_path_factory.mktemp("mmvoice") / "v"
+    shutil.copytree(tiny_voice, path)
+    meta = json.loads((path / "voice.json").read_text())
+    meta["inference"]["melmatch"] = MelMatchConfig().to_dict()
+    (path / "voice.json").write_text(json.dumps(meta))
+    v = Voice.load(path)
+    yield v
+    v.close()
+
+
+def test_stream_equals_render_sentence_by_sentence(mm_voice, tiny_voice):
+    """Chunked and delayed, the stream equals the plain voice's audio matched sentence by sentence,
+    and the one-stream render; word timings come with each sentence's first audio."""
+    from wavern.engine.batch import render_utterance
+    from wavern.engine.voice import Voice
+
+    text = "The quick brown fox jumps over the lazy dog. It was not amused."
+    plain = Voice.load(tiny_voice)
+    try:
+        raw = np.concatenate([c.samples for c in plain.stream(text, SpeakConfig(), seed=3)])
+        parts = [s.part.mel for s in plain.sentence_parts(text, speaker=plain.default_speaker, speed=1.0)]
+    finally:
+        plain.close()
+    chunks = list(mm_voice.stream(text, SpeakConfig(), seed=3))
+    assert len({c.sentence_index for c in chunks}) == 2 and all(c.samples.size for c in chunks)
+    assert [c.start_sample for c in chunks] == list(np.cumsum([0] + [c.samples.size for c in chunks[:-1]]))
+    firsts = [i for i, c in enumerate(chunks) if i == 0 or c.sentence_index != chunks[i - 1].sentence_index]
+    assert all(bool(c.word_timings) == (i in firsts) for i, c in enumerate(chunks))
+    got = np.concatenate([c.samples for c in chunks])
+    raw16 = np.rint(raw * 32768).astype(np.int16)
+    at, want = 0, []
+    for mel in parts:
+        n = len(mel) * HOP
+        want.append(mm_voice.melmatch.apply(raw16[at:at + n], mel))
+        at += n
+    want = np.concatenate(want).astype(np.float32) / 32768
+    assert got.shape == want.shape == raw.shape
+    assert np.abs(got - want).max() <= 1 / 32768 and np.mean(got != want) < 1e-3  # lazy vs whole mel rounding
+    assert not np.allclose(got, raw)
+    one = render_utterance(mm_voice, text, seed=3, fold_frames=None)
+    assert np.array_equal(np.rint(got * 32768).astype(np.int16), one.samples)
+    off = np.concatenate([c.samples for c in mm_voice.stream(text, SpeakConfig(postfilter=False), seed=3)])
+    assert np.array_equal(off, raw)  # the request's post-processing switch turns it off too
+
+
+def test_a_change_of_speed_mid_sentence_keeps_every_sample(mm_voice):
+    from wavern.engine.voice import StreamControl
+
+    text = "A rather long sentence, so that the speed can change in the middle of it without trouble."
+    control = StreamControl()
+    out = []
+    for i, c in enumerate(mm_voice.stream(text, control=control, seed=1)):
+        out.append(c)
+        if i == 3:
+            control.speed = 1.5
+    assert [c.start_sample for c in out] == list(np.cumsum([0] + [c.samples.size for c in out[:-1]]))
+    assert all(np.all(np.isfinite(c.samples)) for c in out)
+    normal = sum(c.samples.size for c in mm_voice.stream(text, seed=1))
+    assert sum(c.samples.size for c in out) < normal  # faster after the change
+
+
+def test_a_bad_melmatch_entry_is_a_voice_file_error(tiny_voice, tmp_path):
+    from wavern.engine.voice import Voice
+
+    path = tmp_path / "v"
+    shutil.copytree(tiny_voice, path)
+    meta = json.loads((path / "voice.json").read_text())
+    meta["inference"]["melmatch"] = {"cap": 0.1}
+    (path / "voice.json").write_text(json.dumps(meta))
+    with pytest.raises(VoiceFileError, match="inference.melmatch"):
+        Voice.load(path)
