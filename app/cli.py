@@ -166,17 +166,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="sampling temperature of the vocoder (default: the voice's)")
     s.add_argument("--device", metavar="NAME|INDEX", help="audio output device (default: the system's)")
     s.add_argument("--no-postfilter", action="store_true",
-                   help="skip the voice's formant post-filter (hear the vocoder alone)")
+                   help="skip the voice's post-processing, formant post-filter and mel matching (hear the "
+                        "vocoder alone)")
     _prosody_args(s)
     s.set_defaults(func=cmd_say)
 
     s = sub.add_parser("vocode", help="copy synthesis: wav → mel → vocoder → wav",
-                       description="Resynthesise IN.wav through the voice's WaveRNN vocoder and its post-filter "
-                                   "(--no-postfilter: the vocoder alone).")
+                       description="Resynthesise IN.wav through the voice's WaveRNN vocoder and its "
+                                   "post-processing (--no-postfilter: the vocoder alone).")
     s.add_argument("input", metavar="IN.wav")
     s.add_argument("-o", "--output", required=True, metavar="OUT.wav")
     s.add_argument("--voice", metavar="NAME|PATH")
-    s.add_argument("--no-postfilter", action="store_true", help="skip the voice's formant post-filter")
+    s.add_argument("--no-postfilter", action="store_true",
+                   help="skip the voice's post-processing (formant post-filter, mel matching)")
     s.set_defaults(func=cmd_vocode)
 
     s = sub.add_parser("render", help="render many texts to audio files (offline, batched)",

@@ -128,13 +128,19 @@ def main() -> int:
     voice = Voice.load(args.voice)
     t0 = time.time()
     pitch = voice.acoustic.config.pitch  # a pitch voice copies the true audio's pitch features too
-    copy = evaluate_copy_synthesis(  # what a user hears: the vocoder and the voice's post-filter, if any
+    copy = evaluate_copy_synthesis(  # what a user hears: the vocoder, post-filter and mel matching, if any
         lambda mel: int16_to_float(voice.render_mel(mel, seed=args.seed)), args.corpus, args.n_utts, args.seed,
         pitch=pitch)
-    raw = None
-    if voice.postfilter is not None:  # the vocoder alone, comparable with rows from before the post-filter
+    raw = pf_only = None
+    if voice.postfilter is not None or voice.melmatch is not None:  # the vocoder alone, as rows from before
         raw = evaluate_copy_synthesis(
             lambda mel: int16_to_float(voice.vocoder.render(mel, seed=args.seed, fold_frames=None)),
+            args.corpus, args.n_utts, args.seed, pitch=pitch)
+    if voice.postfilter is not None and voice.melmatch is not None:  # ... and with the post-filter alone
+        pf = voice.postfilter
+        pf_only = evaluate_copy_synthesis(
+            lambda mel: int16_to_float(pf.apply(voice.vocoder.render(mel, seed=args.seed, fold_frames=None),
+                                                pf.coefficients(mel), pf.new_state())),
             args.corpus, args.n_utts, args.seed, pitch=pitch)
     gl = evaluate_griffin_lim(args.corpus, args.n_utts, args.seed)
     records = held_out_records(args.corpus, args.n_utts, args.seed)
@@ -148,6 +154,7 @@ def main() -> int:
                   + 2 * 256 * voice.vocoder.hidden_size // 2), 3),
            "vocoder_lpc_order": voice.vocoder.lpc_order,  # 0: the net makes the samples; P: an LPC excitation
            "postfilter": voice.postfilter.config.to_dict() if voice.postfilter is not None else None,
+           "melmatch": voice.melmatch.config.to_dict() if voice.melmatch is not None else None,
            "vocoder_excitation": voice.vocoder.excitation,  # with LPC: "linear" or "mulaw" coded
            "vocoder_ltp": voice.vocoder.ltp,  # a long-term (pitch) predictor in the synthesis filter
            "vocoder_period_taps": voice.vocoder.ltp_input_taps,  # residuals around t - T the GRU reads (0: none)
@@ -155,6 +162,7 @@ def main() -> int:
            "acoustic_prosody": voice.acoustic.config.prosody,  # reads espeak's rate / pitch / range
            "copy": {k: copy[k] for k in _KEYS},
            **({"copy_vocoder_only": {k: raw[k] for k in _KEYS}} if raw else {}),
+           **({"copy_postfilter_only": {k: pf_only[k] for k in _KEYS}} if pf_only else {}),
            "griffin_lim": {k: gl[k] for k in _KEYS},
            "end_to_end": e2e, "n_utts": args.n_utts, "eval_wall_s": round(time.time() - t0, 1)}
     hist = Path(args.history)
@@ -205,7 +213,7 @@ def write_examples(folder: Path, voice, records, rows: list[dict], metrics: Path
     e2e = sf.read(folder / "example_1.wav", dtype="float32")[0]
     fig, axes = plt.subplots(3, 1, figsize=(10, 7), sharex=True)
     for ax, (title, m) in zip(axes, (("espeak-ng (the training audio)", mel),
-                                     ("vocoder copy synthesis (true mel → WaveRNN)", log_mel(copy)),
+                                     ("vocoder copy synthesis (true mel → the voice as shipped)", log_mel(copy)),
                                      ("end to end (text → wavern)", log_mel(e2e)))):
         ax.imshow(m.T, origin="lower", aspect="auto", cmap="magma", vmin=mel.min(), vmax=mel.max())
         ax.set_title(title, fontsize=9)
@@ -224,9 +232,13 @@ def write_examples(folder: Path, voice, records, rows: list[dict], metrics: Path
         for key, label in (("phone_acc", "copy phone acc"), ("stoi", "copy STOI")):
             a1.plot(steps, [r.get("copy_vocoder_only", r["copy"])[key] for r in run], "o-",
                     label=label + tag + " (vocoder)")
-            pf = [(r["vocoder_step"], r["copy"][key]) for r in run if r.get("postfilter")]
+            pf = [(r["vocoder_step"], r.get("copy_postfilter_only", r["copy"])[key]) for r in run
+                  if r.get("postfilter")]
             if pf:
                 a1.plot(*zip(*pf), "^", label=label + tag + " (+ post-filter)")
+            mm = [(r["vocoder_step"], r["copy"][key]) for r in run if r.get("melmatch")]
+            if mm:
+                a1.plot(*zip(*mm), "*", ms=10, label=label + tag + " (+ mel matching)")
         a1.plot(steps, [r["end_to_end"]["phone_acc_end_to_end"] for r in run], "s-", label="end-to-end phone acc" + tag)
     a1.axhline(0.93, ls=":", c="gray")
     a1.set_xlabel("vocoder step")
@@ -275,9 +287,13 @@ def write_doc(out: Path, row: dict, rows: list[dict], cmd: str, voice, examples:
         "",
         "| | STOI | PESQ-WB | MCD-DTW dB | phone accuracy | voicing error | gross pitch error |",
         "|---|---:|---:|---:|---:|---:|---:|",
-        f"| vocoder copy synthesis (true mel → WaveRNN{' → post-filter' if row.get('postfilter') else ''}) | "
+        f"| vocoder copy synthesis (true mel → WaveRNN{' → post-filter' if row.get('postfilter') else ''}"
+        f"{' → mel matching' if row.get('melmatch') else ''}) | "
         f"{c['stoi']:.3f} | {c['pesq_wb']:.2f} | {c['mcd_db']:.2f} | {c['phone_acc']:.3f} | {_pitch(c)} |",
-        *([f"| the same without the post-filter (WaveRNN alone) | {r0['stoi']:.3f} | {r0['pesq_wb']:.2f} | "
+        *([f"| the same without mel matching (WaveRNN → post-filter) | {r1['stoi']:.3f} | {r1['pesq_wb']:.2f} | "
+           f"{r1['mcd_db']:.2f} | {r1['phone_acc']:.3f} | {_pitch(r1)} |"]
+          if (r1 := row.get("copy_postfilter_only")) else []),
+        *([f"| the same without post-processing (WaveRNN alone) | {r0['stoi']:.3f} | {r0['pesq_wb']:.2f} | "
            f"{r0['mcd_db']:.2f} | {r0['phone_acc']:.3f} | {_pitch(r0)} |"] if (r0 := row.get("copy_vocoder_only"))
           else []),
         f"| Griffin-Lim, 32 iterations (yardstick) | {g['stoi']:.3f} | {g['pesq_wb']:.2f} | {g['mcd_db']:.2f} | "
@@ -300,11 +316,19 @@ def write_doc(out: Path, row: dict, rows: list[dict], cmd: str, voice, examples:
             "tilt {tilt}, order {order}) is part of the voice (`voice.json`, `inference.postfilter`), so copy "
             "synthesis and end to end include it; the row without it measures the WaveRNN alone."
             .format(**row["postfilter"])] if row.get("postfilter") else []),
+        *(["", "Mel matching (`engine/melmatch.py`, cap {cap}, floor {floor}, `inference.melmatch`) comes after it: "
+            "the output is analysed with the features' own STFT and each frame's mel band magnitudes are scaled "
+            "to the conditioning mel's (gains clipped to [floor, cap]), then overlap-added back; one Griffin-Lim "
+            "magnitude projection started from the WaveRNN's phase. It is signal processing, not the network: the "
+            "rows without it show what the WaveRNN itself makes. It delays the stream by about n_fft samples "
+            "(docs/bench/melmatch.md)."
+            .format(**row["melmatch"])] if row.get("melmatch") else []),
         "",
         "## As training goes on",
         "",
-        "Copy-synthesis columns: the WaveRNN alone, then (where the voice has one) with the post-filter; "
-        "the end-to-end column is the voice as shipped, so with the post-filter from the first row that has one.",
+        "Copy-synthesis columns: the WaveRNN alone, then (where the voice has one) with the post-filter, then "
+        "with mel matching too; the end-to-end column is the voice as shipped, so with the post-filter and mel "
+        "matching from the first rows that have them.",
         "",
         "Vocoder LPC: 0 for the first run (the net makes the samples), P for the runs that model an order-P "
         "linear predictor's excitation, linearly or μ-law coded (steps count from 0 again for each run); "
@@ -313,20 +337,23 @@ def write_doc(out: Path, row: dict, rows: list[dict], cmd: str, voice, examples:
         "fine-tune, which started from step 5673 (through 2798 steps of a pitch fine-tune).",
         "",
         "| date | acoustic step | vocoder LPC | vocoder step | copy STOI | copy PESQ | copy phone acc | + post-filter: "
-        "STOI / PESQ / phone acc | acoustic (GL) phone acc | end-to-end phone acc |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "STOI / PESQ / phone acc | + mel matching: STOI / PESQ / phone acc | acoustic (GL) phone acc | "
+        "end-to-end phone acc |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         v = r.get("copy_vocoder_only", r["copy"])
-        p = (f"{r['copy']['stoi']:.3f} / {r['copy']['pesq_wb']:.2f} / {r['copy']['phone_acc']:.3f}"
-             if r.get("postfilter") else "")
+        q = r.get("copy_postfilter_only", r["copy"])
+        p = f"{q['stoi']:.3f} / {q['pesq_wb']:.2f} / {q['phone_acc']:.3f}" if r.get("postfilter") else ""
+        m = (f"{r['copy']['stoi']:.3f} / {r['copy']['pesq_wb']:.2f} / {r['copy']['phone_acc']:.3f}"
+             if r.get("melmatch") else "")
         lpc = (f"{r.get('vocoder_lpc_order', 0)}{' μ-law' if r.get('vocoder_excitation') == 'mulaw' else ''}"
                f"{' + LTP' if r.get('vocoder_ltp') else ''}"
                f"{' + period ×' + str(r['vocoder_period_taps']) if r.get('vocoder_period_taps') else ''}"
                f"{' + phase ×' + str(r['vocoder_phase_harmonics']) if r.get('vocoder_phase_harmonics') else ''}")
         lines.append(f"| {r['date']} | {r['acoustic_step']} | {lpc} | {r['vocoder_step']} | "
                      f"{v['stoi']:.3f} | "
-                     f"{v['pesq_wb']:.2f} | {v['phone_acc']:.3f} | {p} | "
+                     f"{v['pesq_wb']:.2f} | {v['phone_acc']:.3f} | {p} | {m} | "
                      f"{r['end_to_end']['phone_acc_acoustic_gl']:.3f} | {r['end_to_end']['phone_acc_end_to_end']:.3f} |")
     if examples:
         rel = _rel(examples["folder"])

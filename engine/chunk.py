@@ -52,8 +52,8 @@ class SpeakConfig:
     temperature: vocoder sampling temperature.
     pause_s: extra silence between sentences, seconds.
     speaker: speaker name for multi-speaker voices.
-    postfilter: False turns the voice's formant post-filter off for this request (None: the
-        voice's setting; True cannot add one to a voice that has none).
+    postfilter: False turns the voice's post-processing (formant post-filter and mel matching)
+        off for this request (None: the voice's setting; True cannot add either to a voice).
     pitch: the voice's pitch level in espeak-ng's units (50 = its default; 25..75, the range the
         model was trained on, ``PROSODY_LIMITS``), for voices whose acoustic model reads prosody.
     pitch_range: how much the pitch moves, same units (50 default; 20..90; low is monotone).

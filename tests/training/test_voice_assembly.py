@@ -61,7 +61,7 @@ def test_train_voice_builds_the_shipped_architecture_from_a_corpus(tmp_path):
     from corpus_factory import make_fake_corpus
 
     from wavern.engine import SpeakConfig, Voice
-    from wavern.training.voice import PRESETS, SHIPPED_POSTFILTER, VoiceBuildConfig, build_voice
+    from wavern.training.voice import PRESETS, SHIPPED_MELMATCH, SHIPPED_POSTFILTER, VoiceBuildConfig, build_voice
 
     for key in ("pitch", "prosody"):
         assert PRESETS["default"]["acoustic"]["model"][key] and PRESETS["tiny"]["acoustic"]["model"][key]
@@ -77,9 +77,10 @@ def test_train_voice_builds_the_shipped_architecture_from_a_corpus(tmp_path):
     v = Voice.load(tmp_path / "voice")
     try:
         assert v.has_prosody and v.vocoder.ltp and v.vocoder.ltp_input_taps == 5 and v.vocoder.lpc_order == 16
-        assert v.postfilter is not None
+        assert v.postfilter is not None and v.melmatch is not None
         assert v.synthesize("Hello there.", SpeakConfig(pitch=60, speaker="en-us"), seed=0).size > 0
     finally:
         v.close()
-    assert SHIPPED_POSTFILTER == json.loads((Path(__file__).parents[2] / "assets" / "voices" / "default" /
-                                             "voice.json").read_text())["inference"]["postfilter"]
+    shipped = json.loads((Path(__file__).parents[2] / "assets" / "voices" / "default" / "voice.json").read_text())
+    assert SHIPPED_POSTFILTER == shipped["inference"]["postfilter"]
+    assert SHIPPED_MELMATCH == shipped["inference"]["melmatch"]

@@ -1,0 +1,152 @@
+"""Mel matching on the shipped voice: quality with and without it, its settings, what it does in
+the pauses, and what it costs -> docs/bench/melmatch.md.
+
+    .venv/bin/python bench/melmatch.py            # all settings on one draw, none / shipped on a second
+    .venv/bin/python bench/melmatch.py --quick    # first draw, seed 0 only
+
+Every row is the shipped voice (assets/voices/default) with only ``voice.melmatch`` changed, measured
+as ``bench/compare_vocoders.py`` measures (copy synthesis of held-out sentences from their true
+features, end to end from text; means over the sampling seeds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+SETTINGS = ({"off": True}, {"cap": 2.0, "floor": 1e-3}, {"cap": 4.0, "floor": 1e-3}, {"cap": 16.0, "floor": 1e-3},
+            {"cap": 4.0, "floor": 0.1})
+
+
+def pauses(voice, corpus: Path, n: int = 6, seed: int = 0) -> list[tuple[str, int, float, float, float]]:
+    """Frames of held-out copy synthesis binned by the true audio's frame energy: the mean energy of
+    the truth, of the output without mel matching and with it (dB re full scale)."""
+    from wavern.dsp import int16_to_float
+    from wavern.training.evaluate import held_out_utterances
+
+    mm, hop = voice.melmatch, voice.vocoder.hop
+    et, e0, e1 = [], [], []
+    for u in held_out_utterances(corpus, n, seed=seed)[:n]:
+        feats = u.features(voice.acoustic.config.pitch)
+        voice.melmatch = None
+        y0 = int16_to_float(voice.render_mel(feats, seed=seed))
+        voice.melmatch = mm
+        y1 = int16_to_float(voice.render_mel(feats, seed=seed))
+        k = min(len(y0), len(u.audio)) // hop
+        frame = lambda x: np.mean(x[:k * hop].reshape(k, hop).astype(np.float64) ** 2, axis=1)  # noqa: E731
+        et.append(frame(u.audio))
+        e0.append(frame(y0))
+        e1.append(frame(y1))
+    et, e0, e1 = np.concatenate(et), np.concatenate(e0), np.concatenate(e1)
+    db = lambda x: 10 * np.log10(np.mean(x) + 1e-12)  # noqa: E731
+    out = []
+    for lo, hi, name in ((-200, -60, "below -60 (pauses)"), (-60, -40, "-60 to -40"), (-40, -30, "-40 to -30"),
+                         (-30, -20, "-30 to -20"), (-20, 0, "above -20")):
+        sel = (10 * np.log10(et + 1e-12) >= lo) & (10 * np.log10(et + 1e-12) < hi)
+        if sel.any():
+            out.append((name, int(sel.sum()), db(et[sel]), db(e0[sel]), db(e1[sel])))
+    return out
+
+
+def cost(voice, seconds: float = 20.0) -> tuple[float, float]:
+    """CPU seconds of mel matching per second of audio (a whole segment, and pushed in the
+    stream's chunk sizes), on random audio with a random mel."""
+    from wavern.dsp import log_mel
+    from wavern.engine.voice import chunk_samples
+
+    rng = np.random.default_rng(0)
+    n = int(seconds * voice.sample_rate) // voice.vocoder.hop * voice.vocoder.hop
+    x = np.rint(rng.standard_normal(n) * 3000).astype(np.int16)
+    mel = log_mel((rng.standard_normal(n) * 0.1).astype(np.float32))[:n // voice.vocoder.hop]
+    t = time.process_time()
+    voice.melmatch.apply(x, mel)
+    whole = (time.process_time() - t) / seconds
+    s = voice.melmatch.stream(lambda a, b: mel[a:b], n)
+    t, at, k = time.process_time(), 0, 0
+    while at < n:
+        m = min(chunk_samples(k), n - at)
+        s.push(x[at:at + m])
+        at, k = at + m, k + 1
+    return whole, (time.process_time() - t) / seconds
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--voice", type=Path, default=ROOT / "assets" / "voices" / "default")
+    ap.add_argument("--corpus", type=Path, default=ROOT / "data" / "corpus")
+    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "bench" / "melmatch.md")
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    import torch
+
+    torch.set_num_threads(1)
+    from compare_vocoders import KEYS, measure
+
+    from wavern.engine import Voice
+    from wavern.engine.melmatch import MelMatch, MelMatchConfig
+
+    if not (args.corpus / "metadata.jsonl").is_file():
+        print(f"[melmatch] no corpus at {args.corpus}: build it first (`wavern corpus build`)")
+        return 1
+    voice = Voice.load(args.voice)
+    shipped = voice.melmatch.config if voice.melmatch is not None else MelMatchConfig()
+    draws = [(0, 10)] if args.quick else [(0, 10), (3, 16)]
+    seeds = [0] if args.quick else [0, 1]
+    rows = []
+    for i, (draw, n_copy) in enumerate(draws):
+        for s in SETTINGS if i == 0 else (SETTINGS[0], shipped.to_dict()):  # the second draw checks the choice
+            voice.melmatch = None if s.get("off") else MelMatch(MelMatchConfig(**s))
+            t0 = time.time()
+            m = measure(voice, args.corpus, draw=draw, n_copy=n_copy, n_e2e=20, seeds=seeds)
+            rows.append({"draw": draw, "n_copy": n_copy, "setting": s, **{k: round(m[k], 4) for k in KEYS},
+                         "wall_s": round(time.time() - t0, 1)})
+            print(json.dumps(rows[-1]), flush=True)
+    voice.melmatch = MelMatch(shipped)
+    bins = pauses(voice, args.corpus)
+    whole, streamed = cost(voice)
+    voice.close()
+
+    def name(s: dict) -> str:
+        if s.get("off"):
+            return "none (WaveRNN → post-filter)"
+        tag = " (shipped)" if MelMatchConfig(**s) == shipped else ""
+        return f"cap {s['cap']:g}, floor {s['floor']:g}{tag}"
+
+    cmd = "python bench/melmatch.py" + (" --quick" if args.quick else "")
+    lines = ["## Mel matching (`engine/melmatch.py`)", "",
+             f"Command: `.venv/bin/{cmd}` ({time.strftime('%Y-%m-%d', time.gmtime())}, this machine, training "
+             "runs on the cores). The shipped voice with only its mel matching changed; copy synthesis of held-out "
+             "sentences from their true features and end to end from text (20 sentences), as "
+             f"`bench/compare_vocoders.py` measures, means over sampling seeds {seeds}. Draw: the selection seed "
+             "of the held-out sentences (0 is docs/VOICE.md's).", "",
+             "| draw | mel matching | copy STOI | PESQ-WB | MCD dB | phone acc | VDE | GPE | e2e phone acc | "
+             "e2e MCD vs espeak-ng | e2e voiced |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['draw']} ({r['n_copy']} copied) | {name(r['setting'])} | {r['stoi']:.3f} | "
+                     f"{r['pesq_wb']:.2f} | {r['mcd_db']:.2f} | {r['phone_acc']:.3f} | {r['vde']:.3f} | "
+                     f"{r['gpe']:.3f} | {r['e2e_phone']:.3f} | {r['e2e_mcd']:.2f} | {r['e2e_voiced']:.3f} |")
+    lines += ["", "What it does in the pauses: frames of 6 held-out copy-synthesis sentences (seed 0) binned by "
+              "the true audio's frame energy (dB re full scale), mean energy of each:", "",
+              "| true frame energy, dB | frames | true | WaveRNN → post-filter | + mel matching |",
+              "|---|---:|---:|---:|---:|"]
+    lines += [f"| {b[0]} | {b[1]} | {b[2]:.1f} | {b[3]:.1f} | {b[4]:.1f} |" for b in bins]
+    lines += ["", f"Cost (CPU time per second of audio, one thread): {1000 * whole:.1f} ms for a whole segment, "
+              f"{1000 * streamed:.1f} ms pushed in the stream's chunk sizes, i.e. {whole:.4f} / {streamed:.4f} "
+              "of real time on top of the vocoder. Delay: the stream's output trails the vocoder's by about "
+              "n_fft = 1024 samples (46 ms of audio), which the vocoder makes in a few ms; the first audio of a "
+              "request waits for those (docs/bench/latency.md)."]
+    args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
