@@ -316,13 +316,14 @@ def write_doc(out: Path, row: dict, rows: list[dict], cmd: str, voice, examples:
             "tilt {tilt}, order {order}) is part of the voice (`voice.json`, `inference.postfilter`), so copy "
             "synthesis and end to end include it; the row without it measures the WaveRNN alone."
             .format(**row["postfilter"])] if row.get("postfilter") else []),
-        *(["", "Mel matching (`engine/melmatch.py`, cap {cap}, floor {floor}, `inference.melmatch`) comes after it: "
-            "the output is analysed with the features' own STFT and each frame's mel band magnitudes are scaled "
-            "to the conditioning mel's (gains clipped to [floor, cap]), then overlap-added back; one Griffin-Lim "
-            "magnitude projection started from the WaveRNN's phase. It is signal processing, not the network: the "
-            "rows without it show what the WaveRNN itself makes. It delays the stream by about n_fft samples "
+        *(["", "Mel matching (`engine/melmatch.py`, {iterations} × (cap {cap}, floor {floor}), `inference.melmatch`) "
+            "comes after it: the output is analysed with the features' own STFT and each frame's mel band magnitudes "
+            "are scaled to the conditioning mel's (gains clipped to [floor, cap]), then overlap-added back; "
+            "{iterations} such passes in a row are {iterations} Griffin-Lim iterations started from the WaveRNN's "
+            "audio instead of a random phase. It is signal processing, not the network: the rows without it show "
+            "what the WaveRNN itself makes. It delays the stream by about n_fft samples a pass "
             "(docs/bench/melmatch.md)."
-            .format(**row["melmatch"])] if row.get("melmatch") else []),
+            .format(**{"iterations": 1, **row["melmatch"]})] if row.get("melmatch") else []),
         "",
         "## As training goes on",
         "",

@@ -12,14 +12,16 @@ spread over the FFT bins through the filterbank (a bin's gain: its bands' gains 
 the bin's filter values; bins above ``fmax`` take the top band's). The frames are overlap-added
 with the window again, divided by the summed squared windows. The vocoder keeps the phase and
 the fine structure inside each band; the band magnitudes become the mel's. It is one pass of
-Griffin-Lim's magnitude projection, started from the vocoder's phase rather than a random one.
+Griffin-Lim's magnitude projection, started from the vocoder's phase rather than a random one;
+``iterations`` passes in a row are Griffin-Lim's iterations, each starting from the last one's
+output, each moving the audio further from what the network drew towards the mel.
 
 A segment (one sentence) is reflect-padded at both ends as ``log_mel`` pads (zero-padded when
 it is too short to reflect). Streaming (:class:`MelMatchStream`): frame ``t`` needs the samples
 up to ``t·hop + n_fft/2``, and a sample is final once every frame over it is done, so the output
-trails the input by about ``n_fft`` samples (46 ms of audio at 22 050 Hz, a few milliseconds of
-the vocoder's time); pushing a segment in any chunking gives what :meth:`MelMatch.apply` gives
-for the whole (tested).
+trails the input by about ``n_fft`` samples a pass (46 ms of audio at 22 050 Hz, a few
+milliseconds of the vocoder's time); pushing a segment in any chunking gives what
+:meth:`MelMatch.apply` gives for the whole (tested).
 """
 
 from __future__ import annotations
@@ -43,8 +45,11 @@ class MelMatchConfig:
 
     cap: float = 4.0  # largest band gain (+12 dB): how far a band the vocoder left too quiet is lifted
     floor: float = 1e-3  # smallest band gain (-60 dB): how far noise where the mel is silent is cut
+    iterations: int = 1  # passes, each on the last one's output (Griffin-Lim's iterations); each adds ~n_fft of delay
 
     def __post_init__(self) -> None:
+        if not isinstance(self.iterations, int) or isinstance(self.iterations, bool) or not 1 <= self.iterations <= 32:
+            raise ParameterError(f"mel matching iterations must be an integer in [1, 32], found {self.iterations!r}")
         for name in ("cap", "floor"):
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not np.isfinite(v):
@@ -75,27 +80,24 @@ class MelMatch:
         self.config, self.mel_config = config, mel_config
         self.n_fft, self.hop, self.n_mels = mel_config.n_fft, mel_config.hop_length, mel_config.n_mels
         fb = mel_filterbank(mel_config).astype(np.float64)  # (n_mels, n_bins)
-        self._fb_t = np.ascontiguousarray(fb.T)  # (n_bins, n_mels)
         cover = fb.sum(axis=0)
         spread = fb / np.where(cover > 0, cover, 1.0)  # each bin: weights over its bands, summing to 1
-        top = np.zeros(self.n_mels)
-        top[-1] = 1.0
-        spread[:, cover <= 0] = top[:, None]  # bins no band covers (above fmax): the top band's gain
-        self._spread = np.ascontiguousarray(spread)  # (n_mels, n_bins)
+        spread[-1, cover <= 0] = 1.0  # bins no band covers (above fmax): the top band's gain
+        # both matrices as (band, bin, weight) triples, band-major: each band's bins are a short range
+        self._band, self._bin = (a.astype(np.int64) for a in np.nonzero(fb))
+        self._w_fb = fb[self._band, self._bin]
+        self._s_band, self._s_bin = (a.astype(np.int64) for a in np.nonzero(spread))
+        self._w_spread = spread[self._s_band, self._s_bin]
         n = np.arange(self.n_fft)
         self.window = 0.5 - 0.5 * np.cos(2.0 * np.pi * n / self.n_fft)  # periodic Hann, as log_mel's
 
     def _filter_frames(self, frames: np.ndarray, mel: np.ndarray) -> np.ndarray:
         """Windowed frames (k, n_fft) and their mel rows (k, >= n_mels) → the frames to overlap-add."""
         spec = np.fft.rfft(frames * self.window, axis=1)
-        have = np.empty((frames.shape[0], self.n_mels))
-        gains = np.empty((frames.shape[0], spec.shape[1]))
-        mag = np.abs(spec)
-        want = np.exp(np.asarray(mel, np.float64)[:, :self.n_mels])
-        for i in range(frames.shape[0]):  # row by row: the same arithmetic whatever the chunking
-            have[i] = mag[i] @ self._fb_t
-            g = np.clip(want[i] / np.maximum(have[i], 1e-30), self.config.floor, self.config.cap)
-            gains[i] = g @ self._spread
+        want = np.exp(np.ascontiguousarray(np.asarray(mel, np.float64)[:, :self.n_mels]))
+        gains = np.zeros(spec.shape)
+        _gains(np.abs(spec), want, self._band, self._bin, self._w_fb, self._s_band, self._s_bin, self._w_spread,
+               float(self.config.floor), float(self.config.cap), gains)
         return np.fft.irfft(spec * gains, n=self.n_fft, axis=1) * self.window
 
     def n_frames(self, n_samples: int, n_rows: int) -> int:
@@ -111,13 +113,57 @@ class MelMatch:
     def stream(self, rows: Rows, n_samples: int, *, n_rows: int | None = None, frame0: int = 0) -> "MelMatchStream":
         """A segment of ``n_samples`` samples whose frame ``t`` has the mel row ``rows(frame0 + t, ...)``
         (``n_rows``: how many rows from ``frame0`` exist; default ``n_samples // hop``)."""
-        return MelMatchStream(self, rows, int(n_samples), n_samples // self.hop if n_rows is None else int(n_rows),
-                              int(frame0))
+        n_rows = n_samples // self.hop if n_rows is None else int(n_rows)
+        return MelMatchStream([_Pass(self, rows, int(n_samples), n_rows, int(frame0))
+                               for _ in range(self.config.iterations)])
 
 
 class MelMatchStream:
-    """One segment pushed chunk by chunk (:meth:`push`); once all its samples are in, every output
-    sample has come out. The output is as long as the input, delayed by up to ~``n_fft`` samples."""
+    """One segment pushed chunk by chunk (:meth:`push`) through ``iterations`` passes in a row;
+    once all its samples are in, every output sample has come out. The output is as long as the
+    input, delayed by up to ~``n_fft`` samples a pass. Between passes the samples stay float."""
+
+    def __init__(self, passes: list["_Pass"]) -> None:
+        self.passes = passes
+        self._int16: bool | None = None
+
+    @property
+    def done(self) -> bool:
+        return all(p.done for p in self.passes)
+
+    def push(self, audio: np.ndarray) -> np.ndarray:
+        """The next samples of the segment in (int16 or float, not both); the output samples now final
+        out (possibly none), in the input's type (float: float32)."""
+        a = np.asarray(audio)
+        if a.ndim != 1:
+            raise ParameterError(f"audio must be mono (n,), found shape {a.shape}")
+        is_int = a.dtype == np.int16
+        if self._int16 is None:
+            self._int16 = is_int
+        elif self._int16 != is_int:
+            raise ParameterError("a mel-matching segment takes int16 or float chunks, not both")
+        y = a.astype(np.float64) / 32768.0 if is_int else a
+        for p in self.passes:
+            y = p.push(y)
+        return self._out(y)
+
+    def cut(self) -> np.ndarray:
+        """End the segment at the samples pushed so far (a change of speed re-renders the rest of a
+        sentence): as if it had been made that long, with the rows of its whole frames; returns the
+        output not yet returned."""
+        y = self.passes[0].cut()
+        for p in self.passes[1:]:
+            y = np.concatenate([p.push(y), p.cut()])
+        return self._out(y)
+
+    def _out(self, y: np.ndarray) -> np.ndarray:
+        if self._int16 is not False:
+            return np.clip(np.rint(np.asarray(y, np.float64) * 32768.0), -32768, 32767).astype(np.int16)
+        return np.asarray(y, np.float32)
+
+
+class _Pass:
+    """One pass over one segment (float samples in, float32 out)."""
 
     def __init__(self, mm: MelMatch, rows: Rows, n_samples: int, n_rows: int, frame0: int = 0) -> None:
         if n_samples < 0 or n_rows < 0:
@@ -133,22 +179,19 @@ class MelMatchStream:
         self.n_in = 0  # samples pushed
         self.next_frame = 0  # first frame not yet filtered
         self.n_out = 0  # samples returned
-        self._int16: bool | None = None
 
     @property
     def done(self) -> bool:
         return self.n_out == self.n
 
     def cut(self) -> np.ndarray:
-        """End the segment at the samples pushed so far (a change of speed re-renders the rest of a
-        sentence): as if it had been made that long, with the rows of its whole frames; returns the
-        output not yet returned."""
+        """End the segment at the samples pushed so far; returns the output not yet returned."""
         n = self.n_in
         self.n, self.x = n, self.x[:n]
         self.total_frames = min(self.total_frames, self.mm.n_frames(n, n // self.mm.hop)) if n else 0
         self.next_frame = min(self.next_frame, self.total_frames)
         self.reflect = n > self.mm.n_fft // 2
-        return self.push(np.zeros(0, np.float32 if self._int16 is False else np.int16))
+        return self.push(np.zeros(0))
 
     def _ready(self, k: int) -> bool:
         half, hop = self.mm.n_fft // 2, self.mm.hop
@@ -166,19 +209,11 @@ class MelMatchStream:
         inside = (idx >= 0) & (idx < self.n)
         return np.where(inside, self.x[np.clip(idx, 0, max(self.n - 1, 0))], 0.0)
 
-    def push(self, audio: np.ndarray) -> np.ndarray:
-        """The next samples of the segment in; the output samples now final out (possibly none)."""
-        a = np.asarray(audio)
-        if a.ndim != 1:
-            raise ParameterError(f"audio must be mono (n,), found shape {a.shape}")
-        is_int = a.dtype == np.int16
-        if self._int16 is None:
-            self._int16 = is_int
-        elif self._int16 != is_int:
-            raise ParameterError("a mel-matching segment takes int16 or float chunks, not both")
+    def push(self, a: np.ndarray) -> np.ndarray:
+        """The next float samples of the segment in; the output samples now final out (possibly none)."""
         if self.n_in + a.size > self.n:
             raise ParameterError(f"the segment has {self.n} samples; {self.n_in + a.size} pushed")
-        self.x[self.n_in:self.n_in + a.size] = a.astype(np.float64) / 32768.0 if is_int else a
+        self.x[self.n_in:self.n_in + a.size] = a
         self.n_in += a.size
         k1 = self.next_frame
         while k1 < self.total_frames and self._ready(k1):
@@ -204,6 +239,36 @@ class MelMatchStream:
         lo, hi = self.n_out, max(self.n_out, final)
         y = self.acc[lo + half:hi + half] / np.maximum(self.norm[lo + half:hi + half], 1e-3)
         self.n_out = hi
-        if self._int16:
-            return np.clip(np.rint(y * 32768.0), -32768, 32767).astype(np.int16)
         return y.astype(np.float32)
+
+
+def _gains_py(mag, want, band, bins, w_fb, s_band, s_bin, w_spread, floor, cap, out):  # pragma: no cover
+    """Frame by frame (the same sums whatever the chunking): band magnitudes through the filterbank's
+    non-zeros, clipped gains to the target, spread over the bins (``out`` zeroed by the caller)."""
+    n_bands = want.shape[1]
+    have = np.zeros(n_bands)
+    g = np.empty(n_bands)
+    for f in range(mag.shape[0]):
+        have[:] = 0.0
+        for j in range(band.size):
+            have[band[j]] += w_fb[j] * mag[f, bins[j]]
+        for b in range(n_bands):
+            v = want[f, b] / max(have[b], 1e-30)
+            g[b] = floor if v < floor else (cap if v > cap else v)
+        for j in range(s_band.size):
+            out[f, s_bin[j]] += w_spread[j] * g[s_band[j]]
+
+
+class _Lazy:
+    fn = None
+
+    def __call__(self, *args):
+        if _Lazy.fn is None:
+            from wavern.engine import kernels  # noqa: F401 - sets numba's vectoriser flag before numba loads
+            import numba
+
+            _Lazy.fn = numba.njit(cache=True, nogil=True)(_gains_py)
+        return _Lazy.fn(*args)
+
+
+_gains = _Lazy()

@@ -99,7 +99,7 @@ _PERIOD_VOCODER = dict(lpc_order=16, lpc_prediction_input=False, head_pruning="r
 #: The shipped voice's formant post-filter (docs/bench/lpc_vocoder.md, "post-filter")
 SHIPPED_POSTFILTER = {"gamma_num": 0.92, "gamma_den": 0.96, "tilt": 0.2, "order": 56}
 #: The shipped voice's mel matching after it (engine/melmatch.py, docs/bench/melmatch.md)
-SHIPPED_MELMATCH = {"cap": 4.0, "floor": 0.001}
+SHIPPED_MELMATCH = {"cap": 4.0, "floor": 0.001, "iterations": 8}
 
 PRESETS: dict[str, dict[str, Any]] = {
     # The bootstrap voice: small enough to build in minutes on 2 cores, with the default's

@@ -81,6 +81,27 @@ def test_any_chunking_equals_the_whole_segment(dtype):
     assert s.push(x[N_FFT // 2:N_FFT * 2]).size <= N_FFT * 2 - N_FFT // 2 - HOP  # the output trails
 
 
+def test_iterations_are_passes_in_a_row_and_stream_in_any_chunking():
+    x, mel = _signal(HOP * 30, seed=6)
+    one, three = MelMatch(), MelMatch(MelMatchConfig(iterations=3))
+    want = one.apply(one.apply(one.apply(x, mel), mel), mel)
+    np.testing.assert_allclose(three.apply(x, mel), want, atol=1e-6, rtol=0)  # float32 between passes either way
+    x16 = np.rint(x * 32768).astype(np.int16)
+    whole = three.apply(x16, mel)
+    assert whole.dtype == np.int16
+    s = three.stream(lambda a, b: mel[a:b], len(x))
+    parts = [s.push(p) for p in np.array_split(x16, 9)]
+    assert s.done and np.array_equal(np.concatenate(parts), whole)
+    assert parts[0].size == 0 and parts[1].size == 0  # three passes: about 3 n_fft of delay
+    s = three.stream(lambda a, b: mel[a:b], len(x))
+    out = [s.push(x16[:HOP * 14 + 7]), s.cut()]
+    assert s.done and np.array_equal(np.concatenate(out), three.apply(x16[:HOP * 14 + 7], mel[:14]))
+    a, b = np.abs(log_mel(one.apply(x, mel)) - log_mel(x)).mean(), np.abs(log_mel(whole / 32768) - log_mel(x)).mean()
+    assert b > a  # more passes move further from the input
+    with pytest.raises(ParameterError, match="iterations"):
+        MelMatchConfig(iterations=0)
+
+
 def test_band_energies_move_to_the_mel_and_silence_is_cut():
     x, mel = _signal(HOP * 80, seed=2)
     y = MelMatch(MelMatchConfig(cap=1000.0, floor=1e-6)).apply(x, mel)
@@ -119,7 +140,7 @@ def test_short_and_empty_segments():
 def test_settings_and_input_errors():
     assert MelMatchConfig.from_dict(MelMatchConfig(cap=2.0).to_dict()) == MelMatchConfig(cap=2.0)
     for bad in ({"cap": 0.5}, {"floor": 0.0}, {"floor": 2.0}, {"cap": float("inf")}, {"cap": True},
-                {"cap": "4"}):
+                {"cap": "4"}, {"iterations": 2.0}, {"iterations": 33}):
         with pytest.raises(ParameterError, match="mel matching"):
             MelMatchConfig(**bad)
     with pytest.raises(ParameterError, match="keys"):
