@@ -3,6 +3,7 @@ the pauses, and what it costs -> docs/bench/melmatch.md.
 
     .venv/bin/python bench/melmatch.py            # all settings on one draw, none / shipped on a second
     .venv/bin/python bench/melmatch.py --quick    # first draw, seed 0 only
+    .venv/bin/python bench/melmatch.py --reuse    # the quality rows from docs/bench/melmatch.json, the rest anew
 
 Every row is the shipped voice (assets/voices/default) with only ``voice.melmatch`` changed, measured
 as ``bench/compare_vocoders.py`` measures (copy synthesis of held-out sentences from their true
@@ -27,9 +28,10 @@ SETTINGS = ({"off": True}, {"cap": 4.0, "floor": 1e-3, "iterations": 1}, {"cap":
             {"cap": 16.0, "floor": 1e-3, "iterations": 8})
 
 
-def pauses(voice, corpus: Path, n: int = 6, seed: int = 0) -> list[tuple[str, int, float, float, float]]:
-    """Frames of held-out copy synthesis binned by the true audio's frame energy: the mean energy of
-    the truth, of the output without mel matching and with it (dB re full scale)."""
+def pauses(voice, corpus: Path, n: int = 6, seed: int = 0) -> list[tuple]:
+    """Frames (one hop) of held-out copy synthesis binned by the true audio's frame energy: the
+    median and 90th-percentile frame energy of the truth, of the output without mel matching and
+    with it (dB re full scale; digital silence counts as -120)."""
     from wavern.dsp import int16_to_float
     from wavern.training.evaluate import held_out_utterances
 
@@ -47,7 +49,7 @@ def pauses(voice, corpus: Path, n: int = 6, seed: int = 0) -> list[tuple[str, in
         e0.append(frame(y0))
         e1.append(frame(y1))
     et, e0, e1 = np.concatenate(et), np.concatenate(e0), np.concatenate(e1)
-    db = lambda x: 10 * np.log10(np.mean(x) + 1e-12)  # noqa: E731
+    db = lambda x: tuple(np.percentile(10 * np.log10(x + 1e-12), [50, 90]).tolist())  # noqa: E731
     out = []
     for lo, hi, name in ((-200, -60, "below -60 (pauses)"), (-60, -40, "-60 to -40"), (-40, -30, "-40 to -30"),
                          (-30, -20, "-30 to -20"), (-20, 0, "above -20")):
@@ -85,6 +87,7 @@ def main() -> int:
     ap.add_argument("--corpus", type=Path, default=ROOT / "data" / "corpus")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "bench" / "melmatch.md")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--reuse", action="store_true", help="take the quality tables from the JSON beside --out")
     args = ap.parse_args()
     import torch
 
@@ -101,8 +104,12 @@ def main() -> int:
     shipped = voice.melmatch.config if voice.melmatch is not None else MelMatchConfig()
     draws = [(0, 10)] if args.quick else [(0, 10), (3, 16)]
     seeds = [0] if args.quick else [0, 1]
-    rows = []
-    for i, (draw, n_copy) in enumerate(draws):
+    saved = args.out.with_suffix(".json")
+    rows, gl = [], {}
+    if args.reuse:
+        d = json.loads(saved.read_text())
+        rows, gl, seeds = d["rows"], {int(k): v for k, v in d["griffin_lim"].items()}, d["seeds"]
+    for i, (draw, n_copy) in enumerate([] if args.reuse else draws):
         for s in SETTINGS if i == 0 else (SETTINGS[0], shipped.to_dict()):  # the second draw checks the choice
             voice.melmatch = None if s.get("off") else MelMatch(MelMatchConfig(**s))
             t0 = time.time()
@@ -112,11 +119,13 @@ def main() -> int:
             print(json.dumps(rows[-1]), flush=True)
     from wavern.training.evaluate import evaluate_griffin_lim
 
-    gl = {}  # Griffin-Lim from a random phase, the same numbers of projections, the first draw's copies
-    for n_iter in sorted({1, shipped.iterations, 3, 8, 32}):
+    # Griffin-Lim from a random phase, the same numbers of projections, the first draw's copies
+    for n_iter in [] if args.reuse else sorted({1, shipped.iterations, 3, 8, 32}):
         c = evaluate_griffin_lim(args.corpus, draws[0][1], draws[0][0], n_iter=n_iter)
         gl[n_iter] = {k: round(c[k], 4) for k in ("stoi", "pesq_wb", "mcd_db", "phone_acc", "vde", "gpe")}
         print(json.dumps({"griffin_lim": n_iter, **gl[n_iter]}), flush=True)
+    if not args.reuse:
+        saved.write_text(json.dumps({"rows": rows, "griffin_lim": gl, "seeds": seeds}, indent=1) + "\n")
     voice.melmatch = MelMatch(shipped)
     bins = pauses(voice, args.corpus)
     whole, streamed = cost(voice)
@@ -149,15 +158,17 @@ def main() -> int:
     lines += [f"| {n} | {m['stoi']:.3f} | {m['pesq_wb']:.2f} | {m['mcd_db']:.2f} | {m['phone_acc']:.3f} | "
               f"{m['vde']:.3f} | {m['gpe']:.3f} |" for n, m in gl.items()]
     lines += ["", "What it does in the pauses: frames of 6 held-out copy-synthesis sentences (seed 0) binned by "
-              "the true audio's frame energy (dB re full scale), mean energy of each:", "",
-              "| true frame energy, dB | frames | true | WaveRNN → post-filter | + mel matching |",
+              "the true audio's frame energy (dB re full scale; one frame = one hop; digital silence counts as "
+              "-120), the median and the 90th percentile of the frames' energy in each bin:", "",
+              "| true frame energy, dB | frames | true p50 / p90 | WaveRNN → post-filter | + mel matching |",
               "|---|---:|---:|---:|---:|"]
-    lines += [f"| {b[0]} | {b[1]} | {b[2]:.1f} | {b[3]:.1f} | {b[4]:.1f} |" for b in bins]
+    lines += [f"| {b[0]} | {b[1]} | {b[2][0]:.1f} / {b[2][1]:.1f} | {b[3][0]:.1f} / {b[3][1]:.1f} | "
+              f"{b[4][0]:.1f} / {b[4][1]:.1f} |" for b in bins]
     lines += ["", f"Cost (CPU time per second of audio, one thread): {1000 * whole:.1f} ms for a whole segment, "
               f"{1000 * streamed:.1f} ms pushed in the stream's chunk sizes, i.e. {whole:.4f} / {streamed:.4f} "
-              "of real time on top of the vocoder. Delay: the stream's output trails the vocoder's by about "
-              "n_fft = 1024 samples (46 ms of audio), which the vocoder makes in a few ms; the first audio of a "
-              "request waits for those (docs/bench/latency.md)."]
+              f"of real time on top of the vocoder ({shipped.iterations} passes). Delay: each pass trails the one "
+              "before by about n_fft = 1024 samples (46 ms of audio), so the first audio of a request waits for "
+              f"about {shipped.iterations} × 1024 + 512 samples of the vocoder's work (docs/bench/latency.md)."]
     args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print(f"wrote {args.out}")
     return 0

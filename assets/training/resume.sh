@@ -9,15 +9,17 @@
 # Session 6 on, the vocoder also reads the residuals around one period back (--ltp-input
 # --ltp-input-taps 5, run ltp_win); session 7 on, it trains with that input faded at random
 # (--period-input-fade 0.8, run ltp_fade, branched from ltp_win at step 60905).
-# Session 8 on, the live experiment is a glottal phase input (--phase-input 2, run phase3, branched
-# from ltp_fade at step 75558 via run phase; docs/bench/lpc_vocoder.md "Session 8") against its
-# control without it (run fade_hi), both at lr 1e-4.
+# Session 8 tried a glottal phase input (runs phase, phase2, phase3; docs/bench/lpc_vocoder.md
+# "Session 8"). Session 9 on, the live experiment is a denser vocoder (--density 0.15, run dense15,
+# branched from fade_hi at step 86543 with the pruned blocks of largest squared gradient revived)
+# against fade_hi (density 0.1), both at lr 1e-4. Since session 9 the voice's mel matching
+# (engine/melmatch.py) does more for what is heard than any of these runs has.
 # The shipped voice (assets/voices/default): vocoder ltp_fade step 67851, acoustic model
 # acoustic_prosody step 7731 (docs/VOICE.md).
 set -e
 cd "$(dirname "$0")/../.."
 PY=.venv/bin/python
-mkdir -p runs/phase3 runs/fade_hi runs/acoustic_prosody
+mkdir -p runs/dense15 runs/fade_hi runs/acoustic_prosody
 
 # The corpus is deterministic from its seed: this rebuilds the very corpus the runs trained on.
 [ -f data/corpus/metadata.jsonl ] || .venv/bin/wavern corpus build data/corpus --utterances 2000 --seed 0
@@ -51,19 +53,18 @@ fi
 # (2 threads collapse when the other core is busy), bf16, block pruning to 10 % done. With a free
 # core, the same options under
 # `.venv/bin/torchrun --standalone --nproc-per-node 2 -m wavern.training.vocoder_trainer` run 1.4x faster.
-# Session 8: both runs as above at lr 1e-4 (--lr-min 1e-4), one core each. phase3 also reads the
-# glottal phase (--phase-input 2; cache/phase.npy is computed on first use, about 40 s); fade_hi is
-# its control. From nothing (no checkpoint here) both start from vocoder-compact.pt, the phase
-# weights at zero.
+# Session 9: both runs as above at lr 1e-4 (--lr-min 1e-4), one core each; dense15 at block density
+# 0.15 (its later --density wins), fade_hi its control at 0.1. From nothing (no checkpoint here) both
+# start from vocoder-compact.pt; dense15 then revives blocks up to 0.15 (BlockPruner.regrow).
 VOC="--corpus data/corpus --cache runs/vocoder/cache \
   --hidden 384 --cond-channels 128 --cond-blocks 3 --block 16x4 --density 0.1 --prune-start 2000 --prune-ramp 8000 \
   --prune-every 200 --lpc-order 16 --no-lpc-input --head-pruning rows --pitch --ltp --ltp-input --ltp-input-taps 5 --steps 200000 --batch 16 \
   --segment-frames 4 --lr 1e-4 --warmup 100 --lr-half-life 40000 --lr-min 1e-4 --optimizer adam --grad-clip 1.0 \
   --threads 1 --bf16 on --seed 0 --checkpoint-interval 300 --eval-every 500 --eval-batches 4 --log-every 10 \
   --period-input-fade 0.8"
-for RUN in phase3 fade_hi; do
+for RUN in dense15 fade_hi; do
   if [ -f runs/$RUN/checkpoint.pt ]; then START="--resume"; else START="--init-from assets/training/vocoder-compact.pt"; fi
-  if [ "$RUN" = phase3 ]; then EXTRA="--phase-input 2"; else EXTRA=""; fi
+  if [ "$RUN" = dense15 ]; then EXTRA="--density 0.15"; else EXTRA=""; fi
   nohup $PY -m wavern.training.vocoder_trainer $VOC --run-dir runs/$RUN $EXTRA $START >> runs/$RUN/log.txt 2>&1 &
   echo $! > runs/$RUN/pid
   echo "vocoder training ($RUN): PID $!, log runs/$RUN/log.txt, metrics runs/$RUN/metrics.jsonl"
@@ -72,8 +73,9 @@ done
 # Later, assemble a voice from wherever the runs are and measure it (copy synthesis gives a pitch
 # voice the true audio's pitch features); ship it only where it beats the shipped voice:
 #   $PY -c "from wavern.training.voice import assemble_from_runs; assemble_from_runs('assets/voices/default', \
-#     acoustic_checkpoint='runs/acoustic_prosody/checkpoint.pt', vocoder_checkpoint='runs/phase3/checkpoint.pt', \
+#     acoustic_checkpoint='runs/acoustic_prosody/checkpoint.pt', vocoder_checkpoint='runs/dense15/checkpoint.pt', \
 #     corpus_dir='data/corpus', card=open('assets/voices/default/MODEL_CARD.md').read(), \
-#     postfilter={'gamma_num': 0.92, 'gamma_den': 0.96, 'tilt': 0.2, 'order': 56})"
-#   $PY bench/eval_voice.py --n-utts 10 --metrics runs/phase3/metrics.jsonl
-#   cp runs/phase3/compact.pt assets/training/vocoder-compact.pt
+#     postfilter={'gamma_num': 0.92, 'gamma_den': 0.96, 'tilt': 0.2, 'order': 56}, \
+#     melmatch={'cap': 4.0, 'floor': 0.001, 'iterations': 8})"
+#   $PY bench/eval_voice.py --n-utts 10 --metrics runs/dense15/metrics.jsonl
+#   cp runs/dense15/compact.pt assets/training/vocoder-compact.pt   # only where git has room: 6 MB a time
