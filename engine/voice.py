@@ -387,7 +387,7 @@ class Voice:
                     gi_cache = _WindowedFrameInputs(voc, part, postfilter=postfilter)  # mel decoded as needed
                     # mel matching: one segment per sentence; its output trails the vocoder's by ~n_fft
                     mm = melmatch.stream(gi_cache.rows, n_total) if melmatch is not None else None
-                held = None  # output of a segment cut short by a change of speed, not yet yielded
+                held = None  # mel-matched output not yet yielded (too little to start a player on, or cut)
                 done = 0
                 while done < n_total:
                     if control.stopped:
@@ -398,7 +398,8 @@ class Voice:
                                                                 postfilter, prosody)
                         state.position = done
                         if mm is not None:  # what was made at the old speed ends there; the rest is new
-                            held = mm.cut()
+                            tail = mm.cut()
+                            held = tail if held is None else np.concatenate([held, tail])
                             mm = melmatch.stream(gi_cache.rows, n_total - done, frame0=done // hop,
                                                  n_rows=gi_cache.n_frames - done // hop)
                         if pending is not None and not pending.cancel():
@@ -419,9 +420,10 @@ class Voice:
                     if pending is None and (k + 1 >= len(RAMP_SAMPLES) or done + n >= n_total):
                         pending = self._executor.submit(_prepare, mels)  # past the ramp: prepare the next
                     if mm is not None:
-                        samples = mm.push(samples)
-                        if held is not None:
-                            samples, held = np.concatenate([held, samples]), None
+                        out = mm.push(samples)
+                        samples, held = (out if held is None else np.concatenate([held, out])), None
+                        if samples.size < FIRST_CHUNK_SAMPLES and done + n < n_total:
+                            held, samples = samples, samples[:0]  # a player would run dry on less: wait
                     k += 1
                     done += n
                     if samples.size == 0:  # mel matching still filling its window

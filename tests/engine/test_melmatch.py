@@ -193,6 +193,11 @@ def test_stream_equals_render_sentence_by_sentence(mm_voice, tiny_voice):
     assert [c.start_sample for c in chunks] == list(np.cumsum([0] + [c.samples.size for c in chunks[:-1]]))
     firsts = [i for i, c in enumerate(chunks) if i == 0 or c.sentence_index != chunks[i - 1].sentence_index]
     assert all(bool(c.word_timings) == (i in firsts) for i, c in enumerate(chunks))
+    from wavern.engine.voice import FIRST_CHUNK_SAMPLES
+
+    lasts = {i - 1 for i in firsts[1:]} | {len(chunks) - 1}
+    assert all(c.samples.size >= FIRST_CHUNK_SAMPLES for i, c in enumerate(chunks) if i not in lasts)  # a player
+    # starting on any chunk has 23 ms queued, not a sliver
     got = np.concatenate([c.samples for c in chunks])
     raw16 = np.rint(raw * 32768).astype(np.int16)
     at, want = 0, []
