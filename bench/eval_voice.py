@@ -321,7 +321,7 @@ def write_doc(out: Path, row: dict, rows: list[dict], cmd: str, voice, examples:
             "are scaled to the conditioning mel's (gains clipped to [floor, cap]), then overlap-added back; "
             "{iterations} such passes in a row are {iterations} Griffin-Lim iterations started from the WaveRNN's "
             "audio instead of a random phase. It is signal processing, not the network: the rows without it show "
-            "what the WaveRNN itself makes. It delays the stream by about n_fft samples a pass "
+            "what the WaveRNN itself makes. It delays the stream by n_fft − hop samples a pass "
             "(docs/bench/melmatch.md)."
             .format(**{"iterations": 1, **row["melmatch"]})] if row.get("melmatch") else []),
         "",

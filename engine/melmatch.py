@@ -19,7 +19,7 @@ output, each moving the audio further from what the network drew towards the mel
 A segment (one sentence) is reflect-padded at both ends as ``log_mel`` pads (zero-padded when
 it is too short to reflect). Streaming (:class:`MelMatchStream`): frame ``t`` needs the samples
 up to ``t·hop + n_fft/2``, and a sample is final once every frame over it is done, so the output
-trails the input by about ``n_fft`` samples a pass (46 ms of audio at 22 050 Hz, a few
+trails the input by ``n_fft - hop`` samples a pass (35 ms of audio at 22 050 Hz, a few
 milliseconds of the vocoder's time); pushing a segment in any chunking gives what
 :meth:`MelMatch.apply` gives for the whole (tested).
 """
@@ -99,6 +99,14 @@ class MelMatch:
         _gains(np.abs(spec), want, self._band, self._bin, self._w_fb, self._s_band, self._s_bin, self._w_spread,
                float(self.config.floor), float(self.config.cap), gains)
         return np.fft.irfft(spec * gains, n=self.n_fft, axis=1) * self.window
+
+    @property
+    def lead_samples(self) -> int:
+        """How many samples more than its output a stream takes in before that output is final:
+        ``n_fft - hop`` a pass (the first ``m`` output samples, ``m`` whole hops, need ``m +
+        lead_samples`` input; frame t is filtered once the samples up to t·hop + n_fft/2 are in, and
+        a sample is final once the frame n_fft/2 after it is)."""
+        return self.config.iterations * (self.n_fft - self.hop)
 
     def n_frames(self, n_samples: int, n_rows: int) -> int:
         """Frames a segment of ``n_samples`` with ``n_rows`` mel rows has: those of its STFT that have a row."""

@@ -411,6 +411,8 @@ class Voice:
                         if done >= n_total:
                             break
                     n = min(chunk_samples(k), n_total - done)
+                    if mm is not None and done == 0:  # nothing comes out before the passes' lead: one call
+                        n = min(max(n, melmatch.lead_samples + FIRST_CHUNK_SAMPLES), n_total)
                     gi, frame0 = gi_cache.covering(done, n)
                     samples = voc.generate(gi, state, n, frame0=frame0, temperature=temperature)
                     if pf_state is not None:  # its memories carry over chunks and sentences, like h

@@ -75,6 +75,12 @@ def test_any_chunking_equals_the_whole_segment(dtype):
         parts = [s.push(p) for p in np.split(x, cuts)]
         assert s.done and all(p.dtype == whole.dtype for p in parts)
         assert np.array_equal(np.concatenate(parts), whole)
+    for passes in (1, 3):  # the lead: m samples out need m + lead_samples in
+        lead = MelMatch(MelMatchConfig(iterations=passes)).lead_samples
+        s = MelMatch(MelMatchConfig(iterations=passes)).stream(lambda a, b: mel[a:b], len(x))
+        assert lead == passes * (N_FFT - HOP) and s.push(x[:lead + 512 - 1]).size < 512
+        s = MelMatch(MelMatchConfig(iterations=passes)).stream(lambda a, b: mel[a:b], len(x))
+        assert s.push(x[:lead + 512]).size == 512
     s = mm.stream(lambda a, b: mel[a:b], len(x))
     first = s.push(x[:N_FFT // 2])  # not one frame's window yet: nothing out
     assert first.size == 0
