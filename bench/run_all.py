@@ -19,7 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 ORDER = ["engine", "train_vocoder", "attention", "yellowfin", "pretrain", "eval_vocoder", "render", "latency",
-         "cold_start", "postfilter", "lpc_gain", "speakers", "pitch_control"]
+         "cold_start", "postfilter", "melmatch", "lpc_gain", "speakers", "pitch_control"]
 
 
 def _nest(md: str) -> str:
