@@ -60,7 +60,7 @@ def cmd_say(args: argparse.Namespace) -> int:
     text = read_text_arg(args.text, args.file)
     return say(text, out=args.out, voice=args.voice, speed=args.speed, volume=args.volume,
                temperature=args.temperature, device=args.device, postfilter=False if args.no_postfilter else None,
-               pitch=args.pitch, pitch_range=args.pitch_range, speaker=args.speaker)
+               pitch=args.pitch, pitch_range=args.pitch_range, speaker=args.speaker, passes=args.passes)
 
 
 def cmd_vocode(args: argparse.Namespace) -> int:
@@ -168,6 +168,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-postfilter", action="store_true",
                    help="skip the voice's post-processing, formant post-filter and mel matching (hear the "
                         "vocoder alone)")
+    s.add_argument("--passes", type=int, default=None, metavar="N",
+                   help="mel-matching passes, 0..32 (default: the voice's; fewer: earlier first audio, more of "
+                        "the vocoder's own sound)")
     _prosody_args(s)
     s.set_defaults(func=cmd_say)
 

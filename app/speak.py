@@ -38,7 +38,8 @@ def read_text_arg(text: str | None, file: str | None) -> str:
 
 def say(text: str, *, out: str | None, voice: str | None, speed: float = 1.0, volume: float = 1.0,
         temperature: float | None = None, device: str | None = None, postfilter: bool | None = None,
-        pitch: float | None = None, pitch_range: float | None = None, speaker: str | None = None) -> int:
+        pitch: float | None = None, pitch_range: float | None = None, speaker: str | None = None,
+        passes: int | None = None) -> int:
     """Speak ``text``: to the sound card, to a file, or as raw s16le to stdout."""
     from wavern.app.voices import resolve_voice
 
@@ -47,7 +48,7 @@ def say(text: str, *, out: str | None, voice: str | None, speed: float = 1.0, vo
     from wavern.engine.sinks import DeviceSink, FileSink, RawStdoutSink, play
 
     cfg = SpeakConfig(speed=speed, volume=volume, temperature=temperature, postfilter=postfilter, pitch=pitch,
-                      pitch_range=pitch_range, speaker=speaker)  # bad settings fail before the voice loads
+                      pitch_range=pitch_range, speaker=speaker, passes=passes)  # bad settings fail before loading
     v = Voice.load(path)
     if out == "-":
         sink = RawStdoutSink(sys.stdout.buffer)

@@ -129,6 +129,7 @@ class _Prepared:
     seed: int
     wall_s: float
     cpu_s: float
+    melmatch: object = None  # the request's mel matching (Voice.melmatch_for), None: none
 
 
 def _prepare(voice, text: str, config: SpeakConfig | None, *, seed: int, max_chars: int) -> _Prepared:
@@ -170,18 +171,19 @@ def _prepare(voice, text: str, config: SpeakConfig | None, *, seed: int, max_cha
         pos += T * hop + gap
     if not gis:
         raise ParameterError(f"nothing to say: the text {text[:40]!r} produced no audio frames")
-    keep = (getattr(voice, "postfilter", None) is not None or getattr(voice, "melmatch", None) is not None) \
-        and cfg.postfilter is not False
+    mm = voice.melmatch_for(cfg) if hasattr(voice, "melmatch_for") else None
+    keep = (getattr(voice, "postfilter", None) is not None or mm is not None) and cfg.postfilter is not False
     mel = np.concatenate(mels) if keep else None
     return _Prepared(np.concatenate(gis), mel, tuple(spans), tuple(timings), pos, float(cfg.volume),
-                     float(temperature), int(seed), time.perf_counter() - t0, time.process_time() - c0)
+                     float(temperature), int(seed), time.perf_counter() - t0, time.process_time() - c0, mm)
 
 
 def _finish(voice, prep: _Prepared, voiced: np.ndarray, wall_s: float, cpu_s: float) -> RenderedUtterance:
     """Post-filter the voiced sentences, place them between their pauses and apply the volume."""
     if prep.mel is not None:  # one pass over the sentences in order (the stream's filter memories),
         # mel matching sentence by sentence, as the stream does
-        voiced = voice.apply_postfilter(voiced, prep.mel, [sp.end_sample - sp.start_sample for sp in prep.spans])
+        voiced = voice.apply_postfilter(voiced, prep.mel, [sp.end_sample - sp.start_sample for sp in prep.spans],
+                                        melmatch=prep.melmatch)
     if prep.length != voiced.shape[0] or prep.volume != 1.0:
         out = np.zeros(prep.length, np.int16)
         src = 0

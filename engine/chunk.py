@@ -57,6 +57,9 @@ class SpeakConfig:
     pitch: the voice's pitch level in espeak-ng's units (50 = its default; 25..75, the range the
         model was trained on, ``PROSODY_LIMITS``), for voices whose acoustic model reads prosody.
     pitch_range: how much the pitch moves, same units (50 default; 20..90; low is monotone).
+    passes: mel-matching passes for this request (0..32; None: the voice's; 0: none, the post-filter
+        stays): fewer passes, earlier first audio and more of the vocoder's own voicing; more,
+        cleaner copy of the mel (docs/bench/melmatch.md). Ignored when ``postfilter`` is False.
     """
 
     speed: float = 1.0
@@ -67,8 +70,12 @@ class SpeakConfig:
     postfilter: bool | None = None
     pitch: float | None = None
     pitch_range: float | None = None
+    passes: int | None = None
 
     def __post_init__(self):
+        if self.passes is not None and (not isinstance(self.passes, int) or isinstance(self.passes, bool)
+                                        or not 0 <= self.passes <= 32):
+            raise ParameterError(f"passes must be an integer in [0, 32] or None, found {self.passes!r}")
         if self.postfilter is not None and not isinstance(self.postfilter, bool):
             raise ParameterError(f"postfilter must be True, False or None, found {self.postfilter!r}")
         if not 0.25 <= self.speed <= 4.0:

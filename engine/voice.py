@@ -191,6 +191,7 @@ class Voice:
             self.postfilter.load()  # its numba loop now, not in the first chunk of the first request
         #: Mel matching after the post-filter (``inference.melmatch``, ``engine/melmatch.py``); None = off.
         self.melmatch = None
+        self._melmatch_variants: dict = {}  # passes -> MelMatch, for requests that set SpeakConfig.passes
         if infer.get("melmatch") is not None:
             from wavern.engine.melmatch import MelMatch, MelMatchConfig
 
@@ -358,7 +359,7 @@ class Voice:
 
         sentences = segment(text, lexicon=self.lexicon)  # refuse bad text now, not at the first next()
         postfilter = self.postfilter if cfg.postfilter is not False else None
-        melmatch = self.melmatch if cfg.postfilter is not False else None
+        melmatch = self.melmatch_for(cfg)
         return self._stream(text, sentences, speaker, temperature, pause_s, control, seed, postfilter, prosody,
                             melmatch)
 
@@ -513,17 +514,37 @@ class Voice:
         y = self.vocoder.render(mel, seed=seed, temperature=t, fold_frames=fold_frames)
         return self.apply_postfilter(y, mel) if postfilter else y
 
-    def apply_postfilter(self, samples: np.ndarray, mel: np.ndarray, segments=None) -> np.ndarray:
+    def melmatch_for(self, config: SpeakConfig | None):
+        """The mel matching a request gets: the voice's, none (``postfilter=False`` or ``passes=0``), or
+        the voice's settings (the defaults for a voice without) with ``config.passes`` passes."""
+        if config is None or config.passes is None:
+            return self.melmatch if config is None or config.postfilter is not False else None
+        if config.postfilter is False or config.passes == 0:
+            return None
+        from wavern.engine.melmatch import MelMatch, MelMatchConfig
+
+        base = self.melmatch.config if self.melmatch is not None else MelMatchConfig()
+        if base.iterations == config.passes and self.melmatch is not None:
+            return self.melmatch
+        cached = self._melmatch_variants.get(config.passes)
+        if cached is None:
+            cached = MelMatch(dataclasses.replace(base, iterations=config.passes), DEFAULT_MEL)
+            self._melmatch_variants[config.passes] = cached
+        return cached
+
+    def apply_postfilter(self, samples: np.ndarray, mel: np.ndarray, segments=None, *,
+                         melmatch="voice") -> np.ndarray:
         """The voice's post-processing over a whole utterance's samples (int16), its frames from
         ``mel``: the formant post-filter (one pass, its memories carried through), then mel
         matching, one segment per entry of ``segments`` (sample counts, whole frames, summing to
         ``len(samples)``; default one), as the stream matches each sentence. A no-op for a voice
-        with neither."""
+        with neither. ``melmatch``: another :class:`MelMatch` (or None) than the voice's."""
         if len(samples) == 0:
             return samples
         if self.postfilter is not None:
             samples = self.postfilter.apply(samples, self.postfilter.coefficients(mel), self.postfilter.new_state())
-        if self.melmatch is None:
+        mm = self.melmatch if isinstance(melmatch, str) and melmatch == "voice" else melmatch
+        if mm is None:
             return samples
         hop = self.vocoder.hop
         segments = [len(samples)] if segments is None else [int(n) for n in segments]
@@ -532,7 +553,7 @@ class Voice:
         out, at = [], 0
         for n in segments:
             f0 = at // hop
-            out.append(self.melmatch.apply(samples[at:at + n], np.asarray(mel)[f0:f0 + -(-n // hop)]))
+            out.append(mm.apply(samples[at:at + n], np.asarray(mel)[f0:f0 + -(-n // hop)]))
             at += n
         return np.concatenate(out)
 

@@ -95,6 +95,12 @@ def test_say_no_postfilter_is_the_vocoder_alone(tiny_voice, tmp_path):
         out[name] = sf.read(path, dtype="int16")[0]
     assert np.array_equal(out["off"], out["plain"])
     assert out["on"].shape == out["plain"].shape and not np.array_equal(out["on"], out["plain"])
+    for name, extra in (("p0", ["--passes", "0"]), ("p2", ["--passes", "2"])):  # mel matching per request
+        path = tmp_path / f"{name}.wav"
+        assert main(["say", "Hello there.", "--voice", str(pf), "--out", str(path), *extra]) == 0
+        out[name] = sf.read(path, dtype="int16")[0]
+    assert np.array_equal(out["p0"], out["on"])  # the voice has no mel matching: 0 passes changes nothing
+    assert out["p2"].shape == out["on"].shape and not np.array_equal(out["p2"], out["on"])
 
 
 def test_say_pitch_flags(tiny_voice, tiny_prosody_voice, tmp_path, capsys):

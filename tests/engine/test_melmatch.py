@@ -237,6 +237,38 @@ def test_a_change_of_speed_mid_sentence_keeps_every_sample(mm_voice):
     assert sum(c.samples.size for c in out) < normal  # faster after the change
 
 
+def test_a_request_sets_the_number_of_passes(mm_voice, tiny_voice):
+    """SpeakConfig.passes: the voice's settings with that many passes (0: none, the post-filter
+    stays), in the stream and the renderer alike; a voice without mel matching gets the defaults."""
+    from wavern.engine.batch import render_utterance
+    from wavern.engine.voice import Voice
+
+    text = "Hello there. How are you?"
+    base = np.concatenate([c.samples for c in mm_voice.stream(text, seed=2)])
+    one = np.concatenate([c.samples for c in mm_voice.stream(text, SpeakConfig(passes=1), seed=2)])
+    assert np.array_equal(base, one)  # the voice's own setting is 1 pass
+    three = [c.samples for c in mm_voice.stream(text, SpeakConfig(passes=3), seed=2)]
+    none = np.concatenate([c.samples for c in mm_voice.stream(text, SpeakConfig(passes=0), seed=2)])
+    off = np.concatenate([c.samples for c in mm_voice.stream(text, SpeakConfig(postfilter=False), seed=2)])
+    assert np.array_equal(none, off)  # this voice has no formant post-filter: 0 passes is the vocoder alone
+    raw16 = np.rint(none * 32768).astype(np.int16)
+    got = np.rint(np.concatenate(three) * 32768).astype(np.int16)
+    cfg = SpeakConfig(passes=3)
+    assert np.array_equal(got, render_utterance(mm_voice, text, cfg, seed=2, fold_frames=None).samples)
+    mm3 = mm_voice.melmatch_for(cfg)
+    assert mm3.config.iterations == 3 and mm3 is mm_voice.melmatch_for(SpeakConfig(passes=3))  # cached
+    assert not np.array_equal(got, raw16) and not np.array_equal(got, np.rint(base * 32768).astype(np.int16))
+    plain = Voice.load(tiny_voice)
+    try:
+        assert plain.melmatch is None and plain.melmatch_for(SpeakConfig(passes=2)).config.iterations == 2
+        assert plain.melmatch_for(SpeakConfig(passes=2, postfilter=False)) is None
+    finally:
+        plain.close()
+    for bad in (-1, 33, 1.5, True):
+        with pytest.raises(ParameterError, match="passes"):
+            SpeakConfig(passes=bad)
+
+
 def test_a_bad_melmatch_entry_is_a_voice_file_error(tiny_voice, tmp_path):
     from wavern.engine.voice import Voice
 
