@@ -31,7 +31,7 @@ from typing import Callable
 
 import numpy as np
 
-from wavern.dsp import DEFAULT_MEL, MelConfig, mel_filterbank
+from wavern.dsp import DEFAULT_MEL, MelConfig, _window, mel_filterbank
 from wavern.errors import ParameterError
 
 __all__ = ["MelMatchConfig", "MelMatch", "MelMatchStream"]
@@ -88,8 +88,7 @@ class MelMatch:
         self._w_fb = fb[self._band, self._bin]
         self._s_band, self._s_bin = (a.astype(np.int64) for a in np.nonzero(spread))
         self._w_spread = spread[self._s_band, self._s_bin]
-        n = np.arange(self.n_fft)
-        self.window = 0.5 - 0.5 * np.cos(2.0 * np.pi * n / self.n_fft)  # periodic Hann, as log_mel's
+        self.window = _window(mel_config.win_length, mel_config.n_fft).astype(np.float64)  # log_mel's own
 
     def _filter_frames(self, frames: np.ndarray, mel: np.ndarray) -> np.ndarray:
         """Windowed frames (k, n_fft) and their mel rows (k, >= n_mels) → the frames to overlap-add."""
@@ -99,6 +98,10 @@ class MelMatch:
         _gains(np.abs(spec), want, self._band, self._bin, self._w_fb, self._s_band, self._s_bin, self._w_spread,
                float(self.config.floor), float(self.config.cap), gains)
         return np.fft.irfft(spec * gains, n=self.n_fft, axis=1) * self.window
+
+    def load(self) -> None:
+        """Compile (or load from numba's cache) the band-gain loop now, not in a request's first chunk."""
+        self.apply(np.zeros(self.n_fft, np.float32), np.zeros((self.n_fft // self.hop, self.n_mels), np.float32))
 
     @property
     def lead_samples(self) -> int:
@@ -129,7 +132,8 @@ class MelMatch:
 class MelMatchStream:
     """One segment pushed chunk by chunk (:meth:`push`) through ``iterations`` passes in a row;
     once all its samples are in, every output sample has come out. The output is as long as the
-    input, delayed by up to ~``n_fft`` samples a pass. Between passes the samples stay float."""
+    input, delayed by ``n_fft - hop`` samples a pass (:attr:`MelMatch.lead_samples`). Between
+    passes the samples stay float."""
 
     def __init__(self, passes: list["_Pass"]) -> None:
         self.passes = passes

@@ -67,6 +67,7 @@ MEL_WINDOW_FRAMES = 16  # conditioning computed over windows of this many frames
 #: ``r · (n_1 + ... + n_j) <= n_0 + ... + n_{j-1}`` for every ``j``: ``r <= 0.73`` for this
 #: ramp (doubling from 512 would need ``r <= 0.5``). Multiples of the hop: whole frames.
 RAMP_SAMPLES = (512, 512, 768, 1024, 1536)
+_VOICES_OWN = object()  # Voice.apply_postfilter's default: the voice's own mel matching
 
 
 def chunk_samples(k: int) -> int:
@@ -199,6 +200,7 @@ class Voice:
                 self.melmatch = MelMatch(MelMatchConfig.from_dict(infer["melmatch"]), DEFAULT_MEL)
             except (ParameterError, TypeError) as e:
                 raise VoiceFileError(f"{path}/voice.json: field 'inference.melmatch' is invalid ({e})") from None
+            self.melmatch.load()  # its numba loop now, as the post-filter's
         #: User pronunciations (a front-end ``Lexicon``) used by ``analyze`` and so by ``stream``;
         #: None = none. Assign a new object rather than mutating one a running stream may read.
         self.lexicon = None
@@ -529,11 +531,12 @@ class Voice:
         cached = self._melmatch_variants.get(config.passes)
         if cached is None:
             cached = MelMatch(dataclasses.replace(base, iterations=config.passes), DEFAULT_MEL)
+            cached.load()
             self._melmatch_variants[config.passes] = cached
         return cached
 
     def apply_postfilter(self, samples: np.ndarray, mel: np.ndarray, segments=None, *,
-                         melmatch="voice") -> np.ndarray:
+                         melmatch=_VOICES_OWN) -> np.ndarray:
         """The voice's post-processing over a whole utterance's samples (int16), its frames from
         ``mel``: the formant post-filter (one pass, its memories carried through), then mel
         matching, one segment per entry of ``segments`` (sample counts, whole frames, summing to
@@ -543,7 +546,7 @@ class Voice:
             return samples
         if self.postfilter is not None:
             samples = self.postfilter.apply(samples, self.postfilter.coefficients(mel), self.postfilter.new_state())
-        mm = self.melmatch if isinstance(melmatch, str) and melmatch == "voice" else melmatch
+        mm = self.melmatch if melmatch is _VOICES_OWN else melmatch
         if mm is None:
             return samples
         hop = self.vocoder.hop
