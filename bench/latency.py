@@ -225,6 +225,7 @@ def first_audio_breakdown_child(repeats: int) -> None:
 
     from wavern.conditioning import acoustic
     from wavern.conditioning import frontend
+    from wavern.engine import melmatch
     from wavern.engine.voice import Voice
 
     lines = [ln.strip() for ln in SENTENCES.read_text(encoding="utf-8").splitlines() if ln.strip()]
@@ -252,7 +253,8 @@ def first_audio_breakdown_child(repeats: int) -> None:
             (acoustic.FrameDecoder, "prefix", "decoder layers but the last (all frames)"),
             (acoustic.AcousticModel, "_mel_rows", "last decoder layer, first rows"),
             (voice.vocoder, "frame_inputs", "vocoder conditioning net"),
-            (voice.vocoder, "generate", "vocoder, first 512 samples")]:
+            (voice.vocoder, "generate", "vocoder, first chunk (512 samples, + the lead of mel matching if any)"),
+            (melmatch.MelMatchStream, "push", "mel matching, first chunk")]:
         timed(owner, name, label)
     total = []
     for _ in range(repeats):
