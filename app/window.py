@@ -188,6 +188,9 @@ class MainWindow(QMainWindow):
         for s in (self.pitch, self.pitch_range):
             s.setEnabled(False)  # until a voice that reads them loads
             s.setToolTip("Needs a voice trained with the prosody input")
+        self.passes = _Slider(0, 16, 1, 0, "{:.0f}")  # set to the voice's own on load; the next request
+        self.passes.setToolTip("Mel-matching passes (engine/melmatch.py): more, a cleaner copy of the mel; "
+                               "fewer, earlier first audio and more of the vocoder's own sound")
 
         voice_box = QGroupBox("Voice")
         f = QFormLayout(voice_box)
@@ -196,6 +199,7 @@ class MainWindow(QMainWindow):
         f.addRow("speaker", self.speaker_combo)
         f.addRow("pitch", self.pitch)
         f.addRow("intonation", self.pitch_range)
+        f.addRow("mel passes", self.passes)
         f.addRow("output", self.device_combo)
         controls = QGroupBox("Delivery (acts on the next chunk)")
         f = QFormLayout(controls)
@@ -337,6 +341,7 @@ class MainWindow(QMainWindow):
         for s in (self.pitch, self.pitch_range):
             s.setEnabled(state.prosody)
             s.setToolTip("" if state.prosody else "This voice was trained without the prosody input")
+        self.passes.set_value(state.melmatch_passes)
         self._set_voice_ready(True)
         self.statusBar().showMessage(f"Voice {state.name} ready (warm-up {state.warmup_s:.1f} s)", 8000)
 
@@ -372,7 +377,8 @@ class MainWindow(QMainWindow):
         prosody = self.voice_state is not None and self.voice_state.prosody
         return SpeakConfig(speed=self.speed.value(), volume=self.volume.value(), pause_s=self.pause.value(),
                            speaker=speaker, pitch=self.pitch.value() if prosody else None,
-                           pitch_range=self.pitch_range.value() if prosody else None)
+                           pitch_range=self.pitch_range.value() if prosody else None,
+                           passes=round(self.passes.value()) if self.voice_state is not None else None)
 
     def speak(self, *, now: bool = True, text: str | None = None, start: int | None = None) -> int | None:
         """Speak the selection (or the whole text, or ``text`` found at ``start``); returns the job id."""

@@ -137,6 +137,7 @@ class VoiceState:
     sample_rate: int
     warmup_s: float
     prosody: bool = False  # the voice's pitch and pitch range can be set (SpeakConfig.pitch)
+    melmatch_passes: int = 0  # the voice's own mel-matching passes (SpeakConfig.passes; 0: none)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -531,8 +532,9 @@ class SpeechWorker(QObject):
         old, self._voice = self._voice, voice
         if old is not None:
             old.close()
+        passes = voice.melmatch.config.iterations if voice.melmatch is not None else 0
         self.voiceLoaded.emit(VoiceState(voice.name, Path(job.path), voice.speakers, voice.sample_rate, warm,
-                                         voice.has_prosody))
+                                         voice.has_prosody, passes))
 
     def _new_control(self, job: _Job, *, live: bool):
         """The StreamControl of the request starting now; ``live``: it follows ``set_live``."""

@@ -490,6 +490,17 @@ def test_pitch_sliders_follow_the_voice_and_reach_the_request(qtbot, window, tin
     # the flow tests' voice has no prosody input: sliders off, requests carry no pitch
     assert not window.voice_state.prosody and not window.pitch.isEnabled() and not window.pitch_range.isEnabled()
     assert window.speak_config().prosody is None
+    # the passes slider starts at the voice's own (this one has no mel matching) and reaches the request
+    assert window.voice_state.melmatch_passes == 0 and window.speak_config().passes == 0
+    window.passes.set_value(2)
+    assert window.speak_config().passes == 2
+    import dataclasses
+
+    state = window.voice_state
+    window._on_voice_loaded(dataclasses.replace(state, melmatch_passes=8))  # a voice with 8 passes of its own
+    assert window.passes.value() == 8 and window.speak_config().passes == 8
+    window._on_voice_loaded(state)
+    assert window.passes.value() == 0
     w = _new_window(tmp_path, tiny_prosody_voice, clock_speed=8.0, buffer_s=0.5)
     try:
         qtbot.waitUntil(lambda: w.voice_state is not None, timeout=WAIT_MS)
