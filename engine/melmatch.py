@@ -32,6 +32,7 @@ from typing import Callable
 import numpy as np
 
 from wavern.dsp import DEFAULT_MEL, MelConfig, _window, mel_filterbank
+from wavern.engine.postfilter import LazyJit, settings_from_dict
 from wavern.errors import ParameterError
 
 __all__ = ["MelMatchConfig", "MelMatch", "MelMatchStream"]
@@ -45,7 +46,7 @@ class MelMatchConfig:
 
     cap: float = 4.0  # largest band gain (+12 dB): how far a band the vocoder left too quiet is lifted
     floor: float = 1e-3  # smallest band gain (-60 dB): how far noise where the mel is silent is cut
-    iterations: int = 1  # passes, each on the last one's output (Griffin-Lim's iterations); each adds ~n_fft of delay
+    iterations: int = 1  # passes, each on the last one's output (Griffin-Lim's iterations); n_fft - hop of delay each
 
     def __post_init__(self) -> None:
         if not isinstance(self.iterations, int) or isinstance(self.iterations, bool) or not 1 <= self.iterations <= 32:
@@ -63,10 +64,7 @@ class MelMatchConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "MelMatchConfig":
-        names = {f.name for f in dataclasses.fields(cls)}
-        if not isinstance(d, dict) or set(d) - names:
-            raise ParameterError(f"mel matching settings must be a dict with keys from {sorted(names)}, found {d!r}")
-        return cls(**d)
+        return settings_from_dict(cls, d, "mel matching")
 
 
 class MelMatch:
@@ -89,6 +87,7 @@ class MelMatch:
         self._s_band, self._s_bin = (a.astype(np.int64) for a in np.nonzero(spread))
         self._w_spread = spread[self._s_band, self._s_bin]
         self.window = _window(mel_config.win_length, mel_config.n_fft).astype(np.float64)  # log_mel's own
+        self._w2 = self.window ** 2  # what each frame adds to the overlap-add's normaliser
 
     def _filter_frames(self, frames: np.ndarray, mel: np.ndarray) -> np.ndarray:
         """Windowed frames (k, n_fft) and their mel rows (k, >= n_mels) → the frames to overlap-add."""
@@ -238,10 +237,9 @@ class _Pass:
                 raise ParameterError(f"mel rows {self.frame0 + k0}..{self.frame0 + k1} of the segment: expected "
                                      f"({k1 - k0}, >= {mm.n_mels}), found {mel.shape}")
             out = mm._filter_frames(self._windows(k0, k1), mel)
-            w2 = mm.window ** 2
             for j, k in enumerate(range(k0, k1)):  # in frame order, as a whole-segment pass
                 self.acc[k * hop:k * hop + mm.n_fft] += out[j]
-                self.norm[k * hop:k * hop + mm.n_fft] += w2
+                self.norm[k * hop:k * hop + mm.n_fft] += mm._w2
             self.next_frame = k1
         half = mm.n_fft // 2
         if self.n_in == self.n:  # every frame is in: the rest is final
@@ -271,16 +269,4 @@ def _gains_py(mag, want, band, bins, w_fb, s_band, s_bin, w_spread, floor, cap, 
             out[f, s_bin[j]] += w_spread[j] * g[s_band[j]]
 
 
-class _Lazy:
-    fn = None
-
-    def __call__(self, *args):
-        if _Lazy.fn is None:
-            from wavern.engine import kernels  # noqa: F401 - sets numba's vectoriser flag before numba loads
-            import numba
-
-            _Lazy.fn = numba.njit(cache=True, nogil=True)(_gains_py)
-        return _Lazy.fn(*args)
-
-
-_gains = _Lazy()
+_gains = LazyJit(_gains_py)

@@ -26,7 +26,16 @@ import numpy as np
 from wavern.dsp import MelConfig, lpc_from_power, mel_power_spectrum, slaney_filterbank  # noqa: F401
 from wavern.errors import ParameterError
 
-__all__ = ["PostfilterConfig", "PostfilterState", "postfilter_coefficients", "Postfilter"]
+__all__ = ["PostfilterConfig", "PostfilterState", "postfilter_coefficients", "Postfilter", "LazyJit",
+           "settings_from_dict"]
+
+
+def settings_from_dict(cls, d, what: str):
+    """A frozen settings dataclass from a ``voice.json`` dict: unknown keys are refused with ``what`` named."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    if not isinstance(d, dict) or set(d) - names:
+        raise ParameterError(f"{what} settings must be a dict with keys from {sorted(names)}, found {d!r}")
+    return cls(**d)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,10 +65,7 @@ class PostfilterConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "PostfilterConfig":
-        names = {f.name for f in dataclasses.fields(cls)}
-        if not isinstance(d, dict) or set(d) - names:
-            raise ParameterError(f"post-filter settings must be a dict with keys from {sorted(names)}, found {d!r}")
-        return cls(**d)
+        return settings_from_dict(cls, d, "post-filter")
 
 
 def postfilter_coefficients(mel: np.ndarray, config: PostfilterConfig = PostfilterConfig(),
@@ -163,20 +169,20 @@ def _filter_py(x, out, coefs, frame0, pos0, hop, hx, hw, z):  # pragma: no cover
         hw[0] = w
 
 
-def _compile():
-    from wavern.engine import kernels  # noqa: F401 - sets numba's vectoriser flag before numba loads
-    import numba
+class LazyJit:
+    """``py_fn`` compiled by numba (cached on disk) at its first call, so importing the module
+    costs nothing; the engine's small loops outside ``kernels`` (this filter, mel matching)."""
 
-    return numba.njit(cache=True, nogil=True)(_filter_py)
-
-
-class _Lazy:
-    fn = None
+    def __init__(self, py_fn) -> None:
+        self.py_fn, self.fn = py_fn, None
 
     def __call__(self, *args):
-        if _Lazy.fn is None:
-            _Lazy.fn = _compile()
-        return _Lazy.fn(*args)
+        if self.fn is None:
+            from wavern.engine import kernels  # noqa: F401 - sets numba's vectoriser flag before numba loads
+            import numba
+
+            self.fn = numba.njit(cache=True, nogil=True)(self.py_fn)
+        return self.fn(*args)
 
 
-_filter = _Lazy()
+_filter = LazyJit(_filter_py)

@@ -388,7 +388,7 @@ class Voice:
                     timings = self._word_timings(utt, part, position_total, char_offset=off)
                     state.position = 0  # frame clock restarts per sentence; h and prev carry on
                     gi_cache = _WindowedFrameInputs(voc, part, postfilter=postfilter)  # mel decoded as needed
-                    # mel matching: one segment per sentence; its output trails the vocoder's by ~n_fft
+                    # mel matching: one segment per sentence; its output trails the vocoder's by its lead
                     mm = melmatch.stream(gi_cache.rows, n_total) if melmatch is not None else None
                 held = None  # mel-matched output not yet yielded (too little to start a player on, or cut)
                 done = 0
@@ -519,9 +519,11 @@ class Voice:
     def melmatch_for(self, config: SpeakConfig | None):
         """The mel matching a request gets: the voice's, none (``postfilter=False`` or ``passes=0``), or
         the voice's settings (the defaults for a voice without) with ``config.passes`` passes."""
+        if config is not None and config.postfilter is False:
+            return None
         if config is None or config.passes is None:
-            return self.melmatch if config is None or config.postfilter is not False else None
-        if config.postfilter is False or config.passes == 0:
+            return self.melmatch
+        if config.passes == 0:
             return None
         from wavern.engine.melmatch import MelMatch, MelMatchConfig
 

@@ -50,3 +50,15 @@ def make_tiny_voice(out: Path, *, seed: int = 0, hidden_size: int = 64, density:
     assemble_voice(out, acoustic=acoustic, vocoder=vocoder, symbols=table.to_list(), name=name,
                    provenance={"test": True}, card=f"# {name}\n\nRandom weights, for tests.\n")
     return out
+
+
+def voice_with_inference(voice: Path, out: Path, **inference) -> Path:
+    """A copy of the voice folder ``voice`` at ``out`` with ``inference`` entries set in its voice.json."""
+    import json
+    import shutil
+
+    shutil.copytree(voice, out)
+    meta = json.loads((out / "voice.json").read_text())
+    meta["inference"].update(inference)
+    (out / "voice.json").write_text(json.dumps(meta))
+    return out

@@ -3,9 +3,6 @@ to band energies and silence, settings and input errors, and in a voice (stream 
 
 from __future__ import annotations
 
-import json
-import shutil
-
 import numpy as np
 import pytest
 
@@ -169,14 +166,12 @@ def test_settings_and_input_errors():
 # ---------------------------------------------------------------- in a voice
 @pytest.fixture(scope="module")
 def mm_voice(tiny_voice, tmp_path_factory):
+    from voice_factory import voice_with_inference
+
     from wavern.engine.voice import Voice
 
-    path = tmp_path_factory.mktemp("mmvoice") / "v"
-    shutil.copytree(tiny_voice, path)
-    meta = json.loads((path / "voice.json").read_text())
-    meta["inference"]["melmatch"] = MelMatchConfig().to_dict()
-    (path / "voice.json").write_text(json.dumps(meta))
-    v = Voice.load(path)
+    v = Voice.load(voice_with_inference(tiny_voice, tmp_path_factory.mktemp("mmvoice") / "v",
+                                        melmatch=MelMatchConfig().to_dict()))
     yield v
     v.close()
 
@@ -270,12 +265,9 @@ def test_a_request_sets_the_number_of_passes(mm_voice, tiny_voice):
 
 
 def test_a_bad_melmatch_entry_is_a_voice_file_error(tiny_voice, tmp_path):
+    from voice_factory import voice_with_inference
+
     from wavern.engine.voice import Voice
 
-    path = tmp_path / "v"
-    shutil.copytree(tiny_voice, path)
-    meta = json.loads((path / "voice.json").read_text())
-    meta["inference"]["melmatch"] = {"cap": 0.1}
-    (path / "voice.json").write_text(json.dumps(meta))
     with pytest.raises(VoiceFileError, match="inference.melmatch"):
-        Voice.load(path)
+        Voice.load(voice_with_inference(tiny_voice, tmp_path / "v", melmatch={"cap": 0.1}))

@@ -134,14 +134,12 @@ def test_config_and_input_errors():
 # ---------------------------------------------------------------- in a voice
 @pytest.fixture(scope="module")
 def pf_voice(tiny_voice, tmp_path_factory):
+    from voice_factory import voice_with_inference
+
     from wavern.engine.voice import Voice
 
-    path = tmp_path_factory.mktemp("pfvoice") / "v"
-    shutil.copytree(tiny_voice, path)
-    meta = json.loads((path / "voice.json").read_text())
-    meta["inference"]["postfilter"] = PostfilterConfig().to_dict()
-    (path / "voice.json").write_text(json.dumps(meta))
-    v = Voice.load(path)
+    v = Voice.load(voice_with_inference(tiny_voice, tmp_path_factory.mktemp("pfvoice") / "v",
+                                        postfilter=PostfilterConfig().to_dict()))
     yield v
     v.close()
 
