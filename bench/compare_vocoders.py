@@ -60,7 +60,7 @@ def measure(voice, corpus: Path, *, draw: int, n_copy: int, n_e2e: int, seeds: l
     records = held_out_records(corpus, n_e2e, draw)
     rows = []
     for seed in seeds:
-        c = evaluate_copy_synthesis(lambda f: int16_to_float(voice.render_mel(f, seed=seed)), corpus, n_copy, draw,
+        c = evaluate_copy_synthesis(lambda f: int16_to_float(voice.render_mel(f, seed=seed, measured=True)), corpus, n_copy, draw,
                                     pitch=voice.acoustic.config.pitch)
         e = end_to_end(voice, records, seed=seed)
         rows.append([c["stoi"], c["pesq_wb"], c["mcd_db"], c["phone_acc"], c.get("vde", float("nan")),
@@ -97,7 +97,7 @@ def main() -> int:
             path = args.voice if name == "shipped" else swap_vocoder(args.voice, name, Path(tmp) / f"v{i}")
             voice = Voice.load(path)
             if args.no_melmatch:
-                voice.melmatch = None
+                voice.melmatch = voice.melmatch_measured = None
             m = measure(voice, args.corpus, draw=args.draw, n_copy=args.n_copy, n_e2e=args.n_e2e, seeds=args.seeds)
             step = voice.meta.get("provenance", {}).get("vocoder", {}).get("step")
             print(f"| {name} | {step} | " + " | ".join(f"{m[k]:.3f}" for k in KEYS) + " |", flush=True)

@@ -129,7 +129,7 @@ def main() -> int:
     t0 = time.time()
     pitch = voice.acoustic.config.pitch  # a pitch voice copies the true audio's pitch features too
     copy = evaluate_copy_synthesis(  # what a user hears: the vocoder, post-filter and mel matching, if any
-        lambda mel: int16_to_float(voice.render_mel(mel, seed=args.seed)), args.corpus, args.n_utts, args.seed,
+        lambda mel: int16_to_float(voice.render_mel(mel, seed=args.seed, measured=True)), args.corpus, args.n_utts, args.seed,
         pitch=pitch)
     raw = pf_only = None
     if voice.postfilter is not None or voice.melmatch is not None:  # the vocoder alone, as rows from before
@@ -209,7 +209,8 @@ def write_examples(folder: Path, voice, records, rows: list[dict], metrics: Path
     ref = int16_to_float(first.audio())
     mel = log_mel(ref)
     # a pitch voice copies the true audio's pitch too
-    copy = int16_to_float(voice.render_mel(copy_features(ref, pitch=voice.acoustic.config.pitch), seed=seed))
+    copy = int16_to_float(voice.render_mel(copy_features(ref, pitch=voice.acoustic.config.pitch), seed=seed,
+                                            measured=True))
     e2e = sf.read(folder / "example_1.wav", dtype="float32")[0]
     fig, axes = plt.subplots(3, 1, figsize=(10, 7), sharex=True)
     for ax, (title, m) in zip(axes, (("espeak-ng (the training audio)", mel),

@@ -25,7 +25,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 SETTINGS = ({"off": True}, {"cap": 4.0, "floor": 1e-3, "iterations": 1}, {"cap": 2.0, "floor": 1e-3, "iterations": 1},
             {"cap": 4.0, "floor": 1e-3, "iterations": 3}, {"cap": 4.0, "floor": 1e-3, "iterations": 8},
-            {"cap": 16.0, "floor": 1e-3, "iterations": 8})
+            {"cap": 16.0, "floor": 1e-3, "iterations": 8},
+            *({"cap": 4.0, "floor": 1e-3, "iterations": 8, "smooth": w} for w in (0.5, 1.0, 1.5, 2.0, 4.0)),
+            {"cap": 4.0, "floor": 1e-3, "iterations": 3, "smooth": 1.5},
+            {"cap": 4.0, "floor": 1e-3, "iterations": 16, "smooth": 1.5})
 
 
 def pauses(voice, corpus: Path, n: int = 6, seed: int = 0) -> list[tuple]:
@@ -35,14 +38,13 @@ def pauses(voice, corpus: Path, n: int = 6, seed: int = 0) -> list[tuple]:
     from wavern.dsp import int16_to_float
     from wavern.training.evaluate import held_out_utterances
 
-    mm, hop = voice.melmatch, voice.vocoder.hop
+    mm, hop = voice.melmatch_measured, voice.vocoder.hop
     et, e0, e1 = [], [], []
     for u in held_out_utterances(corpus, n, seed=seed)[:n]:
         feats = u.features(voice.acoustic.config.pitch)
-        voice.melmatch = None
-        y0 = int16_to_float(voice.render_mel(feats, seed=seed))
-        voice.melmatch = mm
-        y1 = int16_to_float(voice.render_mel(feats, seed=seed))
+        y = voice.vocoder.render(feats, seed=seed, temperature=voice.default_temperature, fold_frames=None)
+        y0 = int16_to_float(voice.apply_postfilter(y, feats, melmatch=None))
+        y1 = int16_to_float(voice.apply_postfilter(y, feats, melmatch=mm))
         k = min(len(y0), len(u.audio)) // hop
         frame = lambda x: np.mean(x[:k * hop].reshape(k, hop).astype(np.float64) ** 2, axis=1)  # noqa: E731
         et.append(frame(u.audio))
@@ -102,6 +104,8 @@ def main() -> int:
         return 1
     voice = Voice.load(args.voice)
     shipped = voice.melmatch.config if voice.melmatch is not None else MelMatchConfig()
+    measured = voice.melmatch_measured.config if voice.melmatch_measured is not None else shipped
+    both = {"text": shipped.to_dict(), "measured": measured.to_dict()}  # the voice's own pair
     draws = [(0, 10)] if args.quick else [(0, 10), (3, 16)]
     seeds = [0] if args.quick else [0, 1]
     saved = args.out.with_suffix(".json")
@@ -110,8 +114,12 @@ def main() -> int:
         d = json.loads(saved.read_text())
         rows, gl, seeds = d["rows"], {int(k): v for k, v in d["griffin_lim"].items()}, d["seeds"]
     for i, (draw, n_copy) in enumerate([] if args.reuse else draws):
-        for s in SETTINGS if i == 0 else (SETTINGS[0], shipped.to_dict()):  # the second draw checks the choice
-            voice.melmatch = None if s.get("off") else MelMatch(MelMatchConfig(**s))
+        for s in (*SETTINGS, both) if i == 0 else (SETTINGS[0], both):  # the second draw checks the choice
+            if "text" in s:  # as shipped: copy synthesis with the measured-mel setting, end to end with the other
+                voice.melmatch = MelMatch(MelMatchConfig(**s["text"]))
+                voice.melmatch_measured = MelMatch(MelMatchConfig(**s["measured"]))
+            else:  # one setting for both
+                voice.melmatch = voice.melmatch_measured = None if s.get("off") else MelMatch(MelMatchConfig(**s))
             t0 = time.time()
             m = measure(voice, args.corpus, draw=draw, n_copy=n_copy, n_e2e=20, seeds=seeds)
             rows.append({"draw": draw, "n_copy": n_copy, "setting": s, **{k: round(m[k], 4) for k in KEYS},
@@ -126,16 +134,22 @@ def main() -> int:
         print(json.dumps({"griffin_lim": n_iter, **gl[n_iter]}), flush=True)
     if not args.reuse:
         saved.write_text(json.dumps({"rows": rows, "griffin_lim": gl, "seeds": seeds}, indent=1) + "\n")
-    voice.melmatch = MelMatch(shipped)
+    voice.melmatch, voice.melmatch_measured = MelMatch(shipped), MelMatch(measured)
     bins = pauses(voice, args.corpus)
     whole, streamed = cost(voice)
     voice.close()
 
+    def one(s: dict) -> str:
+        c = MelMatchConfig(**s)
+        return (f"{c.iterations} × (cap {c.cap:g}, floor {c.floor:g}" + (f", smooth {c.smooth:g}" if c.smooth else "")
+                + ")")
+
     def name(s: dict) -> str:
         if s.get("off"):
             return "none (WaveRNN → post-filter)"
-        tag = " (shipped)" if MelMatchConfig(**s) == shipped else ""
-        return f"{s['iterations']} × (cap {s['cap']:g}, floor {s['floor']:g}){tag}"
+        if "text" in s:
+            return f"**shipped**: copy {one(s['measured'])}, end to end {one(s['text'])}"
+        return one(s)
 
     cmd = "python bench/melmatch.py" + (" --quick" if args.quick else "")
     lines = ["## Mel matching (`engine/melmatch.py`)", "",
@@ -150,6 +164,13 @@ def main() -> int:
         lines.append(f"| {r['draw']} ({r['n_copy']} copied) | {name(r['setting'])} | {r['stoi']:.3f} | "
                      f"{r['pesq_wb']:.2f} | {r['mcd_db']:.2f} | {r['phone_acc']:.3f} | {r['vde']:.3f} | "
                      f"{r['gpe']:.3f} | {r['e2e_phone']:.3f} | {r['e2e_mcd']:.2f} | {r['e2e_voiced']:.3f} |")
+    lines += ["", "Smooth w: the logs of a frame's band gains are averaged over the bands with a Gaussian of w bands "
+              "before they are applied (`MelMatchConfig.smooth`), so the band envelope moves to the mel's and the "
+              "vocoder's harmonics inside it stay. A mel measured from audio holds its harmonics band by band and "
+              "gains from matching each band (copy synthesis); the acoustic model's mel is smoother than speech, "
+              "and matching it band by band smooths the vocoder's harmonics away (YIN's voiced share of the end to "
+              "end audio). The voice therefore keeps two settings: `inference.melmatch` for text → speech and "
+              "`inference.melmatch_measured` for a measured mel (`wavern vocode`, copy synthesis)."]
     lines += ["", "Griffin-Lim from a random phase (`wavern.dsp.griffin_lim`, the first draw's copied sentences, "
               "its phase seed 0), for the same numbers of projections: what the WaveRNN's audio is worth as the "
               "starting point.", "",

@@ -9,7 +9,10 @@ magnitudes ``m̂_tb``, and scales the frame's spectrum bin by bin by the band ga
     g_tb = clip(m_tb / m̂_tb, floor, cap),    m_tb = exp(log-mel of the conditioning)
 
 spread over the FFT bins through the filterbank (a bin's gain: its bands' gains weighted by
-the bin's filter values; bins above ``fmax`` take the top band's). The frames are overlap-added
+the bin's filter values; bins above ``fmax`` take the top band's). With ``smooth`` = w > 0 the
+logs of a frame's gains are first averaged over the bands by a Gaussian of w bands: the band
+envelope moves to the mel's and the harmonics inside it stay, for a mel (the acoustic model's)
+smoother across the bands than speech. The frames are overlap-added
 with the window again, divided by the summed squared windows. The vocoder keeps the phase and
 the fine structure inside each band; the band magnitudes become the mel's. It is one pass of
 Griffin-Lim's magnitude projection, started from the vocoder's phase rather than a random one;
@@ -21,7 +24,8 @@ it is too short to reflect). Streaming (:class:`MelMatchStream`): frame ``t`` ne
 up to ``t·hop + n_fft/2``, and a sample is final once every frame over it is done, so the output
 trails the input by ``n_fft - hop`` samples a pass (35 ms of audio at 22 050 Hz, a few
 milliseconds of the vocoder's time); pushing a segment in any chunking gives what
-:meth:`MelMatch.apply` gives for the whole (tested).
+:meth:`MelMatch.apply` gives for the whole (tested), and a pass keeps only a few windows of
+samples and sums, however long the segment.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from typing import Callable
 
 import numpy as np
 
-from wavern.dsp import DEFAULT_MEL, MelConfig, _window, mel_filterbank
+from wavern.dsp import DEFAULT_MEL, MelConfig, _window, slaney_filterbank
 from wavern.engine.postfilter import LazyJit, settings_from_dict
 from wavern.errors import ParameterError
 
@@ -47,6 +51,7 @@ class MelMatchConfig:
     cap: float = 4.0  # largest band gain (+12 dB): how far a band the vocoder left too quiet is lifted
     floor: float = 1e-3  # smallest band gain (-60 dB): how far noise where the mel is silent is cut
     iterations: int = 1  # passes, each on the last one's output (Griffin-Lim's iterations); n_fft - hop of delay each
+    smooth: float = 0.0  # Gaussian width (in mel bands) over which the log gains are averaged; 0: each band its own
 
     def __post_init__(self) -> None:
         if not isinstance(self.iterations, int) or isinstance(self.iterations, bool) or not 1 <= self.iterations <= 32:
@@ -55,6 +60,8 @@ class MelMatchConfig:
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not np.isfinite(v):
                 raise ParameterError(f"mel matching {name} must be a finite number, found {v!r}")
+        if not isinstance(self.smooth, (int, float)) or isinstance(self.smooth, bool) or not 0.0 <= self.smooth <= 40.0:
+            raise ParameterError(f"mel matching smooth must be a number in [0, 40] (mel bands), found {self.smooth!r}")
         if not 0.0 < self.floor <= 1.0 <= self.cap <= 1000.0:
             raise ParameterError(f"mel matching needs 0 < floor <= 1 <= cap <= 1000, found floor {self.floor} "
                                  f"and cap {self.cap}")
@@ -77,7 +84,7 @@ class MelMatch:
                                  f"and {mel_config.n_fft}")
         self.config, self.mel_config = config, mel_config
         self.n_fft, self.hop, self.n_mels = mel_config.n_fft, mel_config.hop_length, mel_config.n_mels
-        fb = mel_filterbank(mel_config).astype(np.float64)  # (n_mels, n_bins)
+        fb = slaney_filterbank(mel_config)  # (n_mels, n_bins), float64, librosa's without importing librosa
         cover = fb.sum(axis=0)
         spread = fb / np.where(cover > 0, cover, 1.0)  # each bin: weights over its bands, summing to 1
         spread[-1, cover <= 0] = 1.0  # bins no band covers (above fmax): the top band's gain
@@ -88,6 +95,7 @@ class MelMatch:
         self._w_spread = spread[self._s_band, self._s_bin]
         self.window = _window(mel_config.win_length, mel_config.n_fft).astype(np.float64)  # log_mel's own
         self._w2 = self.window ** 2  # what each frame adds to the overlap-add's normaliser
+        self._kernel = _smoothing(self.n_mels, float(config.smooth))
 
     def _filter_frames(self, frames: np.ndarray, mel: np.ndarray) -> np.ndarray:
         """Windowed frames (k, n_fft) and their mel rows (k, >= n_mels) → the frames to overlap-add."""
@@ -95,7 +103,7 @@ class MelMatch:
         want = np.exp(np.ascontiguousarray(np.asarray(mel, np.float64)[:, :self.n_mels]))
         gains = np.zeros(spec.shape)
         _gains(np.abs(spec), want, self._band, self._bin, self._w_fb, self._s_band, self._s_bin, self._w_spread,
-               float(self.config.floor), float(self.config.cap), gains)
+               float(self.config.floor), float(self.config.cap), self._kernel, gains)
         return np.fft.irfft(spec * gains, n=self.n_fft, axis=1) * self.window
 
     def load(self) -> None:
@@ -174,7 +182,9 @@ class MelMatchStream:
 
 
 class _Pass:
-    """One pass over one segment (float samples in, float32 out)."""
+    """One pass over one segment (float samples in, float32 out). It keeps only the samples the
+    frames still to filter need and the overlap-add sums not yet returned: a few windows, however
+    long the sentence."""
 
     def __init__(self, mm: MelMatch, rows: Rows, n_samples: int, n_rows: int, frame0: int = 0) -> None:
         if n_samples < 0 or n_rows < 0:
@@ -184,9 +194,8 @@ class _Pass:
         self.total_frames = mm.n_frames(n_samples, n_rows) if n_samples else 0
         half = mm.n_fft // 2
         self.reflect = n_samples > half  # log_mel's rule: reflect when it can, else zeros
-        self.x = np.zeros(n_samples)
-        self.acc = np.zeros(n_samples + mm.n_fft)  # index i holds sample i - n_fft/2
-        self.norm = np.zeros(n_samples + mm.n_fft)
+        self.x, self.x0 = np.zeros(0), 0  # the input samples kept, from sample x0
+        self.acc, self.norm, self.a0 = np.zeros(0), np.zeros(0), 0  # overlap-add sums from a0 (index i: sample i - n_fft/2)
         self.n_in = 0  # samples pushed
         self.next_frame = 0  # first frame not yet filtered
         self.n_out = 0  # samples returned
@@ -198,7 +207,7 @@ class _Pass:
     def cut(self) -> np.ndarray:
         """End the segment at the samples pushed so far; returns the output not yet returned."""
         n = self.n_in
-        self.n, self.x = n, self.x[:n]
+        self.n = n
         self.total_frames = min(self.total_frames, self.mm.n_frames(n, n // self.mm.hop)) if n else 0
         self.next_frame = min(self.next_frame, self.total_frames)
         self.reflect = n > self.mm.n_fft // 2
@@ -216,20 +225,20 @@ class _Pass:
         if self.reflect:
             idx = np.where(idx < 0, -idx, idx)
             idx = np.where(idx > self.n - 1, 2 * (self.n - 1) - idx, idx)
-            return self.x[idx]
+            return self.x[idx - self.x0]
         inside = (idx >= 0) & (idx < self.n)
-        return np.where(inside, self.x[np.clip(idx, 0, max(self.n - 1, 0))], 0.0)
+        return np.where(inside, self.x[np.clip(idx, 0, max(self.n - 1, 0)) - self.x0], 0.0)
 
     def push(self, a: np.ndarray) -> np.ndarray:
         """The next float samples of the segment in; the output samples now final out (possibly none)."""
         if self.n_in + a.size > self.n:
             raise ParameterError(f"the segment has {self.n} samples; {self.n_in + a.size} pushed")
-        self.x[self.n_in:self.n_in + a.size] = a
+        self.x = np.concatenate([self.x, np.asarray(a, np.float64)])
         self.n_in += a.size
         k1 = self.next_frame
         while k1 < self.total_frames and self._ready(k1):
             k1 += 1
-        mm, hop = self.mm, self.mm.hop
+        mm, hop, half = self.mm, self.mm.hop, self.mm.n_fft // 2
         if k1 > self.next_frame:
             k0 = self.next_frame
             mel = np.asarray(self.rows(self.frame0 + k0, self.frame0 + k1))
@@ -237,27 +246,60 @@ class _Pass:
                 raise ParameterError(f"mel rows {self.frame0 + k0}..{self.frame0 + k1} of the segment: expected "
                                      f"({k1 - k0}, >= {mm.n_mels}), found {mel.shape}")
             out = mm._filter_frames(self._windows(k0, k1), mel)
+            grow = (k1 - 1) * hop + mm.n_fft - self.a0 - self.acc.size
+            if grow > 0:
+                self.acc = np.concatenate([self.acc, np.zeros(grow)])
+                self.norm = np.concatenate([self.norm, np.zeros(grow)])
             for j, k in enumerate(range(k0, k1)):  # in frame order, as a whole-segment pass
-                self.acc[k * hop:k * hop + mm.n_fft] += out[j]
-                self.norm[k * hop:k * hop + mm.n_fft] += mm._w2
+                at = k * hop - self.a0
+                self.acc[at:at + mm.n_fft] += out[j]
+                self.norm[at:at + mm.n_fft] += mm._w2
             self.next_frame = k1
-        half = mm.n_fft // 2
         if self.n_in == self.n:  # every frame is in: the rest is final
             final = self.n
         else:  # frames from next_frame on cover samples from next_frame * hop - n_fft / 2 on
             final = max(0, min(self.n_in, self.next_frame * hop - half))
         lo, hi = self.n_out, max(self.n_out, final)
-        y = self.acc[lo + half:hi + half] / np.maximum(self.norm[lo + half:hi + half], 1e-3)
+        a0 = self.a0
+        if hi > lo and hi + half - a0 > self.acc.size:  # samples no frame covers (a segment's end past its rows)
+            self.acc = np.concatenate([self.acc, np.zeros(hi + half - a0 - self.acc.size)])
+            self.norm = np.concatenate([self.norm, np.zeros(hi + half - a0 - self.norm.size)])
+        y = self.acc[lo + half - a0:hi + half - a0] / np.maximum(self.norm[lo + half - a0:hi + half - a0], 1e-3)
         self.n_out = hi
+        self._forget()
         return y.astype(np.float32)
 
+    def _forget(self) -> None:
+        """Drop the samples no frame still to filter reads (a segment's right edge reflects the
+        last n_fft/2 + 1) and the sums already returned that no frame still adds to."""
+        hop, half, n_fft = self.mm.hop, self.mm.n_fft // 2, self.mm.n_fft
+        keep_x = max(0, min(self.next_frame * hop - half, self.n - n_fft))
+        if keep_x > self.x0:
+            self.x, self.x0 = self.x[keep_x - self.x0:], keep_x
+        keep_a = min(self.next_frame * hop, self.n_out + half)
+        if keep_a > self.a0:
+            drop = min(keep_a - self.a0, self.acc.size)
+            self.acc, self.norm, self.a0 = self.acc[drop:], self.norm[drop:], self.a0 + drop
 
-def _gains_py(mag, want, band, bins, w_fb, s_band, s_bin, w_spread, floor, cap, out):  # pragma: no cover
+
+def _smoothing(n_bands: int, width: float) -> np.ndarray:
+    """Rows of a Gaussian of ``width`` bands over the band index, each summing to 1 (cut at the
+    edges and renormalised); an empty (0, 0) matrix for ``width`` 0 (no smoothing)."""
+    if width <= 0.0:
+        return np.zeros((0, 0))
+    d = np.arange(n_bands)[:, None] - np.arange(n_bands)[None, :]
+    k = np.exp(-0.5 * (d / width) ** 2)
+    return k / k.sum(axis=1, keepdims=True)
+
+
+def _gains_py(mag, want, band, bins, w_fb, s_band, s_bin, w_spread, floor, cap, kernel, out):  # pragma: no cover
     """Frame by frame (the same sums whatever the chunking): band magnitudes through the filterbank's
-    non-zeros, clipped gains to the target, spread over the bins (``out`` zeroed by the caller)."""
+    non-zeros, clipped gains to the target (their logs averaged over neighbouring bands by
+    ``kernel`` when it is not empty), spread over the bins (``out`` zeroed by the caller)."""
     n_bands = want.shape[1]
     have = np.zeros(n_bands)
     g = np.empty(n_bands)
+    lg = np.empty(n_bands)
     for f in range(mag.shape[0]):
         have[:] = 0.0
         for j in range(band.size):
@@ -265,6 +307,14 @@ def _gains_py(mag, want, band, bins, w_fb, s_band, s_bin, w_spread, floor, cap, 
         for b in range(n_bands):
             v = want[f, b] / max(have[b], 1e-30)
             g[b] = floor if v < floor else (cap if v > cap else v)
+        if kernel.shape[0] == n_bands:
+            for b in range(n_bands):
+                lg[b] = np.log(g[b])
+            for b in range(n_bands):
+                acc = 0.0
+                for k in range(n_bands):
+                    acc += kernel[b, k] * lg[k]
+                g[b] = np.exp(acc)
         for j in range(s_band.size):
             out[f, s_bin[j]] += w_spread[j] * g[s_band[j]]
 

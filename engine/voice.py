@@ -70,6 +70,20 @@ RAMP_SAMPLES = (512, 512, 768, 1024, 1536)
 _VOICES_OWN = object()  # Voice.apply_postfilter's default: the voice's own mel matching
 
 
+def _load_melmatch(path, infer: dict, key: str):
+    """The :class:`MelMatch` of ``inference[key]`` (None when absent or null), its loop compiled now."""
+    if infer.get(key) is None:
+        return None
+    from wavern.engine.melmatch import MelMatch, MelMatchConfig
+
+    try:
+        mm = MelMatch(MelMatchConfig.from_dict(infer[key]), DEFAULT_MEL)
+    except (ParameterError, TypeError) as e:
+        raise VoiceFileError(f"{path}/voice.json: field 'inference.{key}' is invalid ({e})") from None
+    mm.load()  # its numba loop now, not in the first chunk of the first request (as the post-filter's)
+    return mm
+
+
 def chunk_samples(k: int) -> int:
     """Samples in the request's ``k``-th chunk (0-based): :data:`RAMP_SAMPLES`, then 2048.
 
@@ -190,17 +204,16 @@ class Voice:
             except (ParameterError, TypeError) as e:
                 raise VoiceFileError(f"{path}/voice.json: field 'inference.postfilter' is invalid ({e})") from None
             self.postfilter.load()  # its numba loop now, not in the first chunk of the first request
-        #: Mel matching after the post-filter (``inference.melmatch``, ``engine/melmatch.py``); None = off.
-        self.melmatch = None
+        #: Mel matching after the post-filter (``inference.melmatch``, ``engine/melmatch.py``) of the
+        #: acoustic model's mel (text → speech); None = off.
+        self.melmatch = _load_melmatch(path, infer, "melmatch")
+        #: ... of a mel measured from audio (copy synthesis: :meth:`vocode`, ``render_mel(measured=True)``),
+        #: ``inference.melmatch_measured``; the voice's ``melmatch`` when the field is absent. A measured
+        #: mel holds the harmonics band by band; a predicted one is smoother than speech, and matching it
+        #: band by band would smooth the vocoder's harmonics away (docs/bench/melmatch.md).
+        self.melmatch_measured = (_load_melmatch(path, infer, "melmatch_measured")
+                                  if "melmatch_measured" in infer else self.melmatch)
         self._melmatch_variants: dict = {}  # passes -> MelMatch, for requests that set SpeakConfig.passes
-        if infer.get("melmatch") is not None:
-            from wavern.engine.melmatch import MelMatch, MelMatchConfig
-
-            try:
-                self.melmatch = MelMatch(MelMatchConfig.from_dict(infer["melmatch"]), DEFAULT_MEL)
-            except (ParameterError, TypeError) as e:
-                raise VoiceFileError(f"{path}/voice.json: field 'inference.melmatch' is invalid ({e})") from None
-            self.melmatch.load()  # its numba loop now, as the post-filter's
         #: User pronunciations (a front-end ``Lexicon``) used by ``analyze`` and so by ``stream``;
         #: None = none. Assign a new object rather than mutating one a running stream may read.
         self.lexicon = None
@@ -501,20 +514,24 @@ class Voice:
 
         feats = copy_features(x, DEFAULT_MEL, pitch=self.acoustic.config.pitch)
         y = self.render_mel(feats, seed=seed, temperature=temperature,
-                            fold_frames=DEFAULT_FOLD_FRAMES, postfilter=postfilter)
+                            fold_frames=DEFAULT_FOLD_FRAMES, postfilter=postfilter, measured=True)
         return int16_to_float(y[: x.size])
 
     def render_mel(self, mel: np.ndarray, *, seed: int = 0, temperature: float | None = None,
-                   fold_frames: int | None = None, postfilter: bool = True) -> np.ndarray:
+                   fold_frames: int | None = None, postfilter: bool = True, measured: bool = False) -> np.ndarray:
         """(T, n_mels) log-mel → (T * hop,) int16 through the vocoder, the post-filter and mel
-        matching (those the voice has, unless ``postfilter=False``), as one segment.
+        matching (those the voice has, unless ``postfilter=False``), as one segment. ``measured``:
+        the mel was measured from audio (copy synthesis), so mel matching takes the voice's settings
+        for that (:attr:`melmatch_measured`) rather than those for the acoustic model's mel.
 
         ``fold_frames``: None generates one stream, as the real-time path does; an int folds
         the mel into segments generated as a batch (:meth:`Vocoder.render`).
         """
         t = self.default_temperature if temperature is None else temperature
         y = self.vocoder.render(mel, seed=seed, temperature=t, fold_frames=fold_frames)
-        return self.apply_postfilter(y, mel) if postfilter else y
+        if not postfilter:
+            return y
+        return self.apply_postfilter(y, mel, melmatch=self.melmatch_measured if measured else self.melmatch)
 
     def melmatch_for(self, config: SpeakConfig | None):
         """The mel matching a request gets: the voice's, none (``postfilter=False`` or ``passes=0``), or

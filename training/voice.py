@@ -98,8 +98,10 @@ _PERIOD_VOCODER = dict(lpc_order=16, lpc_prediction_input=False, head_pruning="r
                        ltp=True, ltp_input=True, ltp_input_taps=5)
 #: The shipped voice's formant post-filter (docs/bench/lpc_vocoder.md, "post-filter")
 SHIPPED_POSTFILTER = {"gamma_num": 0.92, "gamma_den": 0.96, "tilt": 0.2, "order": 56}
-#: The shipped voice's mel matching after it (engine/melmatch.py, docs/bench/melmatch.md)
-SHIPPED_MELMATCH = {"cap": 4.0, "floor": 0.001, "iterations": 8}
+#: The shipped voice's mel matching after it (engine/melmatch.py, docs/bench/melmatch.md): of the
+#: acoustic model's mel with the band gains' logs smoothed over 1.5 bands, of a measured mel band by band
+SHIPPED_MELMATCH = {"cap": 4.0, "floor": 0.001, "iterations": 8, "smooth": 1.5}
+SHIPPED_MELMATCH_MEASURED = {"cap": 4.0, "floor": 0.001, "iterations": 8}
 
 PRESETS: dict[str, dict[str, Any]] = {
     # The bootstrap voice: small enough to build in minutes on 2 cores, with the default's
@@ -131,7 +133,8 @@ PRESETS: dict[str, dict[str, Any]] = {
                                  vocoder=dict(hidden_size=384, cond_channels=128, cond_blocks=3,
                                               target_density=0.1, prune_start_step=2000, prune_ramp_steps=8000,
                                               prune_every_steps=200, **_PERIOD_VOCODER)),
-                    postfilter=SHIPPED_POSTFILTER, melmatch=SHIPPED_MELMATCH),
+                    postfilter=SHIPPED_POSTFILTER, melmatch=SHIPPED_MELMATCH,
+                    melmatch_measured=SHIPPED_MELMATCH_MEASURED),
 }
 
 
@@ -188,6 +191,7 @@ def build_voice(cfg: VoiceBuildConfig) -> dict[str, Any]:
     assemble_from_runs(out, acoustic_checkpoint=runs / "acoustic" / "checkpoint.pt",
                        vocoder_checkpoint=runs / "vocoder" / "checkpoint.pt", corpus_dir=corpus, name=name,
                        card=card, postfilter=p["postfilter"], melmatch=p.get("melmatch", False),
+                       melmatch_measured=p.get("melmatch_measured"),
                        metrics={"build_wall_s": round(wall, 1)})
     prov = json.loads((out / "voice.json").read_text()).get("provenance", {})
     return {"voice": str(out), "preset": cfg.preset, "build_wall_s": round(wall, 1), **prov}
@@ -217,14 +221,15 @@ DEFAULT_SPEAKER = "en+m6"
 def assemble_from_runs(out_dir: str | Path, *, acoustic_checkpoint: str | Path, vocoder_checkpoint: str | Path,
                        corpus_dir: str | Path, name: str = "default", metrics: dict[str, Any] | None = None,
                        card: str = "", postfilter: bool | dict = True, melmatch: bool | dict = False,
-                       speaker: str | None = None) -> Path:
+                       melmatch_measured: bool | dict | None = None, speaker: str | None = None) -> Path:
     """Write a voice folder from the current checkpoints of an acoustic and a vocoder run.
 
     This is how the shipped voice is refreshed while the long runs continue: whatever step
     each run has reached is exported, with the steps and wall time in the provenance.
     ``postfilter``: the engine's formant post-filter (``wavern.engine.postfilter``) with its
     default settings (True), these settings (a dict), or none (False); ``melmatch`` likewise for
-    mel matching after it (``wavern.engine.melmatch``). ``speaker``: the voice's
+    mel matching after it (``wavern.engine.melmatch``) of the acoustic model's mel, and
+    ``melmatch_measured`` of a mel measured from audio (None: as ``melmatch``). ``speaker``: the voice's
     default speaker (None: :data:`DEFAULT_SPEAKER` where the model has it, else its first).
     """
     from wavern.engine.postfilter import PostfilterConfig
@@ -244,6 +249,14 @@ def assemble_from_runs(out_dir: str | Path, *, acoustic_checkpoint: str | Path, 
 
         mm_cfg = MelMatchConfig() if melmatch is True else MelMatchConfig.from_dict(melmatch)
         pf["melmatch"] = mm_cfg.to_dict()
+    if melmatch_measured is not None:
+        from wavern.engine.melmatch import MelMatchConfig
+
+        if melmatch_measured is False:
+            pf["melmatch_measured"] = None
+        else:
+            mm_cfg = MelMatchConfig() if melmatch_measured is True else MelMatchConfig.from_dict(melmatch_measured)
+            pf["melmatch_measured"] = mm_cfg.to_dict()
     speakers = acoustic.config.speakers
     if speaker is None:
         speaker = DEFAULT_SPEAKER if DEFAULT_SPEAKER in speakers else speakers[0]

@@ -14,9 +14,10 @@ from wavern.errors import ParameterError, VoiceFileError
 HOP, N_FFT = DEFAULT_MEL.hop_length, DEFAULT_MEL.n_fft
 
 
-def _reference(x: np.ndarray, mel: np.ndarray, cap: float, floor: float) -> np.ndarray:
-    """The definition, frame by frame with plain loops: reflect-pad, window, FFT, band gains spread
-    over the bins by the filter weights, inverse FFT, window, overlap-add, divide by sum of w^2."""
+def _reference(x: np.ndarray, mel: np.ndarray, cap: float, floor: float, smooth: float = 0.0) -> np.ndarray:
+    """The definition, frame by frame with plain loops: reflect-pad, window, FFT, band gains (their
+    logs averaged by a Gaussian over the band index, cut at the edges, when ``smooth``) spread over
+    the bins by the filter weights, inverse FFT, window, overlap-add, divide by sum of w^2."""
     fb = mel_filterbank(DEFAULT_MEL).astype(np.float64)
     w = 0.5 - 0.5 * np.cos(2 * np.pi * np.arange(N_FFT) / N_FFT)
     half = N_FFT // 2
@@ -31,6 +32,11 @@ def _reference(x: np.ndarray, mel: np.ndarray, cap: float, floor: float) -> np.n
         for b in range(fb.shape[0]):
             have = float(np.sum(fb[b] * np.abs(spec)))
             band[b] = min(cap, max(floor, np.exp(mel[t, b]) / max(have, 1e-30)))
+        if smooth:
+            logs = np.log(band)
+            for b in range(fb.shape[0]):
+                k = np.array([np.exp(-0.5 * ((b - j) / smooth) ** 2) for j in range(fb.shape[0])])
+                band[b] = np.exp(np.sum(k * logs) / np.sum(k))
         for k in range(spec.size):
             total = fb[:, k].sum()
             gains[k] = np.dot(fb[:, k], band) / total if total > 0 else band[-1]
@@ -58,6 +64,40 @@ def test_whole_segment_equals_the_direct_reference():
     np.testing.assert_allclose(got, want, atol=1e-6, rtol=0)
 
 
+@pytest.mark.parametrize("smooth", [0.7, 3.0])
+def test_smoothed_gains_equal_the_direct_reference(smooth):
+    x, mel = _signal(HOP * 20, seed=2)
+    cfg = MelMatchConfig(cap=4.0, floor=1e-3, smooth=smooth)
+    got = MelMatch(cfg).apply(x, mel)
+    np.testing.assert_allclose(got, _reference(x, mel, cfg.cap, cfg.floor, smooth), atol=1e-6, rtol=0)
+    assert np.max(np.abs(got - MelMatch(MelMatchConfig(cap=4.0, floor=1e-3)).apply(x, mel))) > 1e-3  # it acts
+
+
+def test_smoothing_keeps_the_harmonics_a_smooth_mel_lacks():
+    """A harmonic signal matched to a mel with its harmonics smoothed away (as an acoustic model
+    predicts): band by band, the matching fills the gaps between the harmonics; with the log gains
+    smoothed over a band or two, the envelope moves and the harmonic peaks stay."""
+    n = HOP * 40
+    t = np.arange(n) / 22050
+    x = sum(np.sin(2 * np.pi * 120 * h * t) / h for h in range(1, 30)).astype(np.float32) * 0.1
+    mel = log_mel(x)[:n // HOP]
+    blurred = mel.copy()  # each frame's bands averaged with their neighbours: the harmonics' ripple gone
+    for _ in range(6):
+        blurred[:, 1:-1] = 0.25 * blurred[:, :-2] + 0.5 * blurred[:, 1:-1] + 0.25 * blurred[:, 2:]
+
+    def ripple(y: np.ndarray) -> float:  # peak-to-valley of the harmonics below 1.5 kHz, in dB
+        spec = np.abs(np.fft.rfft(y[n // 4:3 * n // 4] * np.hanning(n // 2)))
+        f = np.fft.rfftfreq(n // 2, 1 / 22050)
+        peaks = [spec[np.argmin(np.abs(f - 120 * h))] for h in range(2, 12)]
+        valleys = [spec[np.argmin(np.abs(f - 120 * (h + 0.5)))] for h in range(2, 12)]
+        return float(np.median(20 * np.log10(np.array(peaks) / np.array(valleys))))
+
+    band = MelMatch(MelMatchConfig(iterations=8)).apply(x, blurred)
+    smooth = MelMatch(MelMatchConfig(iterations=8, smooth=1.5)).apply(x, blurred)
+    assert ripple(smooth) > ripple(band) + 6.0
+    assert ripple(smooth) > ripple(x) - 6.0
+
+
 @pytest.mark.parametrize("dtype", [np.int16, np.float32])
 def test_any_chunking_equals_the_whole_segment(dtype):
     x, mel = _signal(HOP * 30 + 0, seed=1)
@@ -82,6 +122,19 @@ def test_any_chunking_equals_the_whole_segment(dtype):
     first = s.push(x[:N_FFT // 2])  # not one frame's window yet: nothing out
     assert first.size == 0
     assert s.push(x[N_FFT // 2:N_FFT * 2]).size <= N_FFT * 2 - N_FFT // 2 - HOP  # the output trails
+
+
+def test_a_stream_keeps_a_few_windows_not_the_sentence():
+    """Each pass holds only the samples its next frames read and the sums not yet returned."""
+    n = 22050 * 20
+    x = (0.05 * np.random.default_rng(3).standard_normal(n)).astype(np.float32)
+    mel = log_mel(x)[:n // HOP]
+    s = MelMatch(MelMatchConfig(iterations=8)).stream(lambda a, b: mel[a:b], n)
+    held = 0
+    for i in range(0, n, 4096):
+        s.push(x[i:i + 4096])
+        held = max(held, *(p.x.size + p.acc.size + p.norm.size for p in s.passes))
+    assert s.done and held <= 3 * (N_FFT + 4096)
 
 
 def test_iterations_are_passes_in_a_row_and_stream_in_any_chunking():
@@ -143,7 +196,8 @@ def test_short_and_empty_segments():
 def test_settings_and_input_errors():
     assert MelMatchConfig.from_dict(MelMatchConfig(cap=2.0).to_dict()) == MelMatchConfig(cap=2.0)
     for bad in ({"cap": 0.5}, {"floor": 0.0}, {"floor": 2.0}, {"cap": float("inf")}, {"cap": True},
-                {"cap": "4"}, {"iterations": 2.0}, {"iterations": 33}):
+                {"cap": "4"}, {"iterations": 2.0}, {"iterations": 33}, {"smooth": -1.0}, {"smooth": 41.0},
+                {"smooth": float("nan")}, {"smooth": "1"}):
         with pytest.raises(ParameterError, match="mel matching"):
             MelMatchConfig(**bad)
     with pytest.raises(ParameterError, match="keys"):
@@ -271,3 +325,49 @@ def test_a_bad_melmatch_entry_is_a_voice_file_error(tiny_voice, tmp_path):
 
     with pytest.raises(VoiceFileError, match="inference.melmatch"):
         Voice.load(voice_with_inference(tiny_voice, tmp_path / "v", melmatch={"cap": 0.1}))
+    with pytest.raises(VoiceFileError, match="inference.melmatch_measured"):
+        Voice.load(voice_with_inference(tiny_voice, tmp_path / "w", melmatch={}, melmatch_measured={"smooth": -1}))
+
+
+def test_a_measured_mel_takes_the_voices_measured_setting(tiny_voice, tmp_path):
+    """``inference.melmatch_measured`` matches mels measured from audio (vocode, render_mel(measured=True));
+    ``inference.melmatch`` the acoustic model's (the stream, render_mel); absent, one serves both;
+    null, a measured mel gets none."""
+    from voice_factory import voice_with_inference
+
+    from wavern.dsp import copy_features
+    from wavern.engine.voice import Voice
+
+    x, _ = _signal(HOP * 40, seed=4)
+    text = "Hello there."
+    both = Voice.load(voice_with_inference(tiny_voice, tmp_path / "a", melmatch={"smooth": 1.5},
+                                           melmatch_measured={"iterations": 2}))
+    one = Voice.load(voice_with_inference(tiny_voice, tmp_path / "b", melmatch={"smooth": 1.5}))
+    off = Voice.load(voice_with_inference(tiny_voice, tmp_path / "c", melmatch={"smooth": 1.5},
+                                          melmatch_measured=None))
+    try:
+        assert both.melmatch.config == MelMatchConfig(smooth=1.5)
+        assert both.melmatch_measured.config == MelMatchConfig(iterations=2)
+        assert one.melmatch_measured is one.melmatch and off.melmatch_measured is None
+        feats = copy_features(x, DEFAULT_MEL, pitch=both.acoustic.config.pitch)
+        raw = both.vocoder.render(feats, seed=1, temperature=1.0, fold_frames=None)
+        for v, mm in ((both, both.melmatch_measured), (one, one.melmatch), (off, None)):
+            want = v.apply_postfilter(raw, feats, melmatch=mm)
+            assert np.array_equal(v.render_mel(feats, seed=1, measured=True), want)
+        text_mm = both.render_mel(feats, seed=1)
+        assert np.array_equal(text_mm, both.apply_postfilter(raw, feats, melmatch=both.melmatch))
+        assert not np.array_equal(text_mm, both.render_mel(feats, seed=1, measured=True))
+        vocoded = both.vocode(x, seed=1)  # copy synthesis is a measured mel, rendered folded
+        from wavern.engine.batch import DEFAULT_FOLD_FRAMES
+
+        folded = both.vocoder.render(feats, seed=1, temperature=1.0, fold_frames=DEFAULT_FOLD_FRAMES)
+        want = both.apply_postfilter(folded, feats, melmatch=both.melmatch_measured)
+        assert np.array_equal(np.rint(vocoded * 32768).astype(np.int16), want[:x.size])
+        # text → speech: the stream matches with the text setting (and its passes per request)
+        a = np.concatenate([c.samples for c in both.stream(text, seed=2)])
+        b = np.concatenate([c.samples for c in one.stream(text, seed=2)])
+        assert np.array_equal(a, b)
+        assert both.melmatch_for(SpeakConfig(passes=3)).config == MelMatchConfig(iterations=3, smooth=1.5)
+    finally:
+        for v in (both, one, off):
+            v.close()

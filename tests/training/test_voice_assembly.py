@@ -77,10 +77,38 @@ def test_train_voice_builds_the_shipped_architecture_from_a_corpus(tmp_path):
     v = Voice.load(tmp_path / "voice")
     try:
         assert v.has_prosody and v.vocoder.ltp and v.vocoder.ltp_input_taps == 5 and v.vocoder.lpc_order == 16
-        assert v.postfilter is not None and v.melmatch is not None
+        assert v.postfilter is not None and v.melmatch is not None and v.melmatch_measured is v.melmatch
         assert v.synthesize("Hello there.", SpeakConfig(pitch=60, speaker="en-us"), seed=0).size > 0
     finally:
         v.close()
     shipped = json.loads((Path(__file__).parents[2] / "assets" / "voices" / "default" / "voice.json").read_text())
     assert SHIPPED_POSTFILTER == shipped["inference"]["postfilter"]
     assert SHIPPED_MELMATCH == shipped["inference"]["melmatch"]
+    from wavern.engine.melmatch import MelMatchConfig
+    from wavern.training.voice import SHIPPED_MELMATCH_MEASURED
+
+    assert (MelMatchConfig.from_dict(SHIPPED_MELMATCH_MEASURED)
+            == MelMatchConfig.from_dict(shipped["inference"]["melmatch_measured"]))
+    assert PRESETS["default"]["melmatch_measured"] == SHIPPED_MELMATCH_MEASURED
+
+
+def test_assembly_writes_both_mel_matching_settings(runs, tmp_path):
+    """``melmatch`` for the acoustic model's mel, ``melmatch_measured`` for a measured one: a dict,
+    the defaults (True), none (False: null in voice.json), or as ``melmatch`` (None: absent)."""
+    from wavern.engine import Voice
+    from wavern.engine.melmatch import MelMatchConfig
+    from wavern.training import voice as tv
+
+    corpus, ack, vck = runs
+    kw = dict(acoustic_checkpoint=ack, vocoder_checkpoint=vck, corpus_dir=corpus, postfilter=False,
+              melmatch={"iterations": 2, "smooth": 1.5})
+    for name, measured, want in (("a", {"iterations": 3}, MelMatchConfig(iterations=3)), ("b", True, MelMatchConfig()),
+                                 ("c", False, None), ("d", None, MelMatchConfig(iterations=2, smooth=1.5))):
+        v = Voice.load(tv.assemble_from_runs(tmp_path / name, melmatch_measured=measured, **kw))
+        try:
+            assert v.melmatch.config == MelMatchConfig(iterations=2, smooth=1.5)
+            assert (v.melmatch_measured.config if v.melmatch_measured is not None else None) == want
+            infer = json.loads((tmp_path / name / "voice.json").read_text())["inference"]
+            assert ("melmatch_measured" in infer) == (measured is not None)
+        finally:
+            v.close()
