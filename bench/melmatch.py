@@ -1,11 +1,12 @@
-"""Mel matching on the shipped voice: quality with and without it, its settings, what it does in
-the pauses, and what it costs -> docs/bench/melmatch.md.
+"""Mel matching and the post-filter's pitch stage on the shipped voice: quality with and without
+them, their settings, what mel matching does in the pauses, and what it costs -> docs/bench/melmatch.md.
 
     .venv/bin/python bench/melmatch.py            # all settings on one draw, none / shipped on a second
     .venv/bin/python bench/melmatch.py --quick    # first draw, seed 0 only
     .venv/bin/python bench/melmatch.py --reuse    # the quality rows from docs/bench/melmatch.json, the rest anew
 
-Every row is the shipped voice (assets/voices/default) with only ``voice.melmatch`` changed, measured
+Every row is the shipped voice (assets/voices/default) with only its mel matching (``voice.melmatch``,
+``voice.melmatch_measured``) or its post-filter's ``pitch_gain`` changed, measured
 as ``bench/compare_vocoders.py`` measures (copy synthesis of held-out sentences from their true
 features, end to end from text; means over the sampling seeds).
 """
@@ -13,6 +14,7 @@ features, end to end from text; means over the sampling seeds).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -29,6 +31,7 @@ SETTINGS = ({"off": True}, {"cap": 4.0, "floor": 1e-3, "iterations": 1}, {"cap":
             *({"cap": 4.0, "floor": 1e-3, "iterations": 8, "smooth": w} for w in (0.5, 1.0, 1.5, 2.0, 4.0)),
             {"cap": 4.0, "floor": 1e-3, "iterations": 3, "smooth": 1.5},
             {"cap": 4.0, "floor": 1e-3, "iterations": 16, "smooth": 1.5})
+PITCH_GAINS = (0.0, 0.3, 0.7, 1.0)  # the post-filter's pitch stage, with the voice's mel matching (and its own)
 
 
 def pauses(voice, corpus: Path, n: int = 6, seed: int = 0) -> list[tuple]:
@@ -98,11 +101,13 @@ def main() -> int:
 
     from wavern.engine import Voice
     from wavern.engine.melmatch import MelMatch, MelMatchConfig
+    from wavern.engine.postfilter import Postfilter
 
     if not (args.corpus / "metadata.jsonl").is_file():
         print(f"[melmatch] no corpus at {args.corpus}: build it first (`wavern corpus build`)")
         return 1
     voice = Voice.load(args.voice)
+    pf_shipped = voice.postfilter.config
     shipped = voice.melmatch.config if voice.melmatch is not None else MelMatchConfig()
     measured = voice.melmatch_measured.config if voice.melmatch_measured is not None else shipped
     both = {"text": shipped.to_dict(), "measured": measured.to_dict()}  # the voice's own pair
@@ -113,8 +118,11 @@ def main() -> int:
     if args.reuse:
         d = json.loads(saved.read_text())
         rows, gl, seeds = d["rows"], {int(k): v for k, v in d["griffin_lim"].items()}, d["seeds"]
+    pitch_rows = [{"off": True, "pitch_gain": 0.0}, *({**both, "pitch_gain": g} for g in PITCH_GAINS)]
     for i, (draw, n_copy) in enumerate([] if args.reuse else draws):
-        for s in (*SETTINGS, both) if i == 0 else (SETTINGS[0], both):  # the second draw checks the choice
+        for s in (*SETTINGS, *pitch_rows, both) if i == 0 else (SETTINGS[0], pitch_rows[0], both):  # draw 2 checks
+            voice.postfilter = Postfilter(dataclasses.replace(pf_shipped, pitch_gain=s.get("pitch_gain",
+                                                                                        pf_shipped.pitch_gain)))
             if "text" in s:  # as shipped: copy synthesis with the measured-mel setting, end to end with the other
                 voice.melmatch = MelMatch(MelMatchConfig(**s["text"]))
                 voice.melmatch_measured = MelMatch(MelMatchConfig(**s["measured"]))
@@ -135,6 +143,7 @@ def main() -> int:
     if not args.reuse:
         saved.write_text(json.dumps({"rows": rows, "griffin_lim": gl, "seeds": seeds}, indent=1) + "\n")
     voice.melmatch, voice.melmatch_measured = MelMatch(shipped), MelMatch(measured)
+    voice.postfilter = Postfilter(pf_shipped)
     bins = pauses(voice, args.corpus)
     whole, streamed = cost(voice)
     voice.close()
@@ -146,22 +155,30 @@ def main() -> int:
 
     def name(s: dict) -> str:
         if s.get("off"):
-            return "none (WaveRNN → post-filter)"
+            return "none"
         if "text" in s:
-            return f"**shipped**: copy {one(s['measured'])}, end to end {one(s['text'])}"
+            return f"copy {one(s['measured'])}, end to end {one(s['text'])}"
         return one(s)
 
+    def pitch(s: dict) -> str:
+        g = s.get("pitch_gain", pf_shipped.pitch_gain)
+        tag = "**shipped** " if s == both else ""
+        return tag + (f"{g:g}" if g else "none")
+
     cmd = "python bench/melmatch.py" + (" --quick" if args.quick else "")
-    lines = ["## Mel matching (`engine/melmatch.py`)", "",
+    lines = ["## Mel matching (`engine/melmatch.py`) and the post-filter's pitch stage", "",
              f"Command: `.venv/bin/{cmd}` ({time.strftime('%Y-%m-%d', time.gmtime())}, this machine, training "
-             "runs on the cores). The shipped voice with only its mel matching changed; copy synthesis of held-out "
+             "runs on the cores). The shipped voice with only its mel matching or its post-filter's pitch stage "
+             "changed (the rest as shipped); copy synthesis of held-out "
              "sentences from their true features and end to end from text (20 sentences), as "
              f"`bench/compare_vocoders.py` measures, means over sampling seeds {seeds}. Draw: the selection seed "
              "of the held-out sentences (0 is docs/VOICE.md's).", "",
-             "| draw | mel matching | copy STOI | PESQ-WB | MCD dB | phone acc | VDE | GPE | e2e phone acc | "
-             "e2e MCD vs espeak-ng | e2e voiced |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| draw | post-filter's pitch stage | mel matching | copy STOI | PESQ-WB | MCD dB | phone acc | VDE | GPE | "
+             "e2e phone acc | e2e MCD vs espeak-ng | e2e voiced |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        lines.append(f"| {r['draw']} ({r['n_copy']} copied) | {name(r['setting'])} | {r['stoi']:.3f} | "
+        lines.append(f"| {r['draw']} ({r['n_copy']} copied) | {pitch(r['setting'])} | {name(r['setting'])} | "
+                     f"{r['stoi']:.3f} | "
                      f"{r['pesq_wb']:.2f} | {r['mcd_db']:.2f} | {r['phone_acc']:.3f} | {r['vde']:.3f} | "
                      f"{r['gpe']:.3f} | {r['e2e_phone']:.3f} | {r['e2e_mcd']:.2f} | {r['e2e_voiced']:.3f} |")
     lines += ["", "Smooth w: the logs of a frame's band gains are averaged over the bands with a Gaussian of w bands "
@@ -170,7 +187,12 @@ def main() -> int:
               "gains from matching each band (copy synthesis); the acoustic model's mel is smoother than speech, "
               "and matching it band by band smooths the vocoder's harmonics away (YIN's voiced share of the end to "
               "end audio). The voice therefore keeps two settings: `inference.melmatch` for text → speech and "
-              "`inference.melmatch_measured` for a measured mel (`wavern vocode`, copy synthesis)."]
+              "`inference.melmatch_measured` for a measured mel (`wavern vocode`, copy synthesis).", "",
+              "Post-filter's pitch stage g (`PostfilterConfig.pitch_gain`, engine/postfilter.py): before the formant "
+              "filter, c[n] = (x[n] + w x[n − T]) / (1 + w) with T = sr / f0 and w = g × periodicity from the frame's "
+              "pitch features (the true audio's in copy synthesis, the acoustic model's end to end), as the "
+              "long-term post-filters of speech codecs: a signal periodic in T passes, the noise between the "
+              "harmonics falls. Mel matching follows it."]
     lines += ["", "Griffin-Lim from a random phase (`wavern.dsp.griffin_lim`, the first draw's copied sentences, "
               "its phase seed 0), for the same numbers of projections: what the WaveRNN's audio is worth as the "
               "starting point.", "",

@@ -13,6 +13,13 @@ autocorrelation → Levinson-Durbin. ``g_t`` makes the filter keep the energy of
 target spectrum. Frame ``t`` filters samples ``[t hop, (t + 1) hop)``; the filter memories carry
 across frames and chunks, so chunked filtering equals one pass over the whole utterance.
 
+A pitch voice's frames also carry f0 and periodicity (``wavern.dsp.pitch_features``); with
+``pitch_gain`` g > 0 a long-term (pitch) stage comes first, as in the codecs' post-filters
+(G.729's long-term post-filter): ``c[n] = (x[n] + w_t x[n - T_t]) / (1 + w_t)``, ``T_t = sr / f0_t``
+(fractional, linearly interpolated; f0 clipped to 60-400 Hz), ``w_t = g * periodicity_t``. A signal
+periodic in ``T_t`` passes unchanged; between the harmonics the noise falls by up to
+``20 log10((1 + w) / (1 - w))`` dB.
+
 What it does to held-out copy synthesis, for several orders, and what it costs:
 docs/bench/postfilter.md (``bench/postfilter.py --quality``).
 """
@@ -23,10 +30,11 @@ import dataclasses
 
 import numpy as np
 
-from wavern.dsp import MelConfig, lpc_from_power, mel_power_spectrum, slaney_filterbank  # noqa: F401
+from wavern.dsp import (PITCH_REFERENCE_HZ, MelConfig, lpc_from_power, mel_power_spectrum,  # noqa: F401
+                        slaney_filterbank)
 from wavern.errors import ParameterError
 
-__all__ = ["PostfilterConfig", "PostfilterState", "postfilter_coefficients", "Postfilter", "LazyJit",
+__all__ = ["PostfilterConfig", "PostfilterState", "postfilter_coefficients", "pitch_stage", "Postfilter", "LazyJit",
            "settings_from_dict"]
 
 
@@ -46,8 +54,12 @@ class PostfilterConfig:
     gamma_den: float = 0.97  # ... and of the poles; the closer the two, the milder the filter
     tilt: float = 0.3  # first-order compensation of the low-pass tilt A(z/g1)/A(z/g2) adds
     order: int = 56  # linear-prediction order: high, so A follows the 80-band mel envelope closely
+    pitch_gain: float = 0.0  # the long-term stage's weight at full periodicity (a pitch voice's); 0: none
 
     def __post_init__(self) -> None:
+        if (not isinstance(self.pitch_gain, (int, float)) or isinstance(self.pitch_gain, bool)
+                or not 0.0 <= self.pitch_gain <= 1.0):
+            raise ParameterError(f"post-filter pitch_gain must be a number in [0, 1], found {self.pitch_gain!r}")
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool)
                    for v in (self.gamma_num, self.gamma_den, self.tilt)):
             raise ParameterError(f"post-filter gammas and tilt must be numbers, found {self.gamma_num!r}, "
@@ -75,8 +87,9 @@ def postfilter_coefficients(mel: np.ndarray, config: PostfilterConfig = Postfilt
     Args:
         mel: (T, n_mels) natural-log magnitude mel (``wavern.dsp.log_mel``'s).
     Returns:
-        (T, 3, order + 1) float64: row 0 the numerator ``g_t A(z / gamma_num)``, row 1 the
-        denominator ``A(z / gamma_den)``, row 2 ``[1, -tilt, 0, ...]``.
+        (T, 4, order + 1) float64: row 0 the numerator ``g_t A(z / gamma_num)``, row 1 the
+        denominator ``A(z / gamma_den)``, row 2 ``[1, -tilt, 0, ...]``, row 3 the long-term
+        stage ``[T_t, w_t, 0, ...]`` (zeros: none; see :func:`pitch_stage` for a pitch voice's).
     """
     p = config.order
     power = mel_power_spectrum(mel, mel_config)  # (T, n_bins), row by row
@@ -89,9 +102,20 @@ def postfilter_coefficients(mel: np.ndarray, config: PostfilterConfig = Postfilt
     h2 = np.abs(np.fft.rfft(num, n=mel_config.n_fft) / np.fft.rfft(den, n=mel_config.n_fft)
                 * np.fft.rfft(tilt, n=mel_config.n_fft)) ** 2
     gain = np.sqrt(power.sum(axis=1) / np.maximum((power * h2).sum(axis=1), 1e-30))
-    out = np.empty((power.shape[0], 3, p + 1))
+    out = np.zeros((power.shape[0], 4, p + 1))
     out[:, 0], out[:, 1], out[:, 2] = num * gain[:, None], den, tilt
     return out
+
+
+PITCH_LAG_HZ = (60.0, 400.0)  # f0 range of the long-term stage (YIN's in wavern.dsp.pitch_track)
+
+
+def pitch_stage(pitch: np.ndarray, gain: float, sample_rate: int) -> np.ndarray:
+    """The long-term stage of each frame from its pitch features (T, 2) (log2(f0 / 120 Hz),
+    periodicity): (T, 2) float64 ``[lag in samples, weight]``, weight = gain × periodicity in [0, 1]."""
+    pitch = np.asarray(pitch, np.float64)
+    f0 = np.clip(PITCH_REFERENCE_HZ * 2.0 ** pitch[:, 0], *PITCH_LAG_HZ)
+    return np.stack([sample_rate / f0, gain * np.clip(pitch[:, 1], 0.0, 1.0)], axis=1)
 
 
 @dataclasses.dataclass
@@ -104,6 +128,13 @@ class PostfilterState:
     w: np.ndarray
     z: np.ndarray
     position: int = 0
+    #: the last inputs of the long-term stage, the stream's ``i``-th sample at ``i % PITCH_HISTORY``
+    #: (counted over all its sentences, so a sentence's start reads the last one's end, as one pass does)
+    past: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(PITCH_HISTORY))
+    seen: int = 0  # samples filtered so far
+
+
+PITCH_HISTORY = 512  # > the longest lag (22050 / 60 = 368 samples) + 1
 
 
 class Postfilter:
@@ -115,7 +146,7 @@ class Postfilter:
 
     def load(self) -> None:
         """Compile (or load from numba's cache) the filter loop: a few milliseconds from a cache."""
-        self.apply(np.zeros(1, np.int16), np.zeros((1, 3, self.config.order + 1)), self.new_state())
+        self.apply(np.zeros(1, np.int16), np.zeros((1, 4, self.config.order + 1)), self.new_state())
 
     def new_state(self) -> PostfilterState:
         p = self.config.order
@@ -123,8 +154,17 @@ class Postfilter:
 
     def coefficients(self, mel: np.ndarray, mel_config: MelConfig = MelConfig()) -> np.ndarray:
         """Each frame's filter from its log-mel; wider frames (a pitch voice's features: the mel,
-        then its pitch features) are read for their first ``n_mels`` channels."""
-        return postfilter_coefficients(np.asarray(mel)[:, :mel_config.n_mels], self.config, mel_config)
+        then its pitch features) are read for their first ``n_mels`` channels, and with a
+        ``pitch_gain`` for their pitch features too (frames without: :class:`ParameterError`)."""
+        mel = np.asarray(mel)
+        out = postfilter_coefficients(mel[:, :mel_config.n_mels], self.config, mel_config)
+        if self.config.pitch_gain > 0.0:
+            if mel.ndim != 2 or mel.shape[1] < mel_config.n_mels + 2:
+                raise ParameterError(f"the post-filter's pitch stage needs frames of {mel_config.n_mels} mel bands "
+                                     f"and 2 pitch features, found shape {mel.shape}")
+            out[:, 3, :2] = pitch_stage(mel[:, mel_config.n_mels:mel_config.n_mels + 2], self.config.pitch_gain,
+                                        mel_config.sample_rate)
+        return out
 
     def apply(self, audio: np.ndarray, coefs: np.ndarray, state: PostfilterState, *, frame0: int = 0) -> np.ndarray:
         """Filter the next ``len(audio)`` samples of a stream (int16 in, int16 out; float in, float32 out).
@@ -135,26 +175,37 @@ class Postfilter:
         x = np.asarray(audio)
         if x.ndim != 1:
             raise ParameterError(f"audio must be mono (n,), found shape {x.shape}")
-        if coefs.ndim != 3 or coefs.shape[0] == 0 or coefs.shape[1:] != (3, self.config.order + 1):
-            raise ParameterError(f"coefs must have shape (frames, 3, {self.config.order + 1}), found {coefs.shape}")
+        if coefs.ndim != 3 or coefs.shape[0] == 0 or coefs.shape[1:] != (4, self.config.order + 1):
+            raise ParameterError(f"coefs must have shape (frames, 4, {self.config.order + 1}), found {coefs.shape}")
         is_int = x.dtype == np.int16
         xf = x.astype(np.float64) / 32768.0 if is_int else x.astype(np.float64)
         out = np.empty_like(xf)
         _filter(xf, out, np.ascontiguousarray(coefs, np.float64), int(frame0), int(state.position), self.hop,
-                state.x, state.w, state.z)
+                state.x, state.w, state.z, state.past, int(state.seen))
         state.position += xf.size
+        state.seen += xf.size
         if is_int:
             return np.clip(np.rint(out * 32768.0), -32768, 32767).astype(np.int16)
         return out.astype(np.float32)
 
 
-def _filter_py(x, out, coefs, frame0, pos0, hop, hx, hw, z):  # pragma: no cover - compiled below
+def _filter_py(x, out, coefs, frame0, pos0, hop, hx, hw, z, past, seen0):  # pragma: no cover - compiled below
     n_frames, _, p1 = coefs.shape
     p = p1 - 1
+    n_past = past.size
     for i in range(x.size):
         f = (pos0 + i) // hop - frame0
         f = 0 if f < 0 else (n_frames - 1 if f >= n_frames else f)
-        v = coefs[f, 0, 0] * x[i]
+        xi = x[i]
+        wt = coefs[f, 3, 1]
+        if wt > 0.0:  # the long-term stage: (x[n] + w x[n - T]) / (1 + w), T fractional
+            at = seen0 + i - coefs[f, 3, 0]
+            j = int(np.floor(at))
+            fr = at - j
+            if j >= 0:  # the stream's first samples have no past
+                xi = (xi + wt * ((1.0 - fr) * past[j % n_past] + fr * past[(j + 1) % n_past])) / (1.0 + wt)
+        past[(seen0 + i) % n_past] = x[i]
+        v = coefs[f, 0, 0] * xi
         for k in range(p):
             v += coefs[f, 0, k + 1] * hx[k]
         w = v
@@ -165,7 +216,7 @@ def _filter_py(x, out, coefs, frame0, pos0, hop, hx, hw, z):  # pragma: no cover
         for k in range(p - 1, 0, -1):
             hx[k] = hx[k - 1]
             hw[k] = hw[k - 1]
-        hx[0] = x[i]
+        hx[0] = xi
         hw[0] = w
 
 

@@ -203,6 +203,9 @@ class Voice:
                 self.postfilter = Postfilter(PostfilterConfig.from_dict(infer["postfilter"]), hop=vocoder.hop)
             except (ParameterError, TypeError) as e:
                 raise VoiceFileError(f"{path}/voice.json: field 'inference.postfilter' is invalid ({e})") from None
+            if self.postfilter.config.pitch_gain > 0 and not acoustic.config.pitch:
+                raise VoiceFileError(f"{path}/voice.json: field 'inference.postfilter' has a pitch_gain, but the "
+                                     "voice has no pitch features")
             self.postfilter.load()  # its numba loop now, not in the first chunk of the first request
         #: Mel matching after the post-filter (``inference.melmatch``, ``engine/melmatch.py``) of the
         #: acoustic model's mel (text → speech); None = off.

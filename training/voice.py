@@ -96,8 +96,8 @@ class VoiceBuildConfig:
 # period back as GRU inputs; output layers pruned row by row (docs/bench/lpc_vocoder.md).
 _PERIOD_VOCODER = dict(lpc_order=16, lpc_prediction_input=False, head_pruning="rows", pitch=True, excitation="linear",
                        ltp=True, ltp_input=True, ltp_input_taps=5)
-#: The shipped voice's formant post-filter (docs/bench/lpc_vocoder.md, "post-filter")
-SHIPPED_POSTFILTER = {"gamma_num": 0.92, "gamma_den": 0.96, "tilt": 0.2, "order": 56}
+#: The shipped voice's post-filter: formant (docs/bench/lpc_vocoder.md, "post-filter") and pitch stages (docs/bench/melmatch.md)
+SHIPPED_POSTFILTER = {"gamma_num": 0.92, "gamma_den": 0.96, "tilt": 0.2, "order": 56, "pitch_gain": 0.5}
 #: The shipped voice's mel matching after it (engine/melmatch.py, docs/bench/melmatch.md): of the
 #: acoustic model's mel with the band gains' logs smoothed over 1.5 bands, of a measured mel band by band
 SHIPPED_MELMATCH = {"cap": 4.0, "floor": 0.001, "iterations": 8, "smooth": 1.5}

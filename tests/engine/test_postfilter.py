@@ -33,7 +33,7 @@ def test_constant_coefficients_equal_scipy_lfilter_of_the_whole_filter():
     lag = np.arange(5)
     num, den = 0.7 * a * 0.8 ** lag, a * 0.95 ** lag
     tilt = np.array([1.0, -0.3, 0, 0, 0])
-    coefs = np.tile(np.stack([num, den, tilt])[None], (10, 1, 1))
+    coefs = np.tile(np.stack([num, den, tilt, np.zeros(5)])[None], (10, 1, 1))
     x = rng.standard_normal(320)
     y = pf.apply(x.astype(np.float32), coefs, pf.new_state())
     ref = lfilter(np.convolve(num, [1.0, -0.3]), den, x.astype(np.float32).astype(np.float64))
@@ -45,7 +45,7 @@ def test_chunked_filtering_is_bit_identical_to_one_pass(dtype):
     mel = log_mel(np.concatenate([_resonance(3000, 500), _resonance(3000, 1500, 1)]))
     pf = Postfilter()
     coefs = pf.coefficients(mel)
-    assert coefs.shape == (mel.shape[0], 3, PostfilterConfig().order + 1)
+    assert coefs.shape == (mel.shape[0], 4, PostfilterConfig().order + 1)
     rng = np.random.default_rng(2)
     x = rng.standard_normal(mel.shape[0] * 256) * 0.1
     x = (x * 32767).astype(np.int16) if dtype == np.int16 else x.astype(np.float32)
@@ -129,6 +129,106 @@ def test_config_and_input_errors():
     a = pf.coefficients(np.random.default_rng(1).normal(-4, 2, (40, 80)))
     b = np.concatenate([pf.coefficients(m) for m in np.split(np.random.default_rng(1).normal(-4, 2, (40, 80)), 5)])
     assert np.array_equal(a, b)  # frame by frame: how many frames go in together does not matter
+
+
+# ---------------------------------------------------------------- the long-term (pitch) stage
+def _pitch_only(lag_weight: np.ndarray, order: int = 4) -> np.ndarray:
+    """Coefficients whose formant part is the identity and whose pitch stage is ``lag_weight`` (T, 2)."""
+    coefs = np.zeros((len(lag_weight), 4, order + 1))
+    coefs[:, 0, 0] = coefs[:, 1, 0] = coefs[:, 2, 0] = 1.0
+    coefs[:, 3, :2] = lag_weight
+    return coefs
+
+
+def test_pitch_stage_equals_the_direct_formula_in_any_chunking():
+    """c[n] = (x[n] + w x[n - T]) / (1 + w), T fractional (linear interpolation), per frame; zero past
+    before the stream's first sample; the same whatever the chunking."""
+    rng = np.random.default_rng(4)
+    n_frames, hop = 30, 64
+    lw = np.stack([rng.uniform(55, 368, n_frames), rng.uniform(0, 1, n_frames)], axis=1)
+    lw[5, 1] = 0.0  # an unvoiced frame: no stage
+    x = rng.standard_normal(n_frames * hop)
+    n = np.arange(x.size)
+    lag, w = lw[n // hop, 0], lw[n // hop, 1]
+    at = n - lag
+    j = np.floor(at).astype(int)
+    fr = at - j
+    past = np.where(j >= 0, (1 - fr) * x[np.clip(j, 0, None)] + fr * x[np.clip(j + 1, 0, None)], 0.0)
+    want = np.where(j >= 0, (x + w * past) / (1 + w), x)
+    pf = Postfilter(PostfilterConfig(order=4), hop=hop)
+    coefs = _pitch_only(lw)
+    np.testing.assert_allclose(pf.apply(x.astype(np.float32).astype(np.float64), coefs, pf.new_state()),
+                               want, rtol=0, atol=1e-5)
+    whole = pf.apply(x.astype(np.float32), coefs, pf.new_state())
+    state, parts, i = pf.new_state(), [], 0
+    while i < x.size:
+        k = int(rng.integers(1, 300))
+        parts.append(pf.apply(x[i:i + k].astype(np.float32), coefs, state))
+        i += k
+    assert np.array_equal(np.concatenate(parts), whole)
+
+
+def test_pitch_stage_passes_the_period_and_cuts_white_noise_by_the_closed_form():
+    """A signal periodic in T comes out unchanged (past its first period); white noise's power is
+    scaled by (1 + w^2) / (1 + w)^2."""
+    lag, w, hop = 147.0, 0.5, 256  # 150 Hz at 22050 Hz: a whole number of samples
+    t = np.arange(hop * 200)
+    periodic = sum(np.sin(2 * np.pi * h * t / lag + h) / h for h in range(1, 20))
+    pf = Postfilter(PostfilterConfig(order=4), hop=hop)
+    coefs = _pitch_only(np.tile([[lag, w]], (200, 1)))
+    y = pf.apply(periodic, coefs, pf.new_state())
+    np.testing.assert_allclose(y[int(lag) + 1:], periodic[int(lag) + 1:], atol=1e-5)
+    noise = np.random.default_rng(0).standard_normal(t.size)
+    ratio = np.mean(pf.apply(noise, coefs, pf.new_state()) ** 2) / np.mean(noise ** 2)
+    assert abs(ratio - (1 + w * w) / (1 + w) ** 2) < 0.02
+
+
+def test_pitch_stage_reads_the_pitch_features():
+    """From a pitch voice's frames (80 mel bands, log2(f0 / 120 Hz), periodicity): T = sr / f0 with
+    f0 clipped to 60-400 Hz, w = pitch_gain × periodicity; frames without pitch features refused."""
+    from wavern.engine.postfilter import pitch_stage
+
+    feats = np.zeros((4, 82))
+    feats[:, 80] = [0.0, 1.0, -3.0, 3.0]  # 120, 240, 15 (-> 60), 960 (-> 400) Hz
+    feats[:, 81] = [1.0, 0.5, 0.0, 2.0]
+    pf = Postfilter(PostfilterConfig(pitch_gain=0.6))
+    c = pf.coefficients(feats)
+    np.testing.assert_allclose(c[:, 3, :2], [[SR / 120, 0.6], [SR / 240, 0.3], [SR / 60, 0.0], [SR / 400, 0.6]])
+    assert np.array_equal(c[:, :3], Postfilter().coefficients(feats)[:, :3])  # the formant part is unchanged
+    np.testing.assert_allclose(pitch_stage(feats[:, 80:], 0.6, SR), c[:, 3, :2])
+    assert np.all(Postfilter().coefficients(feats)[:, 3] == 0)  # no pitch_gain: no stage
+    with pytest.raises(ParameterError, match="pitch features"):
+        pf.coefficients(feats[:, :80])
+    for bad in (-0.1, 1.5, "0.5", True):
+        with pytest.raises(ParameterError, match="pitch_gain"):
+            PostfilterConfig(pitch_gain=bad)
+
+
+def test_a_pitch_stage_in_a_voice_streams_as_it_renders(tiny_voice, tmp_path):
+    """A pitch voice with a pitch_gain: the stream equals the renderer (the stage's past runs on
+    across sentences in both); a voice without pitch features refuses a pitch_gain."""
+    from voice_factory import make_tiny_voice, voice_with_inference
+
+    from wavern.engine.batch import render_utterance
+    from wavern.engine.voice import Voice
+
+    with pytest.raises(VoiceFileError, match="pitch_gain"):
+        Voice.load(voice_with_inference(tiny_voice, tmp_path / "nopitch", postfilter={"pitch_gain": 0.5}))
+    base = make_tiny_voice(tmp_path / "pitch", seed=2, lpc_order=8, excitation="mulaw", ltp=True)
+    v = Voice.load(voice_with_inference(base, tmp_path / "v", postfilter={"pitch_gain": 0.5}))
+    plain = Voice.load(voice_with_inference(base, tmp_path / "p", postfilter={"pitch_gain": 0.0}))
+    try:
+        text = "The quick brown fox jumps over the lazy dog. It was not amused."
+        for cfg in (SpeakConfig(), SpeakConfig(pause_s=0.05)):
+            got = np.concatenate([c.samples for c in v.stream(text, cfg, seed=3)])
+            one = render_utterance(v, text, cfg, seed=3, fold_frames=None).samples.astype(np.float32) / 32768
+            assert got.shape == one.shape
+            assert np.abs(got - one).max() <= 1 / 32768 and np.mean(got != one) < 1e-3  # lazy vs whole mel rounding
+            other = np.concatenate([c.samples for c in plain.stream(text, cfg, seed=3)])
+            assert got.shape == other.shape and np.abs(got - other).max() > 1e-3  # the stage acts
+    finally:
+        v.close()
+        plain.close()
 
 
 # ---------------------------------------------------------------- in a voice
