@@ -155,6 +155,8 @@ def main() -> int:
            "vocoder_lpc_order": voice.vocoder.lpc_order,  # 0: the net makes the samples; P: an LPC excitation
            "postfilter": voice.postfilter.config.to_dict() if voice.postfilter is not None else None,
            "melmatch": voice.melmatch.config.to_dict() if voice.melmatch is not None else None,
+           "melmatch_measured": (voice.melmatch_measured.config.to_dict()  # copy synthesis's (a measured mel)
+                                 if voice.melmatch_measured is not None else None),
            "vocoder_excitation": voice.vocoder.excitation,  # with LPC: "linear" or "mulaw" coded
            "vocoder_ltp": voice.vocoder.ltp,  # a long-term (pitch) predictor in the synthesis filter
            "vocoder_period_taps": voice.vocoder.ltp_input_taps,  # residuals around t - T the GRU reads (0: none)
@@ -263,6 +265,12 @@ def write_examples(folder: Path, voice, records, rows: list[dict], metrics: Path
     return {"folder": folder, "texts": texts}
 
 
+def _melmatch(d: dict) -> str:
+    """A mel-matching settings dict as '8 × (cap 4, floor 0.001[, smooth 1.5])'."""
+    return (f"{d.get('iterations', 1)} × (cap {d['cap']:g}, floor {d['floor']:g}"
+            + (f", smooth {d['smooth']:g}" if d.get("smooth") else "") + ")")
+
+
 def _pitch(m: dict) -> str:
     """The VDE and GPE cells of a metrics dict (empty for rows measured before they existed)."""
     return f"{m['vde']:.3f} | {m['gpe']:.3f}" if "vde" in m else " | "
@@ -316,7 +324,12 @@ def write_doc(out: Path, row: dict, rows: list[dict], cmd: str, voice, examples:
         *(["", "Post-filter: the engine's formant post-filter (`engine/postfilter.py`, γ {gamma_num} / {gamma_den}, "
             "tilt {tilt}, order {order}) is part of the voice (`voice.json`, `inference.postfilter`), so copy "
             "synthesis and end to end include it; the row without it measures the WaveRNN alone."
-            .format(**row["postfilter"])] if row.get("postfilter") else []),
+            .format(**row["postfilter"])
+            + (" Its pitch stage comes first (pitch_gain {pitch_gain}): (x[n] + w x[n − T]) / (1 + w), T = sr / f0 "
+               "and w = {pitch_gain} × periodicity from the frame's pitch features (the true audio's in copy "
+               "synthesis, the acoustic model's end to end), a speech codec's long-term post-filter."
+               .format(**row["postfilter"]) if row["postfilter"].get("pitch_gain") else "")]
+          if row.get("postfilter") else []),
         *(["", "Mel matching (`engine/melmatch.py`, {iterations} × (cap {cap}, floor {floor}), `inference.melmatch`) "
             "comes after it: the output is analysed with the features' own STFT and each frame's mel band magnitudes "
             "are scaled to the conditioning mel's (gains clipped to [floor, cap]), then overlap-added back; "
@@ -324,7 +337,12 @@ def write_doc(out: Path, row: dict, rows: list[dict], cmd: str, voice, examples:
             "audio instead of a random phase. It is signal processing, not the network: the rows without it show "
             "what the WaveRNN itself makes. It delays the stream by n_fft − hop samples a pass "
             "(docs/bench/melmatch.md)."
-            .format(**{"iterations": 1, **row["melmatch"]})] if row.get("melmatch") else []),
+            .format(**{"iterations": 1, **row["melmatch"]})
+            + (f" End to end (the acoustic model's mel, smoother across the bands than speech) the logs of a "
+               f"frame's band gains are first averaged over {row['melmatch']['smooth']:g} bands (`smooth`), so the "
+               "band envelope moves and the WaveRNN's harmonics stay; copy synthesis (a measured mel, "
+               f"`inference.melmatch_measured`: {_melmatch(row.get('melmatch_measured') or row['melmatch'])}) "
+               "matches band by band." if row["melmatch"].get("smooth") else "")] if row.get("melmatch") else []),
         "",
         "## As training goes on",
         "",
