@@ -13,7 +13,8 @@
 # "Session 8"). Session 9 on, the live experiment is a denser vocoder (--density 0.15, run dense15,
 # branched from fade_hi at step 86543 with the pruned blocks of largest squared gradient revived)
 # against fade_hi (density 0.1), both at lr 1e-4. Since session 9 the voice's mel matching
-# (engine/melmatch.py) does more for what is heard than any of these runs has.
+# (engine/melmatch.py) does more for what is heard than any of these runs has; session 10 added the
+# post-filter's pitch stage and smoothed mel matching for the acoustic model's mel (same networks).
 # The shipped voice (assets/voices/default): vocoder ltp_fade step 67851, acoustic model
 # acoustic_prosody step 7731 (docs/VOICE.md).
 set -e
@@ -75,7 +76,8 @@ done
 #   $PY -c "from wavern.training.voice import assemble_from_runs; assemble_from_runs('assets/voices/default', \
 #     acoustic_checkpoint='runs/acoustic_prosody/checkpoint.pt', vocoder_checkpoint='runs/dense15/checkpoint.pt', \
 #     corpus_dir='data/corpus', card=open('assets/voices/default/MODEL_CARD.md').read(), \
-#     postfilter={'gamma_num': 0.92, 'gamma_den': 0.96, 'tilt': 0.2, 'order': 56}, \
-#     melmatch={'cap': 4.0, 'floor': 0.001, 'iterations': 8})"
+#     postfilter={'gamma_num': 0.92, 'gamma_den': 0.96, 'tilt': 0.2, 'order': 56, 'pitch_gain': 0.5}, \
+#     melmatch={'cap': 4.0, 'floor': 0.001, 'iterations': 8, 'smooth': 1.5}, \
+#     melmatch_measured={'cap': 4.0, 'floor': 0.001, 'iterations': 8})"
 #   $PY bench/eval_voice.py --n-utts 10 --metrics runs/dense15/metrics.jsonl
 #   cp runs/dense15/compact.pt assets/training/vocoder-compact.pt   # only where git has room: 6 MB a time
