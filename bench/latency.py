@@ -196,7 +196,7 @@ def first_audio_child(repeats: int) -> None:
     from wavern.engine.voice import Voice
 
     lines = [ln.strip() for ln in SENTENCES.read_text(encoding="utf-8").splitlines() if ln.strip()]
-    voice = Voice.load(VOICE)
+    voice = Voice.load(os.environ.get("WAVERN_BENCH_VOICE", VOICE))  # another revision's: its own voice folder
     voice.warmup()
     out = {}
     for group, texts in first_audio_texts(lines).items():
@@ -280,8 +280,13 @@ def first_audio_compare(against: str | None, rounds: int, repeats: int) -> dict:
     load: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         envs = {"this": dict(os.environ)}
-        if against:
-            envs["before"] = dict(os.environ, PYTHONPATH=str(export_checkout(against, Path(tmp), folders=("wavern", "engine", "vocoder", "conditioning"))))
+        if against:  # its code and its voice folder (a voice.json may name settings older code refuses)
+            pkg = export_checkout(against, Path(tmp), folders=("wavern", "engine", "vocoder", "conditioning"))
+            archive = subprocess.run(["git", "-C", str(ROOT), "archive", against, str(VOICE.relative_to(ROOT))],
+                                     capture_output=True, check=True)
+            subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+            envs["before"] = dict(os.environ, PYTHONPATH=str(pkg),
+                                  WAVERN_BENCH_VOICE=str(Path(tmp) / VOICE.relative_to(ROOT)))
         for r in range(rounds):
             for which, env in envs.items():
                 res = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True)
@@ -339,7 +344,8 @@ def first_audio_section(summary: dict, cmd: str) -> str:
     return "\n".join([
         FIRST_AUDIO_HEAD, "",
         f"`{cmd}`: time from `Voice.stream(text)` to its first chunk, wall (`perf_counter`) and CPU "
-        "(`process_time`, all threads of the process), in fresh processes of the shipped voice after "
+        "(`process_time`, all threads of the process), in fresh processes of the shipped voice (each "
+        "checkout's own `assets/voices/default`: same networks, its settings) after "
         f"`warmup()`; every request {summary['repeats']} times per process (median), "
         f"{summary['rounds']} processes per checkout taking turns (median per request), then percentiles over "
         "the requests. The texts of 1-40 lines start at lines 1, 7, 13 and 19 (24 texts). One core is held by "
