@@ -337,6 +337,8 @@ class MainWindow(QMainWindow):
         self.sample_rate = state.sample_rate
         self.speaker_combo.clear()
         self.speaker_combo.addItems(list(state.speakers))
+        if state.default_speaker in state.speakers:  # what `wavern say` uses, not the alphabet's first
+            self.speaker_combo.setCurrentText(state.default_speaker)
         self.speaker_combo.setEnabled(len(state.speakers) > 1)
         for s in (self.pitch, self.pitch_range):
             s.setEnabled(state.prosody)

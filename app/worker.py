@@ -138,6 +138,7 @@ class VoiceState:
     warmup_s: float
     prosody: bool = False  # the voice's pitch and pitch range can be set (SpeakConfig.pitch)
     melmatch_passes: int = 0  # the voice's own mel-matching passes (SpeakConfig.passes; 0: none)
+    default_speaker: str | None = None  # the speaker a request without one gets (``inference.speaker``)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -534,7 +535,7 @@ class SpeechWorker(QObject):
             old.close()
         passes = voice.melmatch.config.iterations if voice.melmatch is not None else 0
         self.voiceLoaded.emit(VoiceState(voice.name, Path(job.path), voice.speakers, voice.sample_rate, warm,
-                                         voice.has_prosody, passes))
+                                         voice.has_prosody, passes, voice.default_speaker))
 
     def _new_control(self, job: _Job, *, live: bool):
         """The StreamControl of the request starting now; ``live``: it follows ``set_live``."""

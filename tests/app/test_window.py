@@ -501,6 +501,13 @@ def test_pitch_sliders_follow_the_voice_and_reach_the_request(qtbot, window, tin
     assert window.passes.value() == 8 and window.speak_config().passes == 8
     window._on_voice_loaded(state)
     assert window.passes.value() == 0
+    # the speaker box starts at the voice's default speaker (`wavern say`'s), not the list's first
+    assert state.default_speaker in state.speakers and window.speak_config().speaker == state.default_speaker
+    others = ("zz+a", "aa+b")  # sorted before and after any real name
+    window._on_voice_loaded(dataclasses.replace(state, speakers=(others[1], "en+m6", others[0]),
+                                                default_speaker="en+m6"))
+    assert window.speaker_combo.currentText() == "en+m6" and window.speak_config().speaker == "en+m6"
+    window._on_voice_loaded(state)
     w = _new_window(tmp_path, tiny_prosody_voice, clock_speed=8.0, buffer_s=0.5)
     try:
         qtbot.waitUntil(lambda: w.voice_state is not None, timeout=WAIT_MS)
