@@ -17,6 +17,7 @@ setting was chosen on sentences the published numbers do not use.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -117,7 +118,8 @@ def quality(args) -> list[str]:
         r = evaluate_utterances(vocode, utts)
         name = "none (WaveRNN alone)" if cfg is None else (
             f"γ {cfg.gamma_num}/{cfg.gamma_den}, tilt {cfg.tilt}, order {cfg.order}"
-            + (" (the voice's)" if cfg == shipped else ""))
+            + (" (the voice's)" if shipped is not None  # its formant part: this table has no pitch features
+               and dataclasses.replace(cfg, pitch_gain=shipped.pitch_gain) == shipped else ""))
         lines.append(f"| {name} | {r['stoi']:.3f} | {r['pesq_wb']:.3f} | {r['mcd_db']:.2f} | {r['phone_acc']:.3f} |")
         print(lines[-1], flush=True)
     voice.close()
