@@ -213,8 +213,10 @@ def load_vocoder_checkpoint(path: str | Path):
     return model.eval(), ck
 
 
-#: The shipped voice's default speaker, where the model has it: the best phone accuracy of the 72
-#: speakers end to end, and the second-best MCD against espeak-ng (docs/bench/speakers.md, `bench/speakers.py`; en-us+m1 before session 7)
+#: The shipped voice's default speaker, where the model has it: chosen in session 7 for the best phone accuracy
+#: of the 72 speakers end to end; re-measured in session 10 with the pitch stage and mel matching, the lowest
+#: MCD against espeak-ng and phone accuracy 0.911 against the best 0.925 (docs/bench/speakers.md,
+#: `bench/speakers.py`; en-us+m1 before session 7)
 DEFAULT_SPEAKER = "en+m6"
 
 
