@@ -57,6 +57,6 @@ fi
 
 # 5. Speak.
 if [ "$SPEAK" = 1 ]; then
-  say "speaking with the default voice"
+  say "speaking with the default voice (the very first time it also compiles the engine's kernels, ~6 s, cached after)"
   "$VENV/bin/wavern" say "Hello from wavern."
 fi
