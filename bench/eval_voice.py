@@ -265,7 +265,7 @@ def write_examples(folder: Path, voice, records, rows: list[dict], metrics: Path
     return {"folder": folder, "texts": texts}
 
 
-def _melmatch(d: dict) -> str:
+def melmatch_label(d: dict) -> str:
     """A mel-matching settings dict as '8 × (cap 4, floor 0.001[, smooth 1.5])'."""
     return (f"{d.get('iterations', 1)} × (cap {d['cap']:g}, floor {d['floor']:g}"
             + (f", smooth {d['smooth']:g}" if d.get("smooth") else "") + ")")
@@ -341,7 +341,7 @@ def write_doc(out: Path, row: dict, rows: list[dict], cmd: str, voice, examples:
             + (f" End to end (the acoustic model's mel, smoother across the bands than speech) the logs of a "
                f"frame's band gains are first averaged over {row['melmatch']['smooth']:g} bands (`smooth`), so the "
                "band envelope moves and the WaveRNN's harmonics stay; copy synthesis (a measured mel, "
-               f"`inference.melmatch_measured`: {_melmatch(row.get('melmatch_measured') or row['melmatch'])}) "
+               f"`inference.melmatch_measured`: {melmatch_label(row.get('melmatch_measured') or row['melmatch'])}) "
                "matches band by band." if row["melmatch"].get("smooth") else "")] if row.get("melmatch") else []),
         "",
         "## As training goes on",

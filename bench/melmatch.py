@@ -98,6 +98,7 @@ def main() -> int:
 
     torch.set_num_threads(1)
     from compare_vocoders import KEYS, measure
+    from eval_voice import melmatch_label
 
     from wavern.engine import Voice
     from wavern.engine.melmatch import MelMatch, MelMatchConfig
@@ -148,17 +149,12 @@ def main() -> int:
     whole, streamed = cost(voice)
     voice.close()
 
-    def one(s: dict) -> str:
-        c = MelMatchConfig(**s)
-        return (f"{c.iterations} × (cap {c.cap:g}, floor {c.floor:g}" + (f", smooth {c.smooth:g}" if c.smooth else "")
-                + ")")
-
     def name(s: dict) -> str:
         if s.get("off"):
             return "none"
         if "text" in s:
-            return f"copy {one(s['measured'])}, end to end {one(s['text'])}"
-        return one(s)
+            return f"copy {melmatch_label(s['measured'])}, end to end {melmatch_label(s['text'])}"
+        return melmatch_label(s)
 
     def pitch(s: dict) -> str:
         g = s.get("pitch_gain", pf_shipped.pitch_gain)
