@@ -97,6 +97,11 @@ class VocoderTrainConfig:
     # with a period input: the share of segments whose period input is dropped altogether (after the
     # fade), so the model learns to place a pulse without one (from its phase input, if it has one)
     period_input_drop: float = 0.0
+    # with a period input and the linear code: the share of segments whose residuals one period back,
+    # where the period reaches into the segment, are the model's own teacher-forced draws, in the
+    # period input and the long-term prediction, targets leading back to the true signal (WaveRNN.hidden's
+    # period_draws): free running's situation after a pulse of its own, one period deep (0: off)
+    period_input_self: float = 0.0
     gta_prob: float = 0.0  # share of training segments conditioned on the acoustic model's GTA mel (training.gta)
     threads: int = 2  # torch intra-op threads on the CPU
     bf16: str = "auto"  # "auto" (bf16 autocast where the CPU has native bf16), "on", "off"
@@ -132,6 +137,11 @@ class VocoderTrainConfig:
             raise ParameterError(f"period_input_drop must be in [0, 1], found {self.period_input_drop}")
         if self.period_input_drop and not self.vocoder.ltp_input:
             raise ParameterError("period_input_drop needs a vocoder with the period input (--ltp-input)")
+        if not 0 <= self.period_input_self <= 1:
+            raise ParameterError(f"period_input_self must be in [0, 1], found {self.period_input_self}")
+        if self.period_input_self and (not self.vocoder.ltp_input or self.vocoder.excitation != "linear"):
+            raise ParameterError("period_input_self needs a vocoder with the period input (--ltp-input) "
+                                 "and the linear excitation code")
         if not self.lr > 0 or self.lr_min < 0:
             raise ParameterError(f"lr must be > 0 and lr_min >= 0, found {self.lr} and {self.lr_min}")
 
@@ -288,14 +298,27 @@ class VocoderTrainer:
         if cfg.period_input_drop > 0:
             drop = rng.random(batch.audio.shape[0]) < cfg.period_input_drop
             fade = np.where(drop, 0.0, 1.0 if fade is None else fade)
+        own = None
+        if cfg.period_input_self > 0:  # drawn only then, after the others
+            own = rng.random(batch.audio.shape[0]) < cfg.period_input_self
+            draw_seed = int(rng.integers(2**62))
         if self.dist.enabled:  # this rank's rows of the global batch
             rows = self.dist.rows(cfg.batch_size)
             batch = type(batch)(*(None if a is None else a[rows] for a in batch))
             noisy = None if noisy is None else noisy[rows]
             fade = None if fade is None else fade[rows]
+            own = None if own is None else own[rows]
         mel, audio, prev, past, lpc, phase = self._to_tensors(batch)
         inputs = None if noisy is None else torch.from_numpy(noisy).to(self.device)
         period_scale = None if fade is None else torch.from_numpy(fade).to(self.device)
+        period_draws = None
+        if own is not None and own.any():
+            self.model.train()
+            with self._autocast():
+                drawn = self.model.draw(mel, audio, generator=torch.Generator(self.device).manual_seed(draw_seed),
+                                        prev_audio=prev, mel_pad=self.mel_pad, past=past, lpc=lpc, phase=phase)
+            true = self.model.targets(audio, prev_audio=prev, past=past, lpc=lpc)
+            period_draws = torch.where(torch.from_numpy(own).to(self.device)[:, None], drawn, true)
         lr = self.lr_schedule(self.step) if self.lr_schedule is not None else lr_at(self.step, cfg)
         if cfg.optimizer == "adam":
             for group in self.optimizer.param_groups:
@@ -303,7 +326,8 @@ class VocoderTrainer:
         self.model.train()
         with self._autocast():
             loss = self.model.loss(mel, audio, prev_audio=prev, mel_pad=self.mel_pad, input_audio=inputs,
-                                   past=past, lpc=lpc, period_scale=period_scale, phase=phase)
+                                   past=past, lpc=lpc, period_scale=period_scale, phase=phase,
+                                   period_draws=period_draws)
         self.optimizer.zero_grad(set_to_none=True)
         (w,) = loss_weights([audio.shape[0]], self.dist)  # 1.0 alone; else this rank's share of the rows
         (loss.total * w if self.dist.enabled else loss.total).backward()
@@ -635,6 +659,9 @@ def _parse(argv: list[str] | None) -> VocoderTrainConfig:
                    help="with --ltp-input: scale each segment's period input by U(1 - fade, 1) (0: off)")
     p.add_argument("--period-input-drop", type=float, default=d.period_input_drop,
                    help="with --ltp-input: the share of segments trained without their period input (0: none)")
+    p.add_argument("--period-input-self", type=float, default=d.period_input_self,
+                   help="share of segments whose residuals one period back are the model's own teacher-forced "
+                        "draws (period input and long-term prediction; needs --ltp-input, linear code)")
     p.add_argument("--input-noise", type=float, default=d.input_noise,
                    help="largest std (int16 units) of Gaussian noise on the fed-back samples (0: none)")
     p.add_argument("--threads", type=int, default=d.threads)
@@ -664,6 +691,7 @@ def _parse(argv: list[str] | None) -> VocoderTrainConfig:
         segment_frames=a.segment_frames, lr=a.lr, warmup_steps=a.warmup, lr_half_life_steps=a.lr_half_life,
         lr_min=a.lr_min, optimizer=a.optimizer, grad_clip=a.grad_clip, input_noise=a.input_noise, gta_prob=a.gta_prob,
         period_input_fade=a.period_input_fade, period_input_drop=a.period_input_drop,
+        period_input_self=a.period_input_self,
         threads=a.threads, bf16=a.bf16,
         seed=a.seed, checkpoint_interval_s=a.checkpoint_interval, resume=a.resume, init_from=a.init_from,
         device=a.device, eval_every_steps=a.eval_every, eval_batches=a.eval_batches, log_every_steps=a.log_every,

@@ -213,14 +213,14 @@ class WaveRNN(nn.Module):
     def loss(self, mel: torch.Tensor, audio: torch.Tensor, *, prev_audio: torch.Tensor | None = None,
              mel_pad: int = 0, input_audio: torch.Tensor | None = None, past: torch.Tensor | None = None,
              lpc: torch.Tensor | None = None, period_scale: torch.Tensor | None = None,
-             phase: torch.Tensor | None = None) -> VocoderLoss:
+             phase: torch.Tensor | None = None, period_draws: torch.Tensor | None = None) -> VocoderLoss:
         """Mean cross-entropy (nats per sample) of the coarse and the fine byte, and their sum.
 
         Arguments as :meth:`hidden`. A uniform guess scores 2 ln 256 ≈ 11.09. With LPC the bytes
         are the excitation's; given the past samples it is a shift of the sample by an integer,
         so the two models' losses measure the same thing and compare directly.
         """
-        inputs, target = self._inputs(audio, prev_audio, input_audio, past, lpc, period_scale, phase)
+        inputs, target = self._inputs(audio, prev_audio, input_audio, past, lpc, period_scale, phase, period_draws)
         coarse_logits, fine_logits = self._head_logits(self._states(mel, inputs, mel_pad, audio.shape))
         coarse, fine = split_bytes(target.t())  # (N, B), time-major like the logits
         ce_c = F.cross_entropy(coarse_logits.reshape(-1, N_CLASSES).float(), coarse.reshape(-1))
@@ -237,7 +237,7 @@ class WaveRNN(nn.Module):
     def hidden(self, mel: torch.Tensor, audio: torch.Tensor, *, prev_audio: torch.Tensor | None = None,
                mel_pad: int = 0, input_audio: torch.Tensor | None = None, past: torch.Tensor | None = None,
                lpc: torch.Tensor | None = None, period_scale: torch.Tensor | None = None,
-               phase: torch.Tensor | None = None) -> torch.Tensor:
+               phase: torch.Tensor | None = None, period_draws: torch.Tensor | None = None) -> torch.Tensor:
         """Teacher-forced GRU states h_1..h_N, time-major (N, B, H); arguments as :meth:`forward`.
 
         ``input_audio`` (B, N) int16, optional: the samples fed back as the previous-sample inputs
@@ -255,12 +255,20 @@ class WaveRNN(nn.Module):
         ``phase`` (B, N) float, with ``config.phase_input`` (required then): the glottal phase of
         every sample (:func:`wavern.dsp.pulse_phase`), read as ``PHASE_INPUT_GAIN`` times sin / cos of
         its first harmonics.
+
+        ``period_draws`` (B, N) int, optional, with ``config.ltp_input`` and the linear code: the
+        model's own draws (:meth:`draw`) of the innovation codes of samples 0 .. N-1. Where the
+        period reaches back into the segment, the residual there becomes the one those draws make
+        (the true residual plus draw minus true code), in the period input and in the long-term
+        prediction alike, and the targets become the innovations that lead from that residual back
+        to the true signal: what running free asks of the model after a pulse of its own (the
+        trainer's ``--period-input-self``). Draws equal to the true codes change nothing.
         """
-        inputs, _ = self._inputs(audio, prev_audio, input_audio, past, lpc, period_scale, phase)
+        inputs, _ = self._inputs(audio, prev_audio, input_audio, past, lpc, period_scale, phase, period_draws)
         return self._states(mel, inputs, mel_pad, audio.shape)
 
     def _inputs(self, audio, prev_audio, input_audio, past, lpc,
-                period_scale=None, phase=None) -> tuple[torch.Tensor, torch.Tensor]:
+                period_scale=None, phase=None, period_draws=None) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, N, n_inputs) float per-sample GRU inputs and the (B, N) int64 targets."""
         if audio.ndim != 2:
             raise ParameterError(f"expected audio (B, T * {self.hop_length}), found {tuple(audio.shape)}")
@@ -273,6 +281,13 @@ class WaveRNN(nn.Module):
                 raise ParameterError("period_scale scales the period input: this vocoder has none (ltp_input)")
             if tuple(period_scale.shape) != (b,):
                 raise ParameterError(f"period_scale must be (B,) = ({b},), found {tuple(period_scale.shape)}")
+        if period_draws is not None:
+            if not self.config.ltp_input or self.config.excitation != "linear":
+                raise ParameterError("period_draws replace the residual one period back: they need a vocoder with "
+                                     "the period input (ltp_input) and the linear excitation code")
+            if tuple(period_draws.shape) != (b, n) or period_draws.dtype.is_floating_point:
+                raise ParameterError(f"period_draws must be (B, N) = ({b}, {n}) integer codes, found "
+                                     f"{tuple(period_draws.shape)} {period_draws.dtype}")
         if self.config.phase_input:
             if phase is None or tuple(phase.shape) != (b, n):
                 raise ParameterError(f"a phase-input vocoder needs phase (B, N) = ({b}, {n}), found "
@@ -280,7 +295,7 @@ class WaveRNN(nn.Module):
         elif phase is not None:
             raise ParameterError("phase is an input of a phase-input vocoder (phase_input > 0); this one has none")
         if order:
-            return self._lpc_inputs(audio, past, lpc, input_audio, period_scale, phase)
+            return self._lpc_inputs(audio, past, lpc, input_audio, period_scale, phase, period_draws)
         if past is not None or lpc is not None:
             raise ParameterError("past/lpc are inputs of an LPC vocoder (lpc_order > 0); this one has lpc_order 0")
         if prev_audio is None:
@@ -298,7 +313,7 @@ class WaveRNN(nn.Module):
         return _unit(torch.stack([c_in, f_in, c_all[:, 1:]], dim=-1)), seq[:, 1:]  # (B, N, 3)
 
     def _lpc_inputs(self, audio, past, lpc, input_audio, period_scale=None,
-                    phase=None) -> tuple[torch.Tensor, torch.Tensor]:
+                    phase=None, period_draws=None) -> tuple[torch.Tensor, torch.Tensor]:
         b, n = audio.shape
         cfg = self.config
         order, hop = cfg.lpc_order, self.hop_length
@@ -325,8 +340,13 @@ class WaveRNN(nn.Module):
             if cfg.ltp:  # i_j = r_j - beta_j r_{j - T_j} for j = -1 .. N-1 (T = 0 where beta = 0)
                 q = torch.arange(m - 1, m + n, device=audio.device)
                 lag = a[:, m - 1:, order + 1].to(torch.int64)
-                long_term = a[:, m - 1:, order + 2] * torch.gather(x, 1, q[None] - lag)
-                x = x[:, m - 1:] - long_term
+                long_term = a[:, m - 1:, order + 2] * torch.gather(r, 1, q[None] - lag)
+                x = r[:, m - 1:] - long_term
+                if period_draws is not None:  # the residual the draws make, r_j + (draw_j - i_j) for j >= 0,
+                    true_codes = torch.clamp(torch.round(x[:, 1:]), -32768, 32767)  # stands one period back
+                    drawn = torch.cat([r[:, :m], r[:, m:] + (period_draws.to(torch.float64) - true_codes)], dim=1)
+                    long_term = a[:, m - 1:, order + 2] * torch.gather(drawn, 1, q[None] - lag)
+                    x, r = r[:, m - 1:] - long_term, drawn  # targets: from the drawn past to the true r_j
             if cfg.excitation == "mulaw":
                 x = torch.sign(x) * MU_CODE_SCALE * torch.log1p(MU_LAW * x.abs() / 32768.0)
             e = torch.clamp(torch.round(x), -32768, 32767).to(torch.int64)
@@ -397,6 +417,22 @@ class WaveRNN(nn.Module):
         """Time-major teacher-forced logits, (N, B, 256) each."""
         return self._head_logits(self.hidden(mel, audio, prev_audio=prev_audio, mel_pad=mel_pad,
                                              input_audio=input_audio, past=past, lpc=lpc, phase=phase))
+
+    @torch.no_grad()
+    def draw(self, mel: torch.Tensor, audio: torch.Tensor, *, generator: torch.Generator | None = None,
+             temperature: float = 1.0, **inputs) -> torch.Tensor:
+        """Teacher-forced draws, (B, N) int64, of what the two softmaxes predict at every sample (values
+        as :meth:`targets`): the coarse byte from its distribution given the true past, the fine byte from
+        its own given the true coarse byte. ``inputs``: as :meth:`forward` (``prev_audio``, ``mel_pad``,
+        ``past``, ``lpc``, ``phase``). The stand-in for the model's own samples in ``period_draws``.
+        """
+        coarse_logits, fine_logits = self._logits(mel, audio, **{"prev_audio": None, "mel_pad": 0, **inputs})
+
+        def pick(logits: torch.Tensor) -> torch.Tensor:  # (N, B, 256) -> (N, B)
+            p = torch.softmax(logits.reshape(-1, N_CLASSES).float() / temperature, dim=-1)
+            return torch.multinomial(p, 1, generator=generator).reshape(logits.shape[:2])
+
+        return (pick(coarse_logits) * 256 + pick(fine_logits) - 32768).t().contiguous()
 
     # ------------------------------------------------------------------ generation (reference)
     def frame_gates(self, mel: torch.Tensor) -> torch.Tensor:

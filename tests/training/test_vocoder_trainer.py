@@ -454,6 +454,34 @@ def test_period_input_drop_zeroes_the_period_input_of_some_segments(corpus, tmp_
         _cfg(root, tmp_path / "x", vocoder=dataclasses.replace(period, ltp_input=False), period_input_drop=0.5)
 
 
+def test_period_input_self_feeds_the_models_own_draws_to_some_segments(corpus, tmp_path):
+    """--period-input-self: the chosen segments get the model's teacher-forced draws, the rest their
+    true codes (which change nothing); the step trains; the option needs a linear-code period input."""
+    root, _ = corpus
+    period = dataclasses.replace(VOC, lpc_order=4, lpc_prediction_input=False, pitch=True, ltp=True, ltp_input=True)
+    t = VocoderTrainer(_cfg(root, tmp_path / "self", vocoder=period, steps=3, period_input_self=0.5))
+    t.open_data()
+    seen = []
+    real = t.model.loss
+
+    def spy(mel, audio, **kwargs):  # which rows got draws other than their true codes
+        true = t.model.targets(audio, past=kwargs["past"], lpc=kwargs["lpc"])
+        seen.append((kwargs["period_draws"] != true).any(dim=1).numpy())
+        return real(mel, audio, **kwargs)
+
+    t.model.loss = spy
+    losses = [t.train_step()["loss"] for _ in range(3)]
+    own = np.concatenate(seen)
+    assert np.all(np.isfinite(losses)) and 0 < own.sum() < own.size
+    from wavern.training.vocoder_trainer import _parse
+
+    assert _parse(["--lpc-order", "16", "--pitch", "--ltp", "--ltp-input", "--period-input-self", "0.3"]).period_input_self == 0.3
+    with pytest.raises(ParameterError, match="period_input_self needs"):
+        _cfg(root, tmp_path / "x", vocoder=dataclasses.replace(period, ltp_input=False), period_input_self=0.5)
+    with pytest.raises(ParameterError, match="period_input_self must"):
+        _cfg(root, tmp_path / "y", vocoder=period, period_input_self=1.5)
+
+
 def test_a_denser_model_regrows_blocks_from_a_finished_run(corpus, tmp_path):
     """init_from a run whose pruning is done, with a higher target density: the blocks the squared
     gradient ranks highest come back with zero weights (the same function), the old ones stay, and

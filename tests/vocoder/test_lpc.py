@@ -383,6 +383,62 @@ def test_ltp_input_is_the_residual_one_period_back():
     assert np.count_nonzero(back) > 0 and np.all(back[:6 * HOP] == 0)  # unvoiced first half: no lag
 
 
+def test_period_draws_stand_in_for_the_residual_one_period_back():
+    """period_draws (the trainer's --period-input-self) against a sample-by-sample reference: where the
+    period reaches into the segment, the residual there is r_j + (d_j - i_j); the period input and the
+    long-term prediction read it, and the target is the innovation from it to the true r_t."""
+    from wavern.dsp import LTP_INPUT_SCALE
+
+    audio, feats, past, rows = _pitched(12, seed=4)
+    cfg = dataclasses.replace(LTP_BACK, ltp_input_taps=3)
+    m = _model(cfg=cfg)
+    a1 = torch.from_numpy(audio)[None]
+    true_codes = m.targets(a1, past=past, lpc=rows)
+    draws = true_codes + torch.from_numpy(np.random.default_rng(7).integers(-900, 900, audio.size))[None]
+    inputs, targets = m._inputs(a1, None, None, past, rows, period_draws=draws)
+    r, true_back, gain = _residual_one_period_back(audio, rows)
+    a = rows[0].numpy().astype(np.float32).astype(np.float64)
+    lags = a[LTP.history_frames + np.arange(audio.size) // HOP, ORDER + 1].astype(int)
+    own = r + (draws[0].numpy() - np.clip(np.rint(r - gain * true_back), -32768, 32767))
+    for t in range(audio.size):  # the history before the segment is zero here: no lag reaches past it
+        lag = lags[t]
+        back = own[t - lag] if lag and t >= lag else 0.0
+        assert targets[0, t] == np.clip(np.rint(r[t] - gain[t] * back), -32768, 32767)
+        for col, d in ((3, -1), (4, 0), (5, 1)):
+            want = own[t - lag + d] if lag and t >= lag - d else 0.0
+            assert abs(float(inputs[0, t, col]) - want / LTP_INPUT_SCALE) <= 1e-6 * max(1.0, abs(want) / LTP_INPUT_SCALE)
+    assert np.count_nonzero(lags) > 0 and not torch.equal(targets, true_codes)
+    same_in, same_t = m._inputs(a1, None, None, past, rows, period_draws=true_codes)  # the true codes: no change
+    plain_in, plain_t = m._inputs(a1, None, None, past, rows)
+    assert torch.equal(same_t, plain_t)
+    torch.testing.assert_close(same_in, plain_in, rtol=0, atol=1e-6)
+    with pytest.raises(ParameterError, match="period_draws must be"):
+        m._inputs(a1, None, None, past, rows, period_draws=draws[:, :-1])
+    with pytest.raises(ParameterError, match="period input"):
+        _model(cfg=LINEAR_LTP)._inputs(a1, None, None, past, rows, period_draws=draws)
+
+
+def test_draw_samples_each_byte_from_its_teacher_forced_softmax():
+    """A head that puts all mass on one class draws it; a flat head draws all 256 about equally."""
+    audio, feats, past, rows = _pitched(8, seed=6)
+    m = _model(cfg=LTP_BACK)
+    mel, a1 = torch.from_numpy(feats)[None], torch.from_numpy(audio)[None]
+    with torch.no_grad():
+        m.O2.weight.zero_()
+        m.O2.bias.copy_(torch.where(torch.arange(256) == 131, 50.0, -50.0))  # coarse: always 131
+        m.O4.weight.zero_()
+        m.O4.bias.zero_()  # fine: uniform
+    d = m.draw(mel, a1, generator=torch.Generator().manual_seed(0), past=past, lpc=rows)
+    assert d.shape == a1.shape and d.dtype == torch.int64
+    coarse, fine = split_bytes(d)
+    assert torch.all(coarse == 131)
+    counts = np.bincount(fine.numpy().ravel(), minlength=256)
+    n = fine.numel()  # chi-square of a fair 256-sided die, 255 degrees of freedom: 99.9th percentile 330
+    assert np.sum((counts - n / 256) ** 2 / (n / 256)) < 330
+    again = m.draw(mel, a1, generator=torch.Generator().manual_seed(0), past=past, lpc=rows)
+    assert torch.equal(d, again)
+
+
 # ---- the glottal phase input --------------------------------------------------------------------
 LTP_PHASE = dataclasses.replace(LTP_BACK, ltp_input_taps=3, phase_input=2)
 
