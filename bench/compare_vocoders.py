@@ -11,7 +11,7 @@ for the voice as it is. Every voice then renders the same held-out sentences:
 
 once per sampling seed, and reports the means over the seeds. The tables of
 docs/bench/lpc_vocoder.md (sessions 7 and 8) were measured this way (before the voice had mel
-matching; ``--no-melmatch`` measures without it since):
+matching; ``--no-melmatch`` measures without it since, ``--raw`` without the post-filter too):
 
     .venv/bin/python bench/compare_vocoders.py shipped runs/phase3/checkpoint.pt runs/fade_hi/checkpoint.pt
     .venv/bin/python bench/compare_vocoders.py shipped runs/phase3/checkpoint.pt --draw 3 --n-copy 16
@@ -80,6 +80,8 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="sampling seeds (means over them)")
     ap.add_argument("--no-melmatch", action="store_true",
                     help="measure without the voice's mel matching (the WaveRNN and post-filter, as before session 9)")
+    ap.add_argument("--raw", action="store_true",
+                    help="measure the WaveRNN alone: without the post-filter and without mel matching")
     args = ap.parse_args()
     import torch
 
@@ -96,8 +98,10 @@ def main() -> int:
             t0 = time.time()
             path = args.voice if name == "shipped" else swap_vocoder(args.voice, name, Path(tmp) / f"v{i}")
             voice = Voice.load(path)
-            if args.no_melmatch:
+            if args.no_melmatch or args.raw:
                 voice.melmatch = voice.melmatch_measured = None
+            if args.raw:
+                voice.postfilter = None
             m = measure(voice, args.corpus, draw=args.draw, n_copy=args.n_copy, n_e2e=args.n_e2e, seeds=args.seeds)
             step = voice.meta.get("provenance", {}).get("vocoder", {}).get("step")
             print(f"| {name} | {step} | " + " | ".join(f"{m[k]:.3f}" for k in KEYS) + " |", flush=True)
