@@ -5,7 +5,8 @@ A GPU machine here is lent for minutes and sees only what travels with the worki
 
 ``pack`` (here, on the CPU): a random subset of the training utterances that fits a byte budget
 (int16 audio, first differences, LZMA: ~1.7x smaller), a few held-out utterances for the
-held-out loss, the mel filterbank and window of :func:`wavern.dsp.log_mel`, and the run's
+held-out loss, the mel filterbank and window of :func:`wavern.dsp.log_mel`, for a pitch vocoder
+the utterances' pitch features (the cache's ``pitch.npy``, 8 bytes a frame), and the run's
 compact checkpoint::
 
     python -m wavern.training.vocoder_gpu pack runs/vocoder/cache runs/vocoder/compact.pt gpu_pack
@@ -83,7 +84,10 @@ def pack(cache_dir: str | Path, checkpoint: str | Path, out_dir: str | Path, *, 
     from wavern.dsp import _window, mel_filterbank
 
     cache_dir, out_dir = Path(cache_dir), Path(out_dir)
-    mel = VocoderConfig.from_dict(torch.load(checkpoint, map_location="cpu", weights_only=False)["vocoder_config"]).mel
+    voc = VocoderConfig.from_dict(torch.load(checkpoint, map_location="cpu", weights_only=False)["vocoder_config"])
+    if voc.phase_input:
+        raise ParameterError(f"{checkpoint} reads the pulse phase: the GPU pack has none")
+    mel = voc.mel
     index = json.loads((cache_dir / "index.json").read_text())
     audio = np.load(cache_dir / "audio.npy", mmap_mode="r")
     offsets = np.asarray(index["sample_offsets"], np.int64)
@@ -109,10 +113,17 @@ def pack(cache_dir: str | Path, checkpoint: str | Path, out_dir: str | Path, *, 
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "audio.xz").write_bytes(blob)
     lengths = [int(offsets[u + 1] - offsets[u]) for u in chosen]
+    if voc.pitch:  # the frames of the chosen utterances, in their order (1 + n // hop frames each)
+        if not (cache_dir / "pitch.npy").is_file():
+            raise ParameterError(f"{checkpoint} is a pitch vocoder but {cache_dir} has no pitch.npy "
+                                 "(wavern.training.vocoder_data.build_pitch)")
+        pitch = np.load(cache_dir / "pitch.npy", mmap_mode="r")
+        f_off = np.asarray(index["frame_offsets"], np.int64)
+        np.save(out_dir / "pitch.npy", np.concatenate([np.asarray(pitch[f_off[u]:f_off[u + 1]]) for u in chosen]))
     np.savez(out_dir / "dsp.npz", filterbank=mel_filterbank(mel), window=_window(mel.win_length, mel.n_fft))
     shutil.copyfile(checkpoint, out_dir / "init.pt")
     meta = {"version": PACK_VERSION, "ids": [index["ids"][u] for u in chosen], "lengths": lengths,
-            "held_out": [bool(held[u]) for u in chosen], "mel": mel.to_dict(), "seed": seed,
+            "held_out": [bool(held[u]) for u in chosen], "mel": mel.to_dict(), "seed": seed, "pitch": voc.pitch,
             "train_minutes": sum(n for n, h in zip(lengths, held[chosen]) if not h) / mel.sample_rate / 60,
             "held_out_minutes": sum(n for n, h in zip(lengths, held[chosen]) if h) / mel.sample_rate / 60,
             "audio_bytes": len(blob)}
@@ -143,23 +154,31 @@ class GpuSegments:
     """
 
     def __init__(self, audio: torch.Tensor, mels: torch.Tensor, lengths: np.ndarray, held_out: np.ndarray,
-                 hop: int) -> None:
-        self.audio, self.mels, self.hop = audio, mels, hop
+                 hop: int, pitch: torch.Tensor | None = None) -> None:
+        self.audio, self.mels, self.hop, self.pitch = audio, mels, hop, pitch
         self.lengths = np.asarray(lengths, np.int64)
         self.held_out = np.asarray(held_out, bool)
         self.sample_offsets = np.concatenate([[0], np.cumsum(self.lengths)])
         self.frame_offsets = np.concatenate([[0], np.cumsum(1 + self.lengths // hop)])
-        self._lpc: tuple[int, torch.Tensor, torch.Tensor] | None = None  # order, every frame's predictor, a 0-mel's
+        if pitch is not None and tuple(pitch.shape) != (self.mels.shape[0], 2):
+            raise ParameterError(f"pitch features must be ({self.mels.shape[0]}, 2), one row per mel frame; "
+                                 f"found {tuple(pitch.shape)}")
+        self._lpc: tuple[tuple, torch.Tensor, torch.Tensor] | None = None  # key, every frame's row, a 0-frame's
 
-    def _predictors(self, order: int, mel_config: MelConfig | None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Every frame's order-``order`` predictor (computed once, on the CPU, kept on the device)."""
-        if self._lpc is None or self._lpc[0] != order:
-            from wavern.dsp import DEFAULT_MEL, mel_lpc
+    def _predictors(self, order: int, mel_config: MelConfig | None, ltp: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every frame's order-``order`` predictor, with ``ltp`` followed by its (lag, gain), and those of an
+        all-zero frame (computed once, on the CPU, kept on the device)."""
+        if self._lpc is None or self._lpc[0] != (order, ltp):
+            from wavern.dsp import DEFAULT_MEL, ltp_params, mel_lpc
 
             cfg = mel_config or DEFAULT_MEL
             rows = np.concatenate([self.mels.cpu().numpy(), np.zeros((1, self.mels.shape[1]), np.float32)])
-            a = torch.from_numpy(mel_lpc(rows, order, cfg)).to(self.audio.device)
-            self._lpc = (order, a[:-1], a[-1])
+            a = mel_lpc(rows, order, cfg)
+            if ltp:
+                pitch = np.concatenate([self.pitch.cpu().numpy(), np.zeros((1, 2), np.float32)])
+                a = np.concatenate([a, ltp_params(pitch, cfg).astype(np.float64)], axis=1)
+            a = torch.from_numpy(a).to(self.audio.device)
+            self._lpc = ((order, ltp), a[:-1], a[-1])
         return self._lpc[1], self._lpc[2]
 
     def split(self, held_out: bool) -> np.ndarray:
@@ -170,8 +189,12 @@ class GpuSegments:
               pitch: bool = False, ltp: bool = False, phase: bool = False) -> VocoderBatch:
         if gta_prob:
             raise ParameterError("the GPU pack has no GTA mels")
-        if pitch or phase:
-            raise ParameterError("the GPU pack has no pitch features (nor a pulse phase)")
+        if phase:
+            raise ParameterError("the GPU pack has no pulse phase")
+        if pitch and self.pitch is None:
+            raise ParameterError("pitch features asked for but the GPU pack has none (packed from a non-pitch run)")
+        if ltp and not pitch:
+            raise ParameterError("a long-term predictor (ltp) is computed from the pitch features: pass pitch=True")
         utts = self.split(held_out)
         full_frames = np.maximum(self.lengths[utts] // self.hop, 1)
         pick = rng.choice(utts.size, size=batch_size, p=full_frames / full_frames.sum())
@@ -189,21 +212,27 @@ class GpuSegments:
         fidx = (m_lo + torch.as_tensor(starts, device=dev) - mel_pad)[:, None] + torch.arange(t + 2 * mel_pad,
                                                                                               device=dev)
         inside = (fidx >= m_lo[:, None]) & (fidx < m_hi[:, None])
-        mel = torch.where(inside[..., None], self.mels[fidx.clamp(0, self.mels.shape[0] - 1)], 0.0)
+        feats = torch.cat([self.mels, self.pitch], dim=1) if pitch else self.mels
+        mel = torch.where(inside[..., None], feats[fidx.clamp(0, feats.shape[0] - 1)], 0.0)
         if not lpc_order:
             return VocoderBatch(mel, audio.to(torch.int16), prev.to(torch.int16))
-        # as VocoderData.segments: the P + 1 samples before, the predictors of the frame before and
-        # of the segment's frames (a zero mel's outside the utterance, none before its start)
-        every, zero_mel = self._predictors(lpc_order, mel_config)
+        # as VocoderData.segments: the samples before (P + 1; with ltp LTP_MAX_LAG + 1 more), the
+        # predictors of the frames before (1; with ltp enough for those samples) and of the segment's
+        # frames (an all-zero frame's past the utterance's end, none before its start)
+        from wavern.dsp import LTP_MAX_LAG
+
+        k = -(-(LTP_MAX_LAG + 1) // hop) if ltp else 1  # VocoderConfig.history_frames
+        n_past = lpc_order + 1 + (LTP_MAX_LAG + 1 if ltp else 0)  # VocoderConfig.history_samples
+        every, zero_frame = self._predictors(lpc_order, mel_config, ltp)
         s_lo = torch.as_tensor(self.sample_offsets[u], device=dev)
-        pidx = a0[:, None] - (lpc_order + 1) + torch.arange(lpc_order + 1, device=dev)
+        pidx = a0[:, None] - n_past + torch.arange(n_past, device=dev)
         past = torch.where(pidx >= s_lo[:, None], self.audio[pidx.clamp(min=0)], 0)
-        ridx = (m_lo + torch.as_tensor(starts, device=dev) - 1)[:, None] + torch.arange(t + 1, device=dev)
+        ridx = (m_lo + torch.as_tensor(starts, device=dev) - k)[:, None] + torch.arange(t + k, device=dev)
         inside = (ridx >= m_lo[:, None]) & (ridx < m_hi[:, None])
-        lpc = torch.where(inside[..., None], every[ridx.clamp(0, every.shape[0] - 1)], zero_mel)
-        first = torch.as_tensor(starts == 0, device=dev)
-        lpc[first, 0] = 0.0
-        lpc[first, 0, 0] = 1.0
+        lpc = torch.where(inside[..., None], every[ridx.clamp(0, every.shape[0] - 1)], zero_frame)
+        before = ridx < m_lo[:, None]
+        lpc[before] = 0.0
+        lpc[before, 0] = 1.0
         return VocoderBatch(mel, audio.to(torch.int16), prev.to(torch.int16), past.to(torch.int16), lpc)
 
 
@@ -227,7 +256,10 @@ def load_pack(pack_dir: str | Path, device: torch.device) -> tuple[GpuSegments, 
     win = torch.from_numpy(dsp["window"]).to(device)
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     mels = torch.cat([log_mel_torch(audio[offsets[i]:offsets[i + 1]], fb, win, cfg) for i in range(lengths.size)])
-    return GpuSegments(audio, mels, lengths, np.asarray(meta["held_out"], bool), cfg.hop_length), meta
+    pitch = None
+    if meta.get("pitch"):
+        pitch = torch.from_numpy(np.load(pack_dir / "pitch.npy")).to(device)
+    return GpuSegments(audio, mels, lengths, np.asarray(meta["held_out"], bool), cfg.hop_length, pitch), meta
 
 
 # ---------------------------------------------------------------------------------------- train
@@ -245,7 +277,7 @@ def _step_time(trainer: VocoderTrainer, batch_size: int, segment_frames: int, bf
     for _ in range(reps + 1):
         voc = trainer.cfg.vocoder
         b = data.batch(rng, batch_size=batch_size, segment_frames=segment_frames, mel_pad=trainer.mel_pad,
-                       lpc_order=voc.lpc_order, mel_config=voc.mel)
+                       lpc_order=voc.lpc_order, mel_config=voc.mel, pitch=voc.pitch, ltp=voc.ltp)
         _sync(trainer.device)
         t0 = time.perf_counter()
         with trainer._autocast():

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from wavern.dsp import MelConfig, _window, int16_to_float, log_mel, mel_filterbank
+from wavern.errors import ParameterError
 from wavern.training.vocoder_data import VocoderData, build_cache
 from wavern.training.vocoder_gpu import GpuSegments, _compress, log_mel_torch, pack, train, unpack_audio
 from wavern.training.vocoder_trainer import COMPACT, VocoderTrainer, train_vocoder
@@ -161,3 +162,74 @@ def test_an_lpc_run_trains_from_a_pack(tmp_path):
     again = VocoderTrainer(_cfg(tmp_path / "corpus", tmp_path / "again", vocoder=voc))
     again.load(tmp_path / "out" / "last.pt")
     assert again.step == report["end_step"]
+
+
+def test_gpu_segments_make_the_pitch_and_ltp_inputs_vocoder_data_makes():
+    """A pitch vocoder with the long-term predictor: the mel's pitch channels, the longer past and the
+    predictor rows with their (lag, gain) over the history frames, against VocoderData, at utterance
+    starts (history before the utterance) and ends (frames past it)."""
+    audio, held = _utterances(n_utts=8, seed=5)
+    audio = [np.concatenate([a, (np.random.default_rng(i).normal(0, 2000, 40 * HOP)).astype(np.int16)])
+             for i, a in enumerate(audio)]  # long enough for LTP_MAX_LAG of history inside some segments
+    audio[1] = audio[1][:4 * HOP + 5]  # a training utterance shorter than a segment: frames past its end
+    cfg = MelConfig(hop_length=HOP)
+    fb, win = torch.from_numpy(mel_filterbank(cfg).copy()), torch.from_numpy(_window(cfg.win_length, cfg.n_fft))
+    lengths = np.array([a.size for a in audio])
+    flat = np.concatenate(audio)
+    mels_t = torch.cat([log_mel_torch(torch.from_numpy(a), fb, win, cfg) for a in audio])
+    rng = np.random.default_rng(9)  # log2(f0 / reference) and periodicity: voiced and unvoiced frames
+    pitch = np.stack([rng.uniform(-1.5, 1.5, mels_t.shape[0]), rng.uniform(0, 1, mels_t.shape[0])], 1).astype(np.float32)
+    ref = VocoderData(audio=flat, mels=mels_t.numpy(), pitch=pitch,
+                      sample_offsets=np.concatenate([[0], np.cumsum(lengths)]),
+                      frame_offsets=np.concatenate([[0], np.cumsum(1 + lengths // HOP)]), held_out=held,
+                      ids=[str(i) for i in range(lengths.size)], hop=HOP)
+    gpu = GpuSegments(torch.from_numpy(flat), mels_t, lengths, held, HOP, torch.from_numpy(pitch))
+    starts_seen = ends_seen = 0
+    for ltp, seed in [(False, 0)] + [(True, s) for s in range(1, 13)]:  # seeded: the same draws every run
+        kw = dict(batch_size=16, segment_frames=6, mel_pad=2, lpc_order=6, mel_config=cfg, pitch=True, ltp=ltp)
+        a = ref.batch(np.random.default_rng(seed), **kw)
+        b = gpu.batch(np.random.default_rng(seed), **kw)
+        np.testing.assert_array_equal(b.audio.numpy(), a.audio)
+        np.testing.assert_array_equal(b.past.numpy(), a.past)
+        np.testing.assert_allclose(b.mel.numpy(), a.mel, rtol=0, atol=1e-6)
+        np.testing.assert_allclose(b.lpc.numpy(), a.lpc, rtol=0, atol=1e-9)
+        assert b.lpc.shape[2] == 6 + 1 + (2 if ltp else 0)
+        if ltp:
+            starts_seen += int((a.lpc[:, 0, 0] == 1).sum() and (a.lpc[:, 0, 1:] == 0).all(axis=1).sum())
+            ends_seen += int((a.audio[:, -HOP:] == 0).all(axis=1).sum())
+            assert (a.lpc[..., 7] > 0).any()  # some frames have a lag
+    assert starts_seen and ends_seen
+    with pytest.raises(ParameterError, match="pulse phase"):
+        gpu.batch(np.random.default_rng(0), batch_size=2, segment_frames=2, mel_pad=0, lpc_order=6, pitch=True,
+                  ltp=True, phase=True)
+    bare = GpuSegments(torch.from_numpy(flat), mels_t, lengths, held, HOP)
+    with pytest.raises(ParameterError, match="no pitch|has none"):
+        bare.batch(np.random.default_rng(0), batch_size=2, segment_frames=2, mel_pad=0, pitch=True)
+
+
+def test_a_period_input_run_trains_from_a_pack(tmp_path):
+    """The shipped voice's kind of vocoder (LPC, pitch features, long-term predictor, the residuals one
+    period back as inputs, faded): packed with its pitch features, trained, resumed by the CPU trainer."""
+    import dataclasses
+
+    from tests.training.test_vocoder_trainer import VOC
+    from wavern.training.vocoder_data import build_pitch
+
+    voc = dataclasses.replace(VOC, lpc_order=4, lpc_prediction_input=False, pitch=True, ltp=True, ltp_input=True,
+                              ltp_input_taps=3)
+    _corpus(tmp_path / "corpus")
+    train_vocoder(_cfg(tmp_path / "corpus", tmp_path / "run", steps=8, vocoder=voc, period_input_fade=0.8))
+    build_cache(tmp_path / "corpus", tmp_path / "cache", voc.mel)
+    build_pitch(tmp_path / "cache", voc.mel)
+    meta = pack(tmp_path / "cache", tmp_path / "run" / COMPACT, tmp_path / "pack", max_bytes=10_000, n_held=2)
+    assert meta["pitch"] and np.load(tmp_path / "pack" / "pitch.npy").shape == (
+        sum(1 + n // voc.mel.hop_length for n in meta["lengths"]), 2)
+    report = train(tmp_path / "pack", tmp_path / "out", budget_s=5.0, reserve_s=0.5, shapes=((4, 3),),
+                   eval_every_s=10.0, device="cpu")
+    assert report["end_step"] > 8
+    again = VocoderTrainer(_cfg(tmp_path / "corpus", tmp_path / "again", vocoder=voc, period_input_fade=0.8))
+    again.load(tmp_path / "out" / "last.pt")
+    assert again.step == report["end_step"]
+    (tmp_path / "cache" / "pitch.npy").unlink()
+    with pytest.raises(ParameterError, match="pitch.npy"):
+        pack(tmp_path / "cache", tmp_path / "run" / COMPACT, tmp_path / "pack2", max_bytes=10_000, n_held=2)
