@@ -108,7 +108,8 @@ class VocoderTrainConfig:
     seed: int = 0
     checkpoint_interval_s: float = 300.0
     resume: bool = False  # continue from run_dir/checkpoint.pt when it exists
-    init_from: str | None = None  # start (step and weights) from a compact or full checkpoint when not resuming
+    init_from: str | None = None  # start (step and weights) from a compact or full checkpoint, or a voice folder,
+    # when not resuming
     device: str = "cpu"  # "cpu", "cuda" or "auto"
     eval_every_steps: int = 500  # held-out loss interval (0: only at the end)
     eval_batches: int = 4  # fixed held-out batches of batch_size segments
@@ -424,7 +425,10 @@ class VocoderTrainer:
         return atomic_save(compact, path or self.run_dir / COMPACT)
 
     def load(self, path: str | Path, *, exact: bool = True) -> None:
-        """Restore from a full (``exact``: also RNG states) or compact checkpoint."""
+        """Restore from a full (``exact``: also RNG states) or compact checkpoint, or a voice folder
+        (:meth:`load_voice`)."""
+        if Path(path).is_dir():
+            return self.load_voice(path)
         ck = torch.load(path, map_location="cpu", weights_only=False)
         fmt = ck.get("format")
         if fmt not in (CHECKPOINT_FORMAT, COMPACT_FORMAT):
@@ -495,6 +499,40 @@ class VocoderTrainer:
                 torch.set_rng_state(ck["rng"]["torch"])
                 np.random.set_state(ck["rng"]["numpy"])
                 random.setstate(ck["rng"]["python"])
+
+
+    def load_voice(self, voice_dir: str | Path) -> None:
+        """Start from the vocoder of a voice folder (``voice.json`` + ``vocoder.safetensors``): its float16
+        weights, its pruning pattern (every block that holds a non-zero weight), the step its provenance
+        records; a fresh optimiser (the voice has no moments). The vocoder config must be this run's."""
+        from wavern.vocoder.export import load_vocoder
+
+        voice_dir = Path(voice_dir)
+        try:
+            meta = json.loads((voice_dir / "voice.json").read_text())
+            saved = VocoderConfig.from_dict(meta["vocoder"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ParameterError(f"{voice_dir} is not a voice folder with a vocoder config ({exc})") from exc
+        if saved != self.cfg.vocoder:
+            diff = {k: (v, getattr(self.cfg.vocoder, k)) for k, v in dataclasses.asdict(saved).items()
+                    if getattr(self.cfg.vocoder, k) != v}
+            raise ParameterError(f"{voice_dir}'s vocoder has a different config (voice, requested): {diff}; "
+                                 "pass the voice's model options")
+        model = load_vocoder(voice_dir / "vocoder.safetensors", saved)
+        self.model.load_state_dict(model.state_dict())
+        br, bc = saved.block_shape
+        masks = {}
+        for name, p in self.pruner.params.items():  # a block is kept where any of its weights is non-zero
+            w = p.detach()
+            kept = (w != 0).reshape(w.shape[0] // br, br, w.shape[1] // bc, bc).any(dim=3).any(dim=1)
+            masks[name] = kept.repeat_interleave(br, 0).repeat_interleave(bc, 1)
+        kept_share = float(sum(m.sum() for m in masks.values())) / sum(m.numel() for m in masks.values())
+        self.step = int(meta.get("provenance", {}).get("vocoder", {}).get("step", 0))
+        # the schedule's sparsity at this step, which the voice's run had reached: the masks stay as they are
+        self.pruner.load_state_dict({"sparsity": self.pruner.target_sparsity(self.step), "masks": masks})
+        self.pruner.apply()
+        log.info("%s: the voice's vocoder at step %d, %.3f of the pruned weights' blocks kept, optimiser afresh",
+                 voice_dir, self.step, kept_share)
 
 
 def train_vocoder(cfg: VocoderTrainConfig, *, on_step: Callable[[VocoderTrainer, dict], None] | None = None

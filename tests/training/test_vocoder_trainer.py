@@ -482,6 +482,41 @@ def test_period_input_self_feeds_the_models_own_draws_to_some_segments(corpus, t
         _cfg(root, tmp_path / "y", vocoder=period, period_input_self=1.5)
 
 
+def test_init_from_a_voice_folder_starts_from_its_vocoder(corpus, tmp_path):
+    """--init-from VOICE_DIR: the voice's float16 weights, its blocks as the pruning masks, the step of
+    its provenance; training goes on inside those masks. A voice of another config is refused."""
+    import json
+
+    from wavern.vocoder.export import export_vocoder, load_vocoder
+
+    root, _ = corpus
+    first = train_vocoder(_cfg(root, tmp_path / "run", steps=8))  # past the pruning ramp (2 + 4)
+    voice = tmp_path / "voice"
+    voice.mkdir()
+    export_vocoder(first.model, voice / "vocoder.safetensors")
+    (voice / "voice.json").write_text(json.dumps({"vocoder": VOC.to_dict(),
+                                                  "provenance": {"vocoder": {"step": first.step}}}))
+    t = VocoderTrainer(_cfg(root, tmp_path / "next", steps=10, init_from=str(voice)))
+    t.load(voice, exact=False)
+    want = load_vocoder(voice / "vocoder.safetensors", VOC).state_dict()
+    for k, v in t.model.state_dict().items():
+        torch.testing.assert_close(v, want[k], rtol=0, atol=0)
+    assert t.step == first.step == 8
+    for name, mask in first.pruner.masks.items():
+        assert torch.equal(t.pruner.masks[name], mask), name
+    assert abs(t.pruner.density() - first.pruner.density()) < 1e-9
+    again = train_vocoder(_cfg(root, tmp_path / "next", steps=10, init_from=str(voice)))
+    assert again.step == 10
+    for name, mask in first.pruner.masks.items():  # still inside the voice's blocks
+        assert torch.equal(again.pruner.masks[name], mask)
+        assert not again.model.get_parameter(name)[~mask].any()
+    other = VocoderTrainer(_cfg(root, tmp_path / "other", vocoder=dataclasses.replace(VOC, hidden_size=64)))
+    with pytest.raises(ParameterError, match="different config"):
+        other.load(voice, exact=False)
+    with pytest.raises(ParameterError, match="not a voice folder"):
+        other.load(tmp_path / "run", exact=False)
+
+
 def test_a_denser_model_regrows_blocks_from_a_finished_run(corpus, tmp_path):
     """init_from a run whose pruning is done, with a higher target density: the blocks the squared
     gradient ranks highest come back with zero weights (the same function), the old ones stay, and
