@@ -50,6 +50,7 @@ def say(text: str, *, out: str | None, voice: str | None, speed: float = 1.0, vo
     cfg = SpeakConfig(speed=speed, volume=volume, temperature=temperature, postfilter=postfilter, pitch=pitch,
                       pitch_range=pitch_range, speaker=speaker, passes=passes)  # bad settings fail before loading
     v = Voice.load(path)
+    chunks = v.stream(text, cfg)  # checks the text (ParameterError for nothing to say) before a file is opened
     if out == "-":
         sink = RawStdoutSink(sys.stdout.buffer)
     elif out is not None:
@@ -60,7 +61,7 @@ def say(text: str, *, out: str | None, voice: str | None, speed: float = 1.0, vo
         except AudioDeviceError as e:
             print(f"wavern: no audio device ({e}); writing {FALLBACK_WAV} instead", file=sys.stderr)
             sink = FileSink(FALLBACK_WAV, sample_rate=v.sample_rate)
-    stats = play(v.stream(text, cfg), sink)
+    stats = play(chunks, sink)
     if isinstance(sink, FileSink):
         print(f"wrote {sink.path} ({stats.audio_seconds:.2f} s of audio, RTF {stats.rtf:.3f})", file=sys.stderr)
     return 0

@@ -45,6 +45,27 @@ def test_user_error_is_one_line_exit_2(capsys, tmp_path):
     assert err.startswith("wavern: error:") and err.count("\n") == 1 and "missing.txt" in err
 
 
+def test_say_nothing_leaves_no_file_behind(tiny_voice, tmp_path, capsys, monkeypatch):
+    """Empty or blank text is refused before any output is opened: no file, no temp file, whether
+    --out names one or the missing sound card makes it write the fallback WAV."""
+    from wavern.app import speak
+    from wavern.engine import sinks
+    from wavern.errors import AudioDeviceError
+
+    def no_device(*args, **kwargs):
+        raise AudioDeviceError("no audio output device found")
+
+    monkeypatch.setattr(sinks, "DeviceSink", no_device)
+    monkeypatch.setattr(speak, "FALLBACK_WAV", tmp_path / "hello.wav")
+    for args in (["say", ""], ["say", "   \n\t "], ["say", "", "--out", str(tmp_path / "x.wav")],
+                 ["say", " ", "--out", str(tmp_path / "x.flac")]):
+        assert main([*args, "--voice", str(tiny_voice)]) == 2
+        assert "nothing to say" in capsys.readouterr().err
+        assert list(tmp_path.iterdir()) == [], args
+    assert main(["say", "Something.", "--voice", str(tiny_voice)]) == 0  # the fallback itself still writes
+    assert [p.name for p in tmp_path.iterdir()] == ["hello.wav"]
+
+
 def test_bad_voice_folder_is_clear_error(capsys, tmp_path):
     code = main(["say", "hi", "--voice", str(tmp_path), "--out", str(tmp_path / "x.wav")])
     assert code == EXIT_USER_ERROR
