@@ -57,12 +57,7 @@ fi
 # Session 9: both runs as above at lr 1e-4 (--lr-min 1e-4), one core each; dense15 at block density
 # 0.15 (its later --density wins), fade_hi its control at 0.1. From nothing (no checkpoint here) both
 # start from vocoder-compact.pt; dense15 then revives blocks up to 0.15 (BlockPruner.regrow).
-VOC="--corpus data/corpus --cache runs/vocoder/cache \
-  --hidden 384 --cond-channels 128 --cond-blocks 3 --block 16x4 --density 0.1 --prune-start 2000 --prune-ramp 8000 \
-  --prune-every 200 --lpc-order 16 --no-lpc-input --head-pruning rows --pitch --ltp --ltp-input --ltp-input-taps 5 --steps 200000 --batch 16 \
-  --segment-frames 4 --lr 1e-4 --warmup 100 --lr-half-life 40000 --lr-min 1e-4 --optimizer adam --grad-clip 1.0 \
-  --threads 1 --bf16 on --seed 0 --checkpoint-interval 300 --eval-every 500 --eval-batches 4 --log-every 10 \
-  --period-input-fade 0.8"
+. assets/training/voc_options.sh  # $VOC: the vocoder runs' options
 for RUN in dense15 fade_hi; do
   if [ -f runs/$RUN/checkpoint.pt ]; then START="--resume"; else START="--init-from assets/training/vocoder-compact.pt"; fi
   if [ "$RUN" = dense15 ]; then EXTRA="--density 0.15"; else EXTRA=""; fi
