@@ -123,6 +123,8 @@ def test_folded_render_of_one_sentence_equals_vocoder_render(voice):
     r = render_utterance(voice, text, seed=11, fold_frames=12, overlap_frames=3)
     utt = voice.analyze(text)
     (part,) = list(stream_mel(voice.acoustic, utt.ids, utt.is_global, utt.sentence_of, speaker=voice.default_speaker))
+    part.rows(0, 1)  # decoded as the renderer (and the stream) decode it: first rows, then the rest;
+    # one pass over the whole sentence rounded one sample differently on a 2-core machine of session 11
     assert part.mel.shape[0] > 3 * 12
     ref = voice.vocoder.render(part.mel, seed=11, temperature=voice.default_temperature, fold_frames=12,
                                overlap_frames=3)
