@@ -164,6 +164,7 @@ class GpuSegments:
             raise ParameterError(f"pitch features must be ({self.mels.shape[0]}, 2), one row per mel frame; "
                                  f"found {tuple(pitch.shape)}")
         self._lpc: tuple[tuple, torch.Tensor, torch.Tensor] | None = None  # key, every frame's row, a 0-frame's
+        self._with_pitch = None if pitch is None else torch.cat([mels, pitch], dim=1)  # a pitch vocoder's features
 
     def _predictors(self, order: int, mel_config: MelConfig | None, ltp: bool) -> tuple[torch.Tensor, torch.Tensor]:
         """Every frame's order-``order`` predictor, with ``ltp`` followed by its (lag, gain), and those of an
@@ -212,7 +213,7 @@ class GpuSegments:
         fidx = (m_lo + torch.as_tensor(starts, device=dev) - mel_pad)[:, None] + torch.arange(t + 2 * mel_pad,
                                                                                               device=dev)
         inside = (fidx >= m_lo[:, None]) & (fidx < m_hi[:, None])
-        feats = torch.cat([self.mels, self.pitch], dim=1) if pitch else self.mels
+        feats = self._with_pitch if pitch else self.mels
         mel = torch.where(inside[..., None], feats[fidx.clamp(0, feats.shape[0] - 1)], 0.0)
         if not lpc_order:
             return VocoderBatch(mel, audio.to(torch.int16), prev.to(torch.int16))

@@ -312,9 +312,9 @@ class VocoderTrainer:
         mel, audio, prev, past, lpc, phase = self._to_tensors(batch)
         inputs = None if noisy is None else torch.from_numpy(noisy).to(self.device)
         period_scale = None if fade is None else torch.from_numpy(fade).to(self.device)
+        self.model.train()
         period_draws = None
         if own is not None and own.any():
-            self.model.train()
             with self._autocast():
                 drawn = self.model.draw(mel, audio, generator=torch.Generator(self.device).manual_seed(draw_seed),
                                         prev_audio=prev, mel_pad=self.mel_pad, past=past, lpc=lpc, phase=phase)
@@ -324,7 +324,6 @@ class VocoderTrainer:
         if cfg.optimizer == "adam":
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
-        self.model.train()
         with self._autocast():
             loss = self.model.loss(mel, audio, prev_audio=prev, mel_pad=self.mel_pad, input_audio=inputs,
                                    past=past, lpc=lpc, period_scale=period_scale, phase=phase,
@@ -499,7 +498,6 @@ class VocoderTrainer:
                 torch.set_rng_state(ck["rng"]["torch"])
                 np.random.set_state(ck["rng"]["numpy"])
                 random.setstate(ck["rng"]["python"])
-
 
     def load_voice(self, voice_dir: str | Path) -> None:
         """Start from the vocoder of a voice folder (``voice.json`` + ``vocoder.safetensors``): its float16

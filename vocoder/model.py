@@ -431,7 +431,7 @@ class WaveRNN(nn.Module):
         def pick(logits: torch.Tensor) -> torch.Tensor:  # (N, B, 256) -> (N, B): sample_class's rule
             cs = torch.cumsum(torch.softmax(logits.reshape(-1, N_CLASSES).float() / temperature, dim=-1), dim=-1)
             u = torch.rand(cs.shape[0], 1, generator=generator, device=cs.device) * cs[:, -1:]
-            k = torch.searchsorted(cs, u, right=True)  # 30x faster than torch.multinomial here
+            k = torch.searchsorted(cs, u, right=True)  # 28x faster than torch.multinomial here
             return torch.clamp(k, max=N_CLASSES - 1).reshape(logits.shape[:2])
 
         return (pick(coarse_logits) * 256 + pick(fine_logits) - 32768).t().contiguous()

@@ -178,7 +178,8 @@ def test_gpu_segments_make_the_pitch_and_ltp_inputs_vocoder_data_makes():
     flat = np.concatenate(audio)
     mels_t = torch.cat([log_mel_torch(torch.from_numpy(a), fb, win, cfg) for a in audio])
     rng = np.random.default_rng(9)  # log2(f0 / reference) and periodicity: voiced and unvoiced frames
-    pitch = np.stack([rng.uniform(-1.5, 1.5, mels_t.shape[0]), rng.uniform(0, 1, mels_t.shape[0])], 1).astype(np.float32)
+    n = mels_t.shape[0]
+    pitch = np.stack([rng.uniform(-1.5, 1.5, n), rng.uniform(0, 1, n)], 1).astype(np.float32)
     ref = VocoderData(audio=flat, mels=mels_t.numpy(), pitch=pitch,
                       sample_offsets=np.concatenate([[0], np.cumsum(lengths)]),
                       frame_offsets=np.concatenate([[0], np.cumsum(1 + lengths // HOP)]), held_out=held,

@@ -27,6 +27,8 @@ HOP = 16
 MEL = MelConfig(hop_length=HOP)
 VOC = VocoderConfig(hidden_size=32, cond_channels=8, cond_blocks=1, mel=MEL, target_density=0.25,
                     prune_start_step=2, prune_ramp_steps=4, prune_every_steps=1)
+# an LPC vocoder with the long-term predictor and the residual one period back as an input
+PERIOD = dataclasses.replace(VOC, lpc_order=4, lpc_prediction_input=False, pitch=True, ltp=True, ltp_input=True)
 
 
 def _corpus(root, n_utts: int = 10, seed: int = 0):
@@ -419,10 +421,9 @@ def test_a_new_input_joins_a_running_ltp_model(corpus, tmp_path, before, after, 
 
 def test_period_input_fade_changes_only_the_period_inputs_of_a_step(corpus, tmp_path):
     root, _ = corpus
-    period = dataclasses.replace(VOC, lpc_order=4, lpc_prediction_input=False, pitch=True, ltp=True, ltp_input=True)
     runs = {}
     for name, fade in (("plain", 0.0), ("faded", 1.0)):
-        t = VocoderTrainer(_cfg(root, tmp_path / name, vocoder=period, steps=2, period_input_fade=fade))
+        t = VocoderTrainer(_cfg(root, tmp_path / name, vocoder=PERIOD, steps=2, period_input_fade=fade))
         t.open_data()
         with torch.no_grad():  # the period input's weights are zero at the start: make them matter
             t.model.gru.weight_ih_l0[:, 3].normal_()
@@ -435,8 +436,7 @@ def test_period_input_fade_changes_only_the_period_inputs_of_a_step(corpus, tmp_
 
 def test_period_input_drop_zeroes_the_period_input_of_some_segments(corpus, tmp_path):
     root, _ = corpus
-    period = dataclasses.replace(VOC, lpc_order=4, lpc_prediction_input=False, pitch=True, ltp=True, ltp_input=True)
-    t = VocoderTrainer(_cfg(root, tmp_path / "drop", vocoder=period, steps=2, period_input_drop=0.5))
+    t = VocoderTrainer(_cfg(root, tmp_path / "drop", vocoder=PERIOD, steps=2, period_input_drop=0.5))
     t.open_data()
     seen = []
     real = t.model.loss
@@ -451,15 +451,14 @@ def test_period_input_drop_zeroes_the_period_input_of_some_segments(corpus, tmp_
     scales = np.concatenate(seen)
     assert set(np.unique(scales)) == {0.0, 1.0} and 0 < (scales == 0).sum() < scales.size
     with pytest.raises(ParameterError, match="period_input_drop"):
-        _cfg(root, tmp_path / "x", vocoder=dataclasses.replace(period, ltp_input=False), period_input_drop=0.5)
+        _cfg(root, tmp_path / "x", vocoder=dataclasses.replace(PERIOD, ltp_input=False), period_input_drop=0.5)
 
 
 def test_period_input_self_feeds_the_models_own_draws_to_some_segments(corpus, tmp_path):
     """--period-input-self: the chosen segments get the model's teacher-forced draws, the rest their
     true codes (which change nothing); the step trains; the option needs a linear-code period input."""
     root, _ = corpus
-    period = dataclasses.replace(VOC, lpc_order=4, lpc_prediction_input=False, pitch=True, ltp=True, ltp_input=True)
-    t = VocoderTrainer(_cfg(root, tmp_path / "self", vocoder=period, steps=3, period_input_self=0.5))
+    t = VocoderTrainer(_cfg(root, tmp_path / "self", vocoder=PERIOD, steps=3, period_input_self=0.5))
     t.open_data()
     seen = []
     real = t.model.loss
@@ -475,11 +474,12 @@ def test_period_input_self_feeds_the_models_own_draws_to_some_segments(corpus, t
     assert np.all(np.isfinite(losses)) and 0 < own.sum() < own.size
     from wavern.training.vocoder_trainer import _parse
 
-    assert _parse(["--lpc-order", "16", "--pitch", "--ltp", "--ltp-input", "--period-input-self", "0.3"]).period_input_self == 0.3
+    period = ["--lpc-order", "16", "--pitch", "--ltp", "--ltp-input"]
+    assert _parse(period + ["--period-input-self", "0.3"]).period_input_self == 0.3
     with pytest.raises(ParameterError, match="period_input_self needs"):
-        _cfg(root, tmp_path / "x", vocoder=dataclasses.replace(period, ltp_input=False), period_input_self=0.5)
+        _cfg(root, tmp_path / "x", vocoder=dataclasses.replace(PERIOD, ltp_input=False), period_input_self=0.5)
     with pytest.raises(ParameterError, match="period_input_self must"):
-        _cfg(root, tmp_path / "y", vocoder=period, period_input_self=1.5)
+        _cfg(root, tmp_path / "y", vocoder=PERIOD, period_input_self=1.5)
 
 
 def test_init_from_a_voice_folder_starts_from_its_vocoder(corpus, tmp_path):

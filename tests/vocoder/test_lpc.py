@@ -406,7 +406,8 @@ def test_period_draws_stand_in_for_the_residual_one_period_back():
         assert targets[0, t] == np.clip(np.rint(r[t] - gain[t] * back), -32768, 32767)
         for col, d in ((3, -1), (4, 0), (5, 1)):
             want = own[t - lag + d] if lag and t >= lag - d else 0.0
-            assert abs(float(inputs[0, t, col]) - want / LTP_INPUT_SCALE) <= 1e-6 * max(1.0, abs(want) / LTP_INPUT_SCALE)
+            w = want / LTP_INPUT_SCALE
+            assert abs(float(inputs[0, t, col]) - w) <= 1e-6 * max(1.0, abs(w))
     assert np.count_nonzero(lags) > 0 and not torch.equal(targets, true_codes)
     same_in, same_t = m._inputs(a1, None, None, past, rows, period_draws=true_codes)  # the true codes: no change
     plain_in, plain_t = m._inputs(a1, None, None, past, rows)
