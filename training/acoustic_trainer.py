@@ -94,8 +94,8 @@ class AcousticTrainConfig:
     progress: bool = True  # tqdm bar on stderr
     export: bool = True  # write acoustic.safetensors etc. when the run reaches `steps`
     init_encoder: str | None = None  # encoder.safetensors from `wavern train pretrain`: initial encoder weights
-    # a checkpoint.pt whose model (config and weights) starts this run at step 0 with a fresh
-    # optimiser; with `pitch` its missing pitch projection starts from its random init
+    # a checkpoint.pt (or a voice folder: its acoustic model) whose model (config and weights) starts this
+    # run at step 0 with a fresh optimiser; with `pitch` its missing pitch projection starts from its random init
     init_from: str | None = None
     pitch: bool = False  # also predict the pitch features (AcousticConfig.pitch) a pitch vocoder needs
     prosody: bool = False  # also read each utterance's espeak rate / pitch / range (AcousticConfig.prosody)
@@ -426,6 +426,31 @@ def _phone_accuracy(mel: np.ndarray, phonemes, durations_samples: np.ndarray, cl
 
 
 # ----------------------------------------------------------------------------- training loop
+def _init_source(path: str | Path, device: str | torch.device) -> dict:
+    """What ``init_from`` starts from, as a checkpoint dict (``model_config``, ``model``, ``step``): a
+    ``checkpoint.pt``, or a voice folder's acoustic model (its ``voice.json["acoustic"]`` config and the
+    float16 weights of ``acoustic.safetensors``; the step its provenance records)."""
+    path = Path(path)
+    if path.is_dir():
+        from wavern.conditioning.export import load_acoustic
+
+        try:
+            meta = json.loads((path / "voice.json").read_text(encoding="utf-8"))
+            config = AcousticConfig.from_dict(meta["acoustic"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ParameterError(f"{path} is not a voice folder with an acoustic config ({exc})") from None
+        model = load_acoustic(path / "acoustic.safetensors", config, device=device)
+        return {"format": CHECKPOINT_FORMAT, "model_config": config.to_dict(), "model": model.state_dict(),
+                "step": meta.get("provenance", {}).get("acoustic", {}).get("step")}
+    try:
+        init = torch.load(path, map_location=device, weights_only=True)
+    except (OSError, RuntimeError, ValueError, EOFError, pickle.UnpicklingError) as exc:
+        raise ParameterError(f"{path} is not an acoustic checkpoint ({exc})") from None
+    if not isinstance(init, dict) or init.get("format") != CHECKPOINT_FORMAT:
+        raise ParameterError(f"{path} is not an acoustic checkpoint (format {init.get('format')!r})")
+    return init
+
+
 def _same_run(ckpt: dict, cfg: AcousticTrainConfig, model_cfg: AcousticConfig) -> None:
     if ckpt.get("format") != CHECKPOINT_FORMAT:
         raise ParameterError(f"{cfg.out_dir}/{CHECKPOINT} is not an acoustic checkpoint")
@@ -461,15 +486,10 @@ def _train(cfg: AcousticTrainConfig, device: torch.device, dist_info: DistInfo) 
     ckpt_path = out / CHECKPOINT
     init = None
     if cfg.init_from and not (cfg.resume and ckpt_path.is_file()):
-        try:
-            init = torch.load(cfg.init_from, map_location=device, weights_only=True)
-        except (OSError, RuntimeError, ValueError, EOFError, pickle.UnpicklingError) as exc:
-            raise ParameterError(f"{cfg.init_from} is not an acoustic checkpoint ({exc})") from None
-        if not isinstance(init, dict) or init.get("format") != CHECKPOINT_FORMAT:
-            raise ParameterError(f"{cfg.init_from} is not an acoustic checkpoint (format {init.get('format')!r})")
+        init = _init_source(cfg.init_from, device)
     model_cfg = _model_config(cfg, corpus)
     if cfg.init_from:  # the started-from model's shape (on resume too: the same config again)
-        source = init if init is not None else torch.load(cfg.init_from, map_location="cpu", weights_only=True)
+        source = init if init is not None else _init_source(cfg.init_from, "cpu")
         model_cfg = AcousticConfig.from_dict(source["model_config"])
     if cfg.pitch:
         model_cfg = dataclasses.replace(model_cfg, pitch=True)
@@ -631,7 +651,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ffn", type=int, default=None, help="FFN channels of encoder and decoder")
     p.add_argument("--decoder-kind", default=None)
     p.add_argument("--eval-every", type=int, default=0)
-    p.add_argument("--init-from", default=None, help="a checkpoint.pt to start from (its model, step 0)")
+    p.add_argument("--init-from", default=None, help="a checkpoint.pt or a voice folder to start from (its model, step 0)")
     p.add_argument("--pitch", action="store_true", help="also predict the pitch features a pitch vocoder needs")
     p.add_argument("--pitch-weight", type=float, default=1.0, help="weight of the pitch features' L1")
     p.add_argument("--prosody", action="store_true",

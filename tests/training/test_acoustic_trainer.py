@@ -162,6 +162,28 @@ def test_a_pitch_model_starts_from_a_mel_model(corpus_dir, tmp_path):
         train_acoustic(_cfg(corpus_dir, tmp_path / "bad", init_from=str(tmp_path / "mel" / "metrics.jsonl")))
 
 
+def test_init_from_a_voice_folder_starts_from_its_acoustic_model(corpus_dir, tmp_path):
+    """--init-from VOICE_DIR: the voice's float16 acoustic weights and config (a pitch model goes on
+    as one); a folder that is not a voice is refused."""
+    from wavern.conditioning.export import save_acoustic
+
+    train_acoustic(_cfg(corpus_dir, tmp_path / "pitch", steps=2, pitch=True))
+    source, _ = load_checkpoint(tmp_path / "pitch" / "checkpoint.pt")
+    voice = tmp_path / "voice"
+    voice.mkdir()
+    save_acoustic(source, voice / "acoustic.safetensors", dtype=torch.float16)
+    (voice / "voice.json").write_text(json.dumps({"acoustic": source.config.to_dict(),
+                                                  "provenance": {"acoustic": {"step": 2}}}))
+    result = train_acoustic(_cfg(corpus_dir, tmp_path / "next", steps=1, lr=1e-9, init_from=str(voice)))
+    model, _ = load_checkpoint(tmp_path / "next" / "checkpoint.pt")
+    assert model.config == source.config and model.config.pitch and result.step == 1
+    for name, value in source.state_dict().items():  # float16 weights, one step at lr 1e-9 away
+        torch.testing.assert_close(model.state_dict()[name], value, atol=2e-3, rtol=1e-3, msg=name)
+    assert any(not torch.equal(model.state_dict()[k], v) for k, v in source.state_dict().items())  # rounded
+    with pytest.raises(ParameterError, match="not a voice folder"):
+        train_acoustic(_cfg(corpus_dir, tmp_path / "bad", init_from=str(tmp_path / "pitch")))
+
+
 def test_a_prosody_model_starts_from_a_pitch_model_and_reads_each_records_settings(corpus_dir, tmp_path):
     from wavern.training.acoustic_trainer import prosody_of
 
