@@ -20,26 +20,27 @@
 set -e
 cd "$(dirname "$0")/../.."
 PY=.venv/bin/python
-mkdir -p runs/dense15 runs/fade_hi runs/acoustic_prosody
+mkdir -p runs/dense15 runs/fade_hi
 
 # The corpus is deterministic from its seed: this rebuilds the very corpus the runs trained on.
 [ -f data/corpus/metadata.jsonl ] || .venv/bin/wavern corpus build data/corpus --utterances 2000 --seed 0
 
-# Acoustic model (only with ACOUSTIC_MINUTES set: the repository has no room left in git for another
-# acoustic model, 3.8 MB, so the cores go to the vocoder): with pitch and prosody, fine-tuned from the session-4 acoustic model
-# (acoustic-compact.pt, step 5673) with a pitch projection and the espeak prosody input (--pitch
-# --prosody). The shipped voice's acoustic model took two steps on this machine (--pitch for 2798
-# steps into runs/acoustic_pitch, then --prosody from there into runs/acoustic_prosody); from
-# nothing this one run does both at once, and on this machine it resumes runs/acoustic_prosody
-# (the same model config). --init-from also fixes the model's shape on a resume. 1 thread;
-# --time-limit-min bounds one call, rerun to continue. (The compact of this model is not in git:
-# 11 MB a time, and an hour on one core rebuilds it.)
+# Acoustic model (only with ACOUSTIC_MINUTES set, so by default the cores go to the vocoder): since
+# session 11 it continues from the shipped voice's own acoustic model (--init-from a voice folder:
+# its config and float16 weights, a fresh optimiser, the run's steps counted from 0), with pitch and
+# prosody as shipped, into runs/acoustic_voice; a rerun resumes it. (Before: from
+# acoustic-compact.pt, the session-4 model at step 5673, through runs/acoustic_pitch and
+# runs/acoustic_prosody, whose step 7731 is the shipped one; its checkpoints are not in git.) Session
+# 11 ran it 5901 steps on both cores (torchrun, 2 processes): held-out mel L1 0.409 against the
+# shipped 0.422, end to end MCD vs espeak-ng 0.04 dB lower, phone accuracy 0.006 lower on two draws;
+# not shipped (assets/training/README.md "Session 11"). 1 thread; --time-limit-min bounds one call.
 if [ -n "${ACOUSTIC_MINUTES:-}" ]; then
-nohup $PY -m wavern.training.acoustic_trainer data/corpus runs/acoustic_prosody \
-  --init-from assets/training/acoustic-compact.pt --pitch --prosody --steps 100000 --batch-size 8 --lr 5e-4 \
-  --warmup-steps 100 --time-limit-min ${ACOUSTIC_MINUTES:-60} --eval-every 1000 --threads 1 \
-  >> runs/acoustic_prosody.log 2>&1 &
-echo "acoustic training: PID $!, log runs/acoustic_prosody.log"
+mkdir -p runs/acoustic_voice
+nohup $PY -m wavern.training.acoustic_trainer data/corpus runs/acoustic_voice \
+  --init-from assets/voices/default --pitch --prosody --steps 100000 --batch-size 8 --lr 5e-4 \
+  --warmup-steps 100 --time-limit-min ${ACOUSTIC_MINUTES:-60} --eval-every 500 --threads 1 \
+  >> runs/acoustic_voice.log 2>&1 &
+echo "acoustic training: PID $!, log runs/acoustic_voice.log"
 fi
 
 # Vocoder: the LPC run (order 16, excitation only, output layers pruned row by row) with the
@@ -69,7 +70,7 @@ done
 # Later, assemble a voice from wherever the runs are and measure it (copy synthesis gives a pitch
 # voice the true audio's pitch features); ship it only where it beats the shipped voice:
 #   $PY -c "from wavern.training.voice import assemble_from_runs; assemble_from_runs('assets/voices/default', \
-#     acoustic_checkpoint='runs/acoustic_prosody/checkpoint.pt', vocoder_checkpoint='runs/dense15/checkpoint.pt', \
+#     acoustic_checkpoint='runs/acoustic_voice/checkpoint.pt', vocoder_checkpoint='runs/dense15/checkpoint.pt', \
 #     corpus_dir='data/corpus', card=open('assets/voices/default/MODEL_CARD.md').read(), \
 #     postfilter={'gamma_num': 0.92, 'gamma_den': 0.96, 'tilt': 0.2, 'order': 56, 'pitch_gain': 0.5}, \
 #     melmatch={'cap': 4.0, 'floor': 0.001, 'iterations': 8, 'smooth': 1.5}, \
