@@ -51,9 +51,10 @@ def swap_vocoder(voice_dir: Path, checkpoint: str, out: Path) -> Path:
     if checkpoint.startswith("acoustic:"):
         from wavern.training.acoustic_trainer import load_checkpoint
 
-        acoustic, ck = load_checkpoint(checkpoint.split(":", 1)[1])
+        path = checkpoint.split(":", 1)[1]
+        acoustic, ck = load_checkpoint(path)
         vocoder = load_vocoder(voice_dir / "vocoder.safetensors", VocoderConfig.from_dict(meta["vocoder"]))
-        prov["acoustic"] = {"step": int(ck.get("step", 0)), "checkpoint": checkpoint.split(":", 1)[1]}
+        prov["acoustic"] = {"step": int(ck.get("step", 0)), "checkpoint": path}
     else:
         acoustic = load_acoustic(voice_dir / "acoustic.safetensors", AcousticConfig.from_dict(meta["acoustic"]))
         vocoder, ck = load_vocoder_checkpoint(checkpoint)
