@@ -141,9 +141,7 @@ def _prepare(voice, text: str, config: SpeakConfig | None, *, seed: int, max_cha
         raise ParameterError(f"text is {len(text)} characters long; the limit is {max_chars} "
                              f"(split it into several items)")
     cfg = config or SpeakConfig()
-    speaker = cfg.speaker or voice.default_speaker
-    if speaker not in voice.speakers:
-        raise ParameterError(f"unknown speaker '{speaker}'; this voice has {', '.join(voice.speakers)}")
+    speaker = voice.resolve_speaker(cfg.speaker)
     temperature = cfg.temperature if cfg.temperature is not None else voice.default_temperature
     pause_s = cfg.pause_s if cfg.pause_s is not None else voice.default_pause_s
     gap = int(pause_s * voice.sample_rate)

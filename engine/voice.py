@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import difflib
 import functools
 import logging
 import threading
@@ -296,6 +297,19 @@ class Voice:
     def speakers(self) -> tuple[str, ...]:
         return tuple(self.acoustic.config.speakers)
 
+    def resolve_speaker(self, speaker: str | None) -> str:
+        """``speaker``, or the voice's default for None; an unknown name raises :class:`ParameterError`
+        naming the closest speakers (a voice may have dozens, so it does not list them all)."""
+        if speaker is None or speaker == "":
+            return self.default_speaker
+        if speaker in self.speakers:
+            return speaker
+        close = difflib.get_close_matches(speaker, self.speakers, n=3, cutoff=0.5)
+        hint = f"did you mean {' or '.join(close)}? " if close else ""
+        shown = ", ".join(self.speakers) if len(self.speakers) <= 8 else \
+            f"{', '.join(self.speakers[:6])}, ... (`wavern voices --speakers` lists all)"
+        raise ParameterError(f"unknown speaker '{speaker}'; {hint}this voice has {len(self.speakers)}: {shown}")
+
     # ------------------------------------------------------------------ one request
     def espeak_voice_for(self, speaker: str | None) -> str:
         """The espeak-ng voice whose phonemes a speaker was trained on.
@@ -366,9 +380,7 @@ class Voice:
             seed: vocoder sampling seed (same seed, same audio).
         """
         cfg = config or SpeakConfig()
-        speaker = cfg.speaker or self.default_speaker
-        if speaker not in self.speakers:
-            raise ParameterError(f"unknown speaker '{speaker}'; this voice has {', '.join(self.speakers)}")
+        speaker = self.resolve_speaker(cfg.speaker)
         temperature = cfg.temperature if cfg.temperature is not None else self.default_temperature
         pause_s = cfg.pause_s if cfg.pause_s is not None else self.default_pause_s
         control = control or StreamControl(speed=cfg.speed, volume=cfg.volume)

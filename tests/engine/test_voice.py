@@ -2,6 +2,7 @@
 controls act on the next chunk, the next sentence is prepared while the current one plays,
 and broken voices are refused with a message naming the problem."""
 
+import dataclasses
 import json
 import shutil
 import threading
@@ -163,6 +164,19 @@ def test_speed_change_mid_sentence_shortens_the_rest(voice):
 def test_nothing_to_say_is_parameter_error(voice, text):
     with pytest.raises(ParameterError, match="nothing to say"):
         list(voice.stream(text))
+
+
+def test_unknown_speaker_error_names_the_closest_and_not_all_72(voice, monkeypatch):
+    names = tuple(f"{accent}+{v}{i}" for accent in ("en", "en-us", "en-gb-x-rp") for v in "fm" for i in range(1, 13))
+    monkeypatch.setattr(voice.acoustic, "config", dataclasses.replace(voice.acoustic.config, speakers=names))
+    assert voice.resolve_speaker("en-us+f3") == "en-us+f3"
+    assert voice.resolve_speaker(None) == voice.resolve_speaker("") == voice.default_speaker
+    with pytest.raises(ParameterError, match=r"unknown speaker 'en-us\+f33'; did you mean en-us\+f3") as e:
+        list(voice.stream("Hello.", SpeakConfig(speaker="en-us+f33")))
+    assert "72:" in str(e.value) and "en-gb-x-rp+m12" not in str(e.value) and "--speakers" in str(e.value)
+    with pytest.raises(ParameterError, match="unknown speaker 'zzzz'; this voice has 72") as e:
+        voice.resolve_speaker("zzzz")
+    assert "did you mean" not in str(e.value)
 
 
 def test_odd_unicode_speaks(voice):
