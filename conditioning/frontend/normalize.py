@@ -160,6 +160,7 @@ _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "`": 
 
 
 _POWERS = {"\u00b2": " squared ", "\u00b3": " cubed "}
+_FRACTION_MARK = "_"  # put before a vulgar fraction's digits by prepare ("3½" -> "3_1/2")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -173,6 +174,8 @@ def _prepare_char(c: str) -> str:
     if cat in ("Cf", "Cc", "Cs", "Co", "Cn"):
         return ""
     out = unicodedata.normalize("NFKC", c)
+    if cat == "No" and "\u2044" in out:  # "½" -> "_1⁄2": "3½" must not become "31/2"
+        return _FRACTION_MARK + out
     if out != c:
         return "".join(_prepare_char(x) if x != c else x for x in out)
     return c
@@ -429,7 +432,15 @@ _RE_PHONE = re.compile(r"(?P<plus>\+?)\d+(?:[-.]\d+)+")
 _RE_PHONE_PAREN = re.compile(r"\(?(?P<a>\d{3})\)(?P<b>\d{3})-(?P<c>\d{4})")
 _RE_IP = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}")
 _RE_RANGE = re.compile(rf"(?P<a>{_NUM})[-\u2013](?P<b>{_NUM})")
-_RE_FRACTION = re.compile(r"(?P<a>\d+)/(?P<b>\d+)")
+_RE_FRACTION = re.compile(r"(?:(?P<whole>\d+)?(?P<mark>_))?(?P<a>\d+)/(?P<b>\d+)")
+_RE_PER = re.compile(r"(?P<amount>[^/]*\d[^/]*)/(?P<per>[A-Za-z]+)")
+_RE_SHORT_YEAR = re.compile(r"'(?P<y>\d\d)")
+# Denominators read as a fraction even where the numbers could be a month and a day
+# ("3/4" three quarters, "5/16"); other month/day pairs are dates ("6/30" June thirtieth).
+_COMMON_DENOMINATORS = frozenset((2, 3, 4, 5, 6, 8, 10, 16, 32, 64, 100))
+# "$5/month", "60 km/h": the word after the slash, read after "per"
+_PER_WORDS = {"hr": "hour", "h": "hour", "mo": "month", "yr": "year", "wk": "week", "min": "minute",
+              "sec": "second", "s": "second", "d": "day", "ea": "each"}
 _RE_NUM_UNIT = re.compile(rf"(?P<sign>[-+]?)(?P<num>{_NUM})(?P<unit>{_UNIT_ALT})")
 _RE_NUMBER = re.compile(rf"(?P<sign>[-+]?)(?P<num>{_NUM})")
 _RE_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
@@ -469,8 +480,8 @@ def _plain_number_value(s: str | None) -> float | None:
     """Value of a token that is just a number ("1", "-2.5", "1,000"), else None."""
     if s is None:
         return None
-    m = _RE_NUMBER.fullmatch(s)
-    if m is None:
+    m = _RE_NUMBER.fullmatch(s) or _RE_NUMBER.fullmatch(s.rpartition("-")[2].rpartition("\u2013")[2])
+    if m is None or not s[:1].isdigit() and s[:1] not in "-+.":
         return None
     value = _number_value(m["num"])
     return -value if m["sign"] == "-" else value
@@ -582,12 +593,7 @@ def _read_numeric(s: str, ctx: Context) -> str | None:
     if m := _RE_RANGE.fullmatch(s):
         return _number_words(m["a"]) + " to " + _number_words(m["b"])
     if m := _RE_FRACTION.fullmatch(s):
-        a, b = int(m["a"]), int(m["b"])
-        if 0 < a < b <= 100 and m["a"][0] != "0":
-            return _fraction(a, b)
-        if s in ("24/7", "50/50"):
-            return cardinal(a) + " " + cardinal(b)
-        return _number_words(m["a"], as_year=False) + " slash " + _number_words(m["b"], as_year=False)
+        return _read_slash(m, ctx)
     if m := _RE_NUM_UNIT.fullmatch(s):
         value = _number_value(m["num"])
         one, many = _UNITS[m["unit"]]
@@ -595,7 +601,52 @@ def _read_numeric(s: str, ctx: Context) -> str | None:
         return _signed(m["sign"], _number_words(m["num"], as_year=False) + " " + unit)
     if m := _RE_NUMBER.fullmatch(s):
         return _read_number_in_context(m["sign"], m["num"], ctx)
-    return None
+    if m := _RE_SHORT_YEAR.fullmatch(s):  # "in '05", "the '99 season"
+        y = int(m["y"])
+        return "oh " + _ONES[y] if y < 10 else cardinal(y)
+    if m := _RE_PER.fullmatch(s):  # "$5/month", "100/day"
+        amount = _read_numeric(m["amount"], Context(prev=ctx.prev))
+        if amount is not None:
+            per = m["per"]
+            return amount + " per " + (_UNITS[per][0] if per in _UNITS else _PER_WORDS.get(per.lower(), per))
+    return _read_range(s, ctx)
+
+
+def _read_slash(m: re.Match, ctx: Context) -> str:
+    """"1/2", "3½" (prepared "3_1/2"), "6/30" (a date), "24/7", "7/3"."""
+    a, b = int(m["a"]), int(m["b"])
+    proper = 0 < a < b <= 100 and m["a"][0] != "0"
+    if m["whole"] is not None:  # a whole number and a vulgar fraction
+        return _number_words(m["whole"], as_year=False) + " and " + _fraction(a, b)
+    if proper and (m["mark"] or b in _COMMON_DENOMINATORS):
+        after_whole = ctx.prev is not None and ctx.prev.isdigit()  # "1 1/2 cups"
+        return ("and " if after_whole else "") + _fraction(a, b)
+    if m.group(0) in ("24/7", "50/50", "9/11"):
+        return cardinal(a) + " " + cardinal(b)
+    if 1 <= a <= 12 and 1 <= b <= 31:  # month/day, as the dates with a year
+        return _MONTHS[a - 1] + " " + ordinal(b)
+    if proper:
+        return _fraction(a, b)
+    return _number_words(m["a"], as_year=False) + " slash " + _number_words(m["b"], as_year=False)
+
+
+def _read_range(s: str, ctx: Context) -> str | None:
+    """A range whose ends are not bare numbers: "5-10%", "$5-10", "9am-5pm", "5–10kg"."""
+    cut = next((i for i, c in enumerate(s) if c in "-\u2013" and i > 0), None)
+    if cut is None:
+        return None
+    left, right = s[:cut], s[cut + 1:]
+    if not left[-1:].isalnum() or not right[:1].isalnum() and right[:1] not in _CURRENCIES:
+        return None
+    a = _read_numeric(left, Context(prev=ctx.prev))
+    if (b_cur := _RE_CUR_PRE.fullmatch(left)) and _RE_NUMBER.fullmatch(right):  # "$5-10": five to ten dollars
+        b = _read_numeric(b_cur["cur"] + right, Context(next=ctx.next))
+        a = _signed(b_cur["sign"], _number_words(b_cur["num"], as_year=False))
+    else:
+        b = _read_numeric(right, Context(next=ctx.next))
+    if a is None or b is None:
+        return None
+    return a + " to " + b
 
 
 def _read_number_in_context(sign: str, num: str, ctx: Context) -> str:
@@ -609,7 +660,8 @@ def _read_number_in_context(sign: str, num: str, ctx: Context) -> str:
         if prev is not None and (prev in _MONTH_NAMES.values() or prev.lower() in _MONTH_ABBREV):
             return ordinal(int(num))
         if nxt is not None and nxt in _MONTH_NAMES.values():
-            return "the " + ordinal(int(num)) + " of"
+            the = "" if prev is not None and prev.lower() == "the" else "the "  # "on the 4 July"
+            return the + ordinal(int(num)) + " of"
     as_year = not sign and (nxt is None or nxt not in _UNITS)
     return _signed(sign, _number_words(num, as_year=as_year))
 
@@ -652,7 +704,7 @@ def _read_roman(s: str, ctx: Context) -> str | None:
     if prev is None:
         return None
     if prev.lower().rstrip(".") in _ROMAN_CARDINAL_AFTER:
-        return cardinal(value)
+        return cardinal(value) if len(s) > 1 or s in "IVX" else None  # "Appendix C", "Part D"
     if not _is_capitalised_word(prev) or value > _MAX_REGNAL or s == "X":
         return None
     if s == "I" and (ctx.prev_is_initial or prev not in _REGNAL_NAMES
@@ -676,7 +728,7 @@ def _read_abbreviation(s: str, key: str, ctx: Context) -> Reading | None:
         if s in _TITLES_NO_PERIOD and before_name:
             return Reading(_TITLES_NO_PERIOD[s])
         return None
-    if key in _TITLES:
+    if key in _TITLES and not _is_unit_not_title(s, key):
         return Reading(_TITLES[key])
     if key in _BEFORE_NUMBER:  # "No. 5", "p. 7"; otherwise the word "No" or a letter
         if ctx.next is not None and ctx.next[:1].isdigit():
@@ -692,12 +744,17 @@ def _read_abbreviation(s: str, key: str, ctx: Context) -> Reading | None:
     return None
 
 
+def _is_unit_not_title(s: str, key: str) -> bool:
+    """"ms." in lower case is milliseconds ("It took 10 ms."), not the title "Ms."."""
+    return key[:-1] in _UNITS and not s[:1].isupper()
+
+
 def is_abbreviation(s: str) -> bool:
     """Whether a token ending in "." keeps its period as part of the word ("Dr.", "U.S.",
     "e.g.", an initial "J."). Used by the sentence splitter when peeling punctuation."""
     key = s.lower()
     if key in _ABBREVIATIONS:
-        return True
+        return not (key in _TITLES and _is_unit_not_title(s, key))
     return len(s) >= 2 and _RE_DOTTED.fullmatch(s) is not None and (len(s) > 2 or s[0].isupper())
 
 

@@ -139,6 +139,11 @@ _GAP_RE = re.compile(
     r"(?P<ell>\.{2,}|\u2026+)|(?P<stop>[.\u3002\uff0e])|(?P<q>[?\uff1f])|(?P<ex>[!\uff01])"
     r"|(?P<comma>[,\uff0c\u3001()\[\]{}\uff08\uff09\u2014\u2015\u2013]|-+)|(?P<semi>[;\uff1b])"
     r"|(?P<colon>[:\uff1a])|(?P<br>\r\n|[\n\r\v\f\x1c-\x1e\x85\u2028\u2029])")
+# "He left.She stayed.": a full stop with no space after it, between a lower-case word and a
+# capitalised one, ends a sentence (not in "Mrs.Smith", "e.g.The" or a URL or address).
+_JOINED_STOP_RE = re.compile(
+    r"(?<![\w.@/:'-])(?P<w>[a-z][a-z']*[a-z])\.(?=[A-Z][a-z]*(?:'[a-z]+)?(?![\w@/:-]|\.\w))")
+_QUOTE_CLOSERS = frozenset("\"'\u201d\u2019\u00bb\u203a")
 _AMPM_END_RE = re.compile(r"[aApP]\.[mM]$")
 _LIST_MARKER_RE = re.compile(r"\d{1,2}|[A-Za-z]")
 _AREA_CODE_RE = re.compile(r"\d{3}")
@@ -204,8 +209,24 @@ def _pieces(text: str, a: int, b: int) -> list[tuple[int, int]]:
             pos = m.end()
         if e > pos:
             out.append((pos, e))
+    out = [p for s, e in out for p in _split_joined_stops(text, s, e)]
     if any(e - s > MAX_TOKEN_CHARS for s, e in out):
         out = [(p, min(p + MAX_TOKEN_CHARS, e)) for s, e in out for p in range(s, e, MAX_TOKEN_CHARS)]
+    return out
+
+
+def _split_joined_stops(text: str, a: int, b: int) -> list[tuple[int, int]]:
+    """text[a:b] cut at each full stop that ends a sentence with no space after it."""
+    piece = text[a:b]
+    if "." not in piece or "://" in piece or "@" in piece or piece[:4].lower() == "www.":
+        return [(a, b)]
+    out, pos = [], a
+    for m in _JOINED_STOP_RE.finditer(piece):
+        if not is_abbreviation(m["w"] + "."):
+            dot = a + m.end("w")
+            out.append((pos, dot + 1))  # the stop stays with the word, as "left." would
+            pos = dot + 1
+    out.append((pos, b))
     return out
 
 
@@ -380,7 +401,7 @@ def _clean(spoken: str) -> str:
 def _is_boundary(text: str, t: _Token, u: _Token, g: _Gap) -> bool:
     if t.list_marker:
         return False
-    if g.breaks >= 2 or g.end_mark is not None:
+    if g.breaks >= 2 or g.end_mark is not None and not _quoted_mark_goes_on(text, u, g):
         return True
     starts_big = u.norm[:1].isupper() or u.norm[:1].isdigit()
     if g.breaks == 1:
@@ -389,6 +410,13 @@ def _is_boundary(text: str, t: _Token, u: _Token, g: _Gap) -> bool:
         return starts_big and t.end - _line_start(text, t.start) < SHORT_LINE_CHARS
     return (t.reading.may_end and g.pause is None and u.norm[:1].isupper()
             and u.norm.lower() in _STARTERS)
+
+
+def _quoted_mark_goes_on(text: str, u: _Token, g: _Gap) -> bool:
+    """'"Stop!" she cried.': a ? or ! before a closing quote, then a lower-case word on the same
+    line, ends no sentence (it is read as a pause)."""
+    return (g.end_mark in ("?", "!") and g.breaks == 0 and u.norm[:1].islower()
+            and any(c in _QUOTE_CLOSERS for c in text[g.end_pos:u.start]))
 
 
 def _cut(text: str, t: _Token, u: _Token, g: _Gap) -> int:
@@ -446,7 +474,8 @@ def _build(text: str, toks: list[_Token], gaps: list[_Gap], lo: int, hi: int,
                           tok.reading.phonemes))
         parts.append(spoken)
         pos += len(spoken)
-        mark = final if k == hi - 1 else ("," if tok.list_marker else gaps[k].pause)
+        gap = gaps[k] if k < hi - 1 else None
+        mark = final if gap is None else ("," if tok.list_marker or gap.pause is None and gap.end_mark else gap.pause)
         if mark:
             parts.append(mark)
             pos += len(mark)

@@ -66,6 +66,14 @@ SPLITS = [
     ("Wait... I see.", ["Wait... I see."]),
     ("Visit www.example.com. It is good.", ["Visit www.example.com.", "It is good."]),
     ("Really?! Yes.", ["Really?!", "Yes."]),
+    ('"Stop!" she cried. He ran.', ['"Stop!" she cried.', "He ran."]),  # the quote goes on
+    ('He asked "why?" and left.', ['He asked "why?" and left.']),
+    ('"Stop!" He ran.', ['"Stop!"', "He ran."]),
+    ("He left.She stayed.", ["He left.", "She stayed."]),  # no space after the stop
+    ("It took 10 ms. Then it stopped.", ["It took 10 ms.", "Then it stopped."]),
+    ("Ask Ms. Jones now.", ["Ask Ms. Jones now."]),
+    ("Mrs.Smith came.", ["Mrs.Smith came."]),
+    ("Visit www.example.Com today.", ["Visit www.example.Com today."]),
     ("你好。世界", ["你好。", "世界"]),
     ("A\n\nB", ["A", "B"]),
     ("Shopping list:\n- eggs\n- milk", ["Shopping list:", "- eggs", "- milk"]),
@@ -85,6 +93,11 @@ SPLITS = [
 @pytest.mark.parametrize(("text", "expected"), SPLITS, ids=[t[:30] for t, _ in SPLITS])
 def test_splits(text, expected):
     assert texts(text) == expected
+
+
+def test_a_quoted_mark_inside_a_sentence_is_read_as_a_pause():
+    (s,) = segment('"Stop!" she cried.')
+    assert s.spoken == "Stop, she cried."
 
 
 def test_spoken_keeps_pauses_and_final_marks():
