@@ -27,6 +27,7 @@ Exit status: 0 all items done, 1 some items failed, 2 a problem with the whole b
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import errno
@@ -35,8 +36,11 @@ import json
 import logging
 import os
 import re
+import signal
 import sys
+import threading
 import time
+import unicodedata
 import zlib
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -157,23 +161,31 @@ def _text_jobs(text: str, stem: str, name: str, *, paragraphs: bool) -> list[Job
                                 source=f"{name}:{start}"))
                 block = []
     else:
-        for i, line in enumerate(text.splitlines(), start=1):
+        for i, line in enumerate(_lines(text), start=1):
             if line.strip():
                 jobs.append(Job(f"{stem}-{i:05d}", line.strip(), seed=_seed_for(f"{stem}-{i:05d}"),
                                 source=f"{name}:{i}"))
     return jobs
 
 
+def _lines(text: str) -> list[str]:
+    """Lines split at newlines only: JSON may hold a raw U+2028, and a form feed is no new line
+    for an editor's line numbers."""
+    return [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
+
+
 def _jsonl_jobs(text: str, stem: str, name: str) -> list[Job]:
     jobs = []
-    for i, line in enumerate(text.splitlines(), start=1):
+    for i, line in enumerate(_lines(text), start=1):
         if not line.strip():
             continue
         try:
             rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ParameterError(f"{name}:{i}: not a JSON object ({e.msg}); every line of a JSONL manifest must "
-                                 f"be one object like {{\"id\": \"a\", \"text\": \"Hello.\"}}") from None
+        except json.JSONDecodeError as e:  # recorded as failed; the other rows are rendered
+            jobs.append(Job(f"{stem}-{i:05d}", "", source=f"{name}:{i}", problem=(
+                f"not a JSON object ({e.msg}); every line of a JSONL manifest must be one object like "
+                f"{{\"id\": \"a\", \"text\": \"Hello.\"}}")))
+            continue
         jobs.append(_manifest_job(rec, f"{stem}-{i:05d}", f"{name}:{i}"))
     return jobs
 
@@ -204,15 +216,15 @@ def read_inputs(inputs: Iterable[str], *, paragraphs: bool = False, stdin: io.Te
     jobs: list[Job] = []
     for inp in inputs:
         if inp == "-":
-            text = (stdin or sys.stdin).read()
+            text = (stdin or sys.stdin).read().removeprefix("\ufeff")
             name, stem = "<stdin>", "stdin"
             kind = "jsonl" if text.lstrip().startswith("{") else "text"
         else:
             p = Path(inp)
             if not p.is_file():
                 raise ParameterError(f"input {inp}: no such file")
-            text = p.read_bytes().decode("utf-8", errors="replace")
-            name, stem = str(p), p.stem
+            text = p.read_bytes().decode("utf-8-sig", errors="replace")  # (a spreadsheet's BOM dropped)
+            name, stem = str(p), _safe_stem(p.stem)
             suffix = p.suffix.lower()
             kind = "jsonl" if suffix in (".jsonl", ".ndjson") else "csv" if suffix == ".csv" else "text"
         if kind == "jsonl":
@@ -228,6 +240,13 @@ def read_inputs(inputs: Iterable[str], *, paragraphs: bool = False, stdin: io.Te
                                  f"unique within a batch")
         seen[j.id] = j.source
     return jobs
+
+
+def _safe_stem(stem: str) -> str:
+    """A file name's stem as the start of item ids: "my book" -> "my_book", "café" -> "cafe"."""
+    ascii_stem = unicodedata.normalize("NFKD", stem).encode("ascii", "ignore").decode("ascii")
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", ascii_stem).lstrip("._-")[:100]
+    return safe or "input"
 
 
 def _output_name(job: Job, fmt: str) -> str:
@@ -336,7 +355,16 @@ _WORKER: RenderWorker | None = None
 def _pool_init(voices: dict, fold_frames: int | None, overlap_frames: int | None, log_level: int) -> None:
     global _WORKER
     logging.basicConfig(level=log_level, format="%(levelname)s %(name)s: %(message)s")
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
     _WORKER = RenderWorker(voices, fold_frames=fold_frames, overlap_frames=overlap_frames)
+
+
+def _exit_with_parent(parent: int) -> None:
+    """A worker whose driver died (killed, not stopped) stops within about a second instead of
+    rendering its group for nobody."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(1)
 
 
 def _pool_render(jobs: list[dict]) -> list[dict]:
@@ -606,7 +634,12 @@ def run_batch(jobs: list[Job], *, out_dir: Path, fmt: str = "wav", voice: str | 
             raise DiskFullError(f"disk full: cannot create {out_dir}") from None
         raise ParameterError(f"--out-dir {out_dir}: cannot create it ({e.strerror})") from None
     ledger = ResultsLedger(out_dir / RESULTS_NAME)
-    ledger.compact()  # drop a torn last line before appending
+    try:
+        ledger.compact()  # drop a torn last line before appending
+    except DiskFullError:
+        raise
+    except OSError as e:
+        raise ParameterError(f"--out-dir {out_dir}: cannot write there ({e.strerror or e})") from None
     summary = BatchSummary(items=len(jobs))
     default_voice = str(resolve_voice(voice))
     voices: dict[str, str] = {}
@@ -624,13 +657,14 @@ def run_batch(jobs: list[Job], *, out_dir: Path, fmt: str = "wav", voice: str | 
                 vpath = default_voice if job.voice is None else str(resolve_voice(job.voice))
             except WavernError as e:
                 problem = str(e)
-        if problem is None and audio_name in names:
-            problem = f"output {audio_name} is also the output of item '{names[audio_name]}'"
+        outputs = [audio_name] + _sidecar_names(audio_name, sidecars) if problem is None else []
+        if taken := next((name for name in outputs if name in names), None):
+            problem = f"output {taken} is also an output of item '{names[taken]}'"
         if problem is not None:
             ledger.append(_failed_row(job, problem))
             summary.failed += 1
             continue
-        names[audio_name] = job.id
+        names.update((name, job.id) for name in outputs)
         row = ledger.rows.get(job.id)
         request = _request_key(job, vpath, audio_name)
         if ledger.finished(job.id, out_dir) and row.get("request") == request \
@@ -660,9 +694,16 @@ def run_batch(jobs: list[Job], *, out_dir: Path, fmt: str = "wav", voice: str | 
             job, audio_name = by_id[res["id"]]
             if res["ok"]:
                 grouper.learn(by_payload[res["id"]], res["rendered"].samples.shape[0])
-                row = _write_item(res, job, out_dir, audio_name, sidecars, res_request[res["id"]])
-                summary.done += 1
-                summary.audio_s += row["duration_s"]
+                try:
+                    row = _write_item(res, job, out_dir, audio_name, sidecars, res_request[res["id"]])
+                except DiskFullError:
+                    raise
+                except OSError as e:  # this item's path is unusable ("x.wav" a folder, "sub" a file)
+                    row = _failed_row(job, f"cannot write {audio_name}: {e.strerror or e}", res.get("worker"))
+                    summary.failed += 1
+                else:
+                    summary.done += 1
+                    summary.audio_s += row["duration_s"]
             else:
                 row = _failed_row(job, res["error"], res.get("worker"))
                 summary.failed += 1
@@ -685,7 +726,8 @@ def _remove_stale_parts(out_dir: Path, audio_name: str) -> None:
     """Temp files a killed run may have left for this item's outputs (the names the writers use)."""
     for name in [audio_name] + _sidecar_names(audio_name, ("srt", "vtt", "json")):
         p = out_dir / name
-        (p.parent / f".{p.name}.part").unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a path that cannot hold a file fails later, for this item only
+            (p.parent / f".{p.name}.part").unlink(missing_ok=True)
 
 
 def _progress(total: int, enabled: bool):
@@ -694,6 +736,23 @@ def _progress(total: int, enabled: bool):
     from tqdm import tqdm
 
     return tqdm(total=total, unit="item", file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts():
+    """SIGTERM stops the batch as Ctrl-C does: the workers are stopped, finished items kept."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def render_main(args) -> int:
@@ -710,9 +769,11 @@ def render_main(args) -> int:
     if workers is not None and workers < 1:
         raise ParameterError(f"--jobs must be >= 1, found {workers}")
     quiet = getattr(args, "quiet", False)
-    summary = run_batch(jobs, out_dir=Path(args.out_dir), fmt=args.format, voice=args.voice,
-                        sidecars=getattr(args, "sidecar", None) or (), workers=workers, ray_address=ray_address,
-                        fold_frames=getattr(args, "fold_frames", None), progress=not quiet and sys.stderr.isatty())
+    with _sigterm_interrupts():
+        summary = run_batch(jobs, out_dir=Path(args.out_dir), fmt=args.format, voice=args.voice,
+                            sidecars=getattr(args, "sidecar", None) or (), workers=workers, ray_address=ray_address,
+                            fold_frames=getattr(args, "fold_frames", None),
+                            progress=not quiet and sys.stderr.isatty())
     if not quiet:
         print(f"{summary.done} rendered, {summary.skipped} already done, {summary.failed} failed of "
               f"{summary.items}; {summary.audio_s:.1f} s of audio in {summary.wall_s:.1f} s "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -57,6 +58,14 @@ def read_audio(path: Path, *, sample_rate: int) -> np.ndarray:
     return np.clip(x, -1.0, 1.0)
 
 
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_audio(path: Path, samples: np.ndarray, sample_rate: int) -> Path:
     """Write mono audio (float in [-1, 1] or int16) atomically: a temp file renamed into place.
 
@@ -75,14 +84,17 @@ def write_audio(path: Path, samples: np.ndarray, sample_rate: int) -> Path:
     try:
         with sf.SoundFile(str(tmp), "w", samplerate=sample_rate, channels=1, format=fmt, subtype=subtype) as f:
             f.write(np.asarray(x, np.float32))
+        _fsync(tmp)  # the data is on disk before the name is: a crash leaves the old file or the whole new one
         os.replace(tmp, path)
     except OSError as e:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # keep the first error (a read-only folder fails this too)
+            tmp.unlink(missing_ok=True)
         if e.errno in (errno.ENOSPC, errno.EDQUOT):
             raise DiskFullError(f"disk full while writing {path}; free space and run again") from None
         raise
     except sf.LibsndfileError as e:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # keep the first error (a read-only folder fails this too)
+            tmp.unlink(missing_ok=True)
         from wavern.engine.sinks import _disk_full
 
         if _disk_full(e, path):

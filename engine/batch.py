@@ -22,6 +22,7 @@ The rest of this module is what a resumable batch needs besides audio: word-timi
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import json
@@ -361,7 +362,8 @@ def write_text_atomic(path: Path, text: str) -> Path:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except OSError as e:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # (on a read-only folder this fails too; keep the first error)
+            tmp.unlink(missing_ok=True)
         if _is_disk_full(e):
             raise DiskFullError(f"disk full while writing {path}; free space and run again") from None
         raise
@@ -390,7 +392,7 @@ class ResultsLedger:
         self.rows, self.dropped_lines = {}, 0
         if not self.path.is_file():
             return
-        for line in self.path.read_text(encoding="utf-8", errors="replace").splitlines():
+        for line in self.path.read_text(encoding="utf-8", errors="replace").split("\n"):  # not at U+2028
             if not line.strip():
                 continue
             try:

@@ -84,19 +84,100 @@ def test_read_inputs_text_lines_paragraphs_manifests_and_stdin(tmp_path):
 
 def test_read_inputs_refuses_broken_batches(tmp_path):
     (tmp_path / "dup.jsonl").write_text('{"id": "a", "text": "x"}\n{"id": "a", "text": "y"}\n')
-    (tmp_path / "bad.jsonl").write_text('{"id": "a", "text": "x"}\nnot json\n')
     (tmp_path / "bad.csv").write_text("id,words\n1,hello\n")
     with pytest.raises(ParameterError, match="appears twice"):
         read_inputs([str(tmp_path / "dup.jsonl")])
-    with pytest.raises(ParameterError, match=r"bad.jsonl:2"):
-        read_inputs([str(tmp_path / "bad.jsonl")])
     with pytest.raises(ParameterError, match="'text' column"):
         read_inputs([str(tmp_path / "bad.csv")])
     with pytest.raises(ParameterError, match="no such file"):
         read_inputs([str(tmp_path / "missing.txt")])
 
 
+def test_a_broken_manifest_line_fails_that_item_only(tmp_path):
+    (tmp_path / "bad.jsonl").write_text('{"id": "a", "text": "x"}\nnot json\n{"id": "c", "text": "Oops\n'
+                                        '{"id": "d", "text": "line\u2028separator"}\n', encoding="utf-8")
+    jobs = read_inputs([str(tmp_path / "bad.jsonl")])
+    assert [(j.id, j.source.rsplit(":", 1)[1]) for j in jobs] == [("a", "1"), ("bad-00002", "2"), ("bad-00003", "3"),
+                                                                  ("d", "4")]
+    assert jobs[0].problem is None and "not a JSON object" in jobs[1].problem and "not a JSON object" in jobs[2].problem
+    assert jobs[3].problem is None and jobs[3].text == "line\u2028separator"  # valid JSON: one row
+    (tmp_path / "t.txt").write_text("One\u000cstill one.\nTwo.\n")  # a form feed is no new line
+    assert [(j.id, j.text) for j in read_inputs([str(tmp_path / "t.txt")])] == [("t-00001", "One\u000cstill one."),
+                                                                              ("t-00002", "Two.")]
+
+
+def test_byte_order_marks_and_odd_file_names(tmp_path):
+    (tmp_path / "sheet.csv").write_bytes("\ufeffid,text\nc1,Hello.\n".encode("utf-8"))
+    (tmp_path / "m.jsonl").write_bytes('\ufeff{"id": "j1", "text": "Hi."}\n'.encode("utf-8"))
+    (tmp_path / "my book \u00e9t\u00e9.txt").write_text("A line.\n")
+    (tmp_path / "\u6587.txt").write_text("Another.\n")
+    jobs = read_inputs([str(tmp_path / n) for n in ("sheet.csv", "m.jsonl", "my book \u00e9t\u00e9.txt", "\u6587.txt")])
+    assert [j.id for j in jobs] == ["c1", "j1", "my_book_ete-00001", "input-00001"]
+    assert all(j.problem is None for j in jobs)
+    piped = read_inputs(["-"], stdin=io.StringIO('\ufeff{"id": "s", "text": "Manifest."}\n'))
+    assert [(j.id, j.text) for j in piped] == [("s", "Manifest.")]  # read as a manifest, not as text
+
+
 # ---------------------------------------------------------------------------------- the renderer
+
+def test_outputs_that_collide_or_cannot_be_written_fail_their_item_only(tiny_voice, tmp_path):
+    out = tmp_path / "out"
+    (out / "d.wav").mkdir(parents=True)  # a folder where an item's audio would go
+    (out / "sub").write_text("a file where a folder would go")
+    (out / RESULTS_NAME).write_text("")
+    jobs = read_inputs(["-"], stdin=io.StringIO("\n".join(json.dumps(d) for d in [
+        {"id": "one", "text": "Hello there.", "out": "a.wav"},
+        {"id": "two", "text": "Good day.", "out": "a.flac"},  # its a.srt would overwrite one's
+        {"id": "dir", "text": "Hello.", "out": "d.wav"},
+        {"id": "under", "text": "Hello.", "out": "sub/x.wav"},
+        {"id": "last", "text": "Still rendered."},
+    ])))
+    s = run_batch(jobs, out_dir=out, voice=str(tiny_voice), sidecars=["srt"], workers=1)
+    rows = {r["id"]: r for r in rows_of(out)}
+    assert (s.done, s.failed) == (2, 3) and {k for k, r in rows.items() if r["status"] == "ok"} == {"one", "last"}
+    assert "a.srt is also an output of item 'one'" in rows["two"]["error"]
+    assert "cannot write d.wav" in rows["dir"]["error"] and "cannot write sub/x.wav" in rows["under"]["error"]
+    assert (out / "a.srt").read_text().count("Hello") == 1 and not list(out.rglob("*.part"))
+
+
+def test_an_output_folder_that_cannot_be_written_is_a_clear_error(tiny_voice, tmp_path):
+    out = tmp_path / "out"
+    (out / f".{RESULTS_NAME}.part").mkdir(parents=True)  # the ledger's temp file cannot be created
+    jobs = [Job("a", "Hello.")]
+    with pytest.raises(ParameterError, match="cannot write there"):
+        run_batch(jobs, out_dir=out, voice=str(tiny_voice), workers=1)
+
+
+def test_sigterm_stops_a_batch_like_ctrl_c_and_workers_die_with_their_driver(tmp_path):
+    from wavern.app.render import _sigterm_interrupts
+
+    with pytest.raises(KeyboardInterrupt):
+        with _sigterm_interrupts():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    # A process watching its parent (as pool workers do) lives while the parent does, and exits when the
+    # parent dies without cleaning up.
+    child = ("import os; from wavern.app.render import _exit_with_parent; print(os.getpid(), flush=True); "
+             "_exit_with_parent(os.getppid())")
+    parent = subprocess.Popen([sys.executable, "-c", "import os, subprocess, sys, time; subprocess.Popen([sys.executable, "
+                               f"'-c', {child!r}]); time.sleep(4); os._exit(0)"], stdout=subprocess.PIPE, text=True)
+    pid = int(parent.stdout.readline())
+    time.sleep(1.0)
+    assert parent.poll() is None and _alive(pid)
+    parent.wait(timeout=60)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.2)
+    assert not _alive(pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return "\nState:\tZ" not in state
 
 def test_unfolded_render_equals_the_stream_with_pauses_and_word_timings(voice):
     from wavern.engine import SpeakConfig
