@@ -347,6 +347,7 @@ _STREET = {"st.": "street", "dr.": "drive", "St": "street", "Dr": "drive"}
 
 _ABBREVIATIONS = frozenset(_TITLES) | frozenset(_INLINE) | frozenset(_MAY_END) | frozenset(_BEFORE_NUMBER)
 
+_DIGIT_BY_DIGIT = frozenset(("911",))  # the emergency number, as said
 _SCALE_WORDS = {"thousand", "million", "billion", "trillion"}
 _SCALE_SUFFIX = {"k": "thousand", "K": "thousand", "m": "million", "M": "million",
                  "mn": "million", "bn": "billion", "b": "billion", "B": "billion",
@@ -656,6 +657,8 @@ def _read_number_in_context(sign: str, num: str, ctx: Context) -> str:
             return _signed(sign, _number_words(num, as_year=False))
         return _signed(sign, _money(prev, num, None))
     plain_int = not sign and num.isdigit()
+    if plain_int and num in _DIGIT_BY_DIGIT:  # "call 911"
+        return digits(num)
     if plain_int and 1 <= int(num) <= 31 and len(num) <= 2:
         if prev is not None and (prev in _MONTH_NAMES.values() or prev.lower() in _MONTH_ABBREV):
             return ordinal(int(num))

@@ -201,6 +201,7 @@ TABLE = [
     ("5-10 kg", "five to ten kilograms"),
     ("F-16", "F sixteen"),
     ("In '05", "In oh five"),
+    ("Call 911", "Call nine one one"),
     ("On the 4 July", "On the fourth of July"),
     ("It took 10 ms", "It took ten milliseconds"),
     ("3-4 days", "three to four days"),
