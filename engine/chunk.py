@@ -50,7 +50,7 @@ class SpeakConfig:
     speed: speaking rate factor, bigger = faster (durations are divided by it).
     volume: linear gain applied to the output.
     temperature: vocoder sampling temperature.
-    pause_s: extra silence between sentences, seconds.
+    pause_s: silence after each sentence (the last one too: a queue of requests keeps its rhythm), seconds.
     speaker: speaker name for multi-speaker voices.
     postfilter: False turns the voice's post-processing (formant post-filter and mel matching)
         off for this request (None: the voice's setting; True cannot add either to a voice).

@@ -315,11 +315,11 @@ class DeviceSink(Sink):
         self.ring.paused = paused
 
     def close(self) -> None:
-        """Play out what is queued, then close the stream."""
+        """Play out what is queued (unless paused: then it is dropped), then close the stream."""
         if self._resampler is not None:
             self.ring.write(self._resampler.flush())
         self.ring.finished = True
-        while self.ring.queued > 0 and self._stream.active:
+        while self.ring.queued > 0 and self._stream.active and not self.ring.paused:
             time.sleep(0.01)
         self._stream.stop()
         self._stream.close()
@@ -451,10 +451,10 @@ class PacedSink(Sink):
             self._thread.join()
 
     def close(self) -> None:
-        """Play out what is queued (in clock time), then stop the clock."""
+        """Play out what is queued (in clock time; unless paused: then it is dropped), then stop the clock."""
         self.ring.finished = True
         if self._thread is not None:
-            while self.ring.queued > 0 and self._thread.is_alive():
+            while self.ring.queued > 0 and self._thread.is_alive() and not self.ring.paused:
                 time.sleep(self._wake_s)
         self._halt()
 

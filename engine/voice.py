@@ -151,6 +151,19 @@ class SpokenPart:
 BLOCK_SENTENCES = (1, 2, 4, 8)
 
 
+def _checked(name: str, value: float | None, lo: float, hi: float) -> float | None:
+    """``value`` as a float in [lo, hi] (SpeakConfig's range), or None; else ParameterError (NaN too)."""
+    if value is None:
+        return None
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ParameterError(f"{name} must be a number, found {value!r}") from None
+    if not lo <= v <= hi:
+        raise ParameterError(f"{name} {value} is outside [{lo:g}, {hi:g}]")
+    return v
+
+
 def plan_blocks(n_sentences: int) -> list[tuple[int, int]]:
     """``(first, end)`` sentence ranges covering ``n_sentences`` in :data:`BLOCK_SENTENCES` steps."""
     blocks, i, k = [], 0, 0
@@ -163,13 +176,42 @@ def plan_blocks(n_sentences: int) -> list[tuple[int, int]]:
 
 
 class StreamControl:
-    """Settings a caller (GUI thread) may change while a stream runs; read before each chunk."""
+    """Settings a caller (GUI thread) may change while a stream runs; read before each chunk.
 
-    def __init__(self, *, speed: float = 1.0, volume: float = 1.0, pause_s: float | None = None):
+    ``speed`` and ``volume`` None (the default): the request's :class:`SpeakConfig` values, filled in
+    when the stream starts; ``pause_s`` None: the request's or the voice's pause. Values are checked
+    against :class:`SpeakConfig`'s ranges when set (ParameterError), so a bad one never reaches a chunk.
+    """
+
+    def __init__(self, *, speed: float | None = None, volume: float | None = None, pause_s: float | None = None):
         self.speed = speed
         self.volume = volume
         self.pause_s = pause_s  # silence after each sentence; None = the request's SpeakConfig/voice default
         self._stop = threading.Event()
+
+    @property
+    def speed(self) -> float | None:
+        return self._speed
+
+    @speed.setter
+    def speed(self, value: float | None) -> None:
+        self._speed = _checked("speed", value, 0.25, 4.0)
+
+    @property
+    def volume(self) -> float | None:
+        return self._volume
+
+    @volume.setter
+    def volume(self, value: float | None) -> None:
+        self._volume = _checked("volume", value, 0.0, 4.0)
+
+    @property
+    def pause_s(self) -> float | None:
+        return self._pause_s
+
+    @pause_s.setter
+    def pause_s(self, value: float | None) -> None:
+        self._pause_s = _checked("pause_s", value, 0.0, 5.0)
 
     def stop(self) -> None:
         self._stop.set()
@@ -227,6 +269,7 @@ class Voice:
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="wavern-acoustic",
             initializer=functools.partial(use_threads, threads, blas=False))
+        self._closed = False
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -291,7 +334,21 @@ class Voice:
         return cls(path, meta, acoustic, vocoder, table, threads=threads)
 
     def close(self) -> None:
+        """Stop the worker thread; a stream running now finishes on its own thread, new ones are refused."""
+        self._closed = True
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def _prepare_next(self, mels) -> concurrent.futures.Future:
+        """The next sentence, prepared on the worker thread (here, once the voice is closed)."""
+        try:
+            return self._executor.submit(_prepare, mels)
+        except RuntimeError:  # closed: the executor takes no more work
+            done = concurrent.futures.Future()
+            try:
+                done.set_result(_prepare(mels))
+            except Exception as e:  # noqa: BLE001 - re-raised by result(), as the worker's would be
+                done.set_exception(e)
+            return done
 
     @property
     def speakers(self) -> tuple[str, ...]:
@@ -379,11 +436,17 @@ class Voice:
             control: optional live controls, read before every chunk.
             seed: vocoder sampling seed (same seed, same audio).
         """
+        if self._closed:
+            raise ParameterError(f"voice {self.name} is closed; load it again to speak")
         cfg = config or SpeakConfig()
         speaker = self.resolve_speaker(cfg.speaker)
         temperature = cfg.temperature if cfg.temperature is not None else self.default_temperature
         pause_s = cfg.pause_s if cfg.pause_s is not None else self.default_pause_s
-        control = control or StreamControl(speed=cfg.speed, volume=cfg.volume)
+        control = control or StreamControl()
+        if control.speed is None:
+            control.speed = cfg.speed
+        if control.volume is None:
+            control.volume = cfg.volume
         prosody = self.prosody_of(cfg)
         from wavern.conditioning.frontend import segment
 
@@ -438,8 +501,8 @@ class Voice:
                         mels.close()
                         mels = self.sentence_parts(text, speaker=speaker, speed=speed, after=s_idx,
                                                    sentences=sentences, prosody=prosody)
-                        pending = self._executor.submit(_prepare, mels)
-                        if done >= n_total:
+                        pending = self._prepare_next(mels)
+                        if done >= n_total:  # the switch came with the sentence's last chunk
                             break
                     n = min(chunk_samples(k), n_total - done)
                     if mm is not None and done == 0:  # nothing comes out before the passes' lead: one call
@@ -451,7 +514,7 @@ class Voice:
                         samples = postfilter.apply(samples, gi_cache.coefs_covering(done, n), pf_state,
                                                    frame0=frame0)
                     if pending is None and (k + 1 >= len(RAMP_SAMPLES) or done + n >= n_total):
-                        pending = self._executor.submit(_prepare, mels)  # past the ramp: prepare the next
+                        pending = self._prepare_next(mels)  # past the ramp: prepare the next
                     if mm is not None:
                         out = mm.push(samples)
                         samples, held = (out if held is None else np.concatenate([held, out])), None
@@ -461,14 +524,15 @@ class Voice:
                     done += n
                     if samples.size == 0:  # mel matching still filling its window
                         continue
-                    audio = int16_to_float(samples)
-                    if control.volume != 1.0:
-                        audio = np.clip(audio * np.float32(control.volume), -1.0, 1.0)
-                    yield AudioChunk(audio, self.sample_rate, position_total, span, sentence_index=s_idx,
-                                     word_timings=timings)
+                    chunk = self._chunk(samples, control, position_total, span, s_idx, timings)
+                    yield chunk
                     timings = ()  # a sentence's word timings come with its first audio
-                    position_total += audio.size
-                if n_total:
+                    position_total += chunk.samples.size
+                if held is not None and held.size and not control.stopped:  # a speed switch on the last chunk
+                    chunk = self._chunk(held, control, position_total, span, s_idx, timings)
+                    yield chunk
+                    position_total += chunk.samples.size
+                if n_total and not control.stopped:
                     gap_s = control.pause_s if control.pause_s is not None else pause_s
                     if gap_s > 0:
                         gap = np.zeros(int(gap_s * self.sample_rate), np.float32)
@@ -480,6 +544,13 @@ class Voice:
             if pending is not None and not pending.cancel():
                 concurrent.futures.wait([pending])  # the worker may be inside `mels`; let it finish
             mels.close()
+
+    def _chunk(self, samples: np.ndarray, control: StreamControl, position: int, span, s_idx: int,
+               timings) -> AudioChunk:
+        audio = int16_to_float(samples)
+        if control.volume != 1.0:
+            audio = np.clip(audio * np.float32(control.volume), -1.0, 1.0)
+        return AudioChunk(audio, self.sample_rate, position, span, sentence_index=s_idx, word_timings=timings)
 
     def _respeed(self, utt, part, speaker, speed, done, n_total, postfilter=None, prosody=None):
         from wavern.conditioning.acoustic import stream_mel

@@ -286,6 +286,30 @@ def test_a_change_of_speed_mid_sentence_keeps_every_sample(mm_voice):
     assert sum(c.samples.size for c in out) < normal  # faster after the change
 
 
+def test_a_change_of_speed_before_a_sentences_last_chunk_keeps_what_was_made(mm_voice):
+    """The switch re-renders nothing of this sentence (its rest is one chunk, done at the old speed's
+    share), so the mel matching's held-back output is all that is left of it: it must come out."""
+    from wavern.engine.voice import CHUNK_SAMPLES, StreamControl
+
+    text = "A rather long sentence, so that the speed can change near the end of it. Then another one."
+    ref = list(mm_voice.stream(text, control=StreamControl(speed=0.25), seed=1))
+    last = max(i for i, c in enumerate(ref) if c.sentence_index == 0)
+    ref0 = sum(c.samples.size for c in ref if c.sentence_index == 0)
+    control, out = StreamControl(speed=0.25), []
+    for i, c in enumerate(mm_voice.stream(text, control=control, seed=1)):
+        out.append(c)
+        if i == last - 1:
+            control.speed = 4.0
+    got0 = sum(c.samples.size for c in out if c.sentence_index == 0)
+    assert np.array_equal(np.concatenate([c.samples for c in out[:last]]),
+                          np.concatenate([c.samples for c in ref[:last]]))  # the same up to the switch
+    # the vocoder had made the mel matching's lead more than was heard: that comes out too, and only the
+    # sentence's last chunk, never made, is missing
+    made = sum(c.samples.size for c in ref[:last]) + mm_voice.melmatch.lead_samples
+    assert got0 == made and 0 < ref0 - got0 <= CHUNK_SAMPLES
+    assert [c.start_sample for c in out] == list(np.cumsum([0] + [c.samples.size for c in out[:-1]]))
+
+
 def test_a_request_sets_the_number_of_passes(mm_voice, tiny_voice):
     """SpeakConfig.passes: the voice's settings with that many passes (0: none, the post-filter
     stays), in the stream and the renderer alike; a voice without mel matching gets the defaults."""

@@ -361,3 +361,18 @@ def test_ring_pre_roll_waits_for_the_margin_then_plays_and_rearms_after_a_reques
     assert ring.read_into(out) == 10 and np.all(out == 1)
     with pytest.raises(ValueError, match="prefill"):
         AudioRing(64, prefill=65)
+
+
+def test_closing_a_paused_paced_sink_drops_its_queue_instead_of_waiting_forever():
+    import threading
+
+    from wavern.engine.sinks import PacedSink
+
+    sink = PacedSink(sample_rate=1000, blocksize=10, buffer_s=5.0, prefill_s=0.0, wake_s=0.001)
+    sink.write(np.ones(2000, np.float32))  # 2 s of audio queued, at the sink's real clock
+    sink.pause()
+    closer = threading.Thread(target=sink.close, daemon=True)
+    closer.start()
+    closer.join(timeout=30)  # a safety net for a hang, not a speed threshold: paused, it plays nothing
+    assert not closer.is_alive() and not sink._thread.is_alive()
+    assert sink.ring.queued > 0  # dropped, not played out

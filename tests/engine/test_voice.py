@@ -126,6 +126,59 @@ def test_controls_act_on_next_chunk(voice):
     assert len(got) == 2  # nothing after the stop
 
 
+def test_a_stop_after_a_sentence_skips_its_pause(voice):
+    text = "First one. Second one."
+    ctl = StreamControl(pause_s=2.0)
+    got = []
+    for c in voice.stream(text, control=ctl):
+        got.append(c)
+        if c.sentence_index == 0 and c.start_sample + c.samples.size == _sentence_end(voice, text, 0):
+            ctl.stop()
+    assert got and all(np.any(c.samples != 0) for c in got)  # no 2 s of silence after the stop
+
+
+def _sentence_end(voice, text: str, index: int) -> int:
+    chunks = [c for c in voice.stream(text) if c.sentence_index == index]
+    return chunks[-1].start_sample + chunks[-1].samples.size
+
+
+def test_a_control_without_speed_or_volume_takes_the_requests(voice):
+    text = "Quick words here."
+    fast = sum(c.samples.size for c in voice.stream(text, SpeakConfig(speed=2.0), seed=1))
+    with_control = list(voice.stream(text, SpeakConfig(speed=2.0, volume=0.5), control=StreamControl(), seed=1))
+    assert sum(c.samples.size for c in with_control) == fast
+    quiet = np.concatenate([c.samples for c in voice.stream(text, SpeakConfig(speed=2.0, volume=0.5), seed=1)])
+    assert np.array_equal(np.concatenate([c.samples for c in with_control]), quiet)
+    explicit = StreamControl(speed=1.0)
+    slow = sum(c.samples.size for c in voice.stream(text, SpeakConfig(speed=2.0), control=explicit, seed=1))
+    assert slow > fast  # the control's own value wins
+
+
+@pytest.mark.parametrize(("field", "bad"), [("speed", 0.0), ("speed", float("nan")), ("speed", 100.0),
+                                            ("volume", float("nan")), ("volume", -1.0), ("pause_s", float("inf")),
+                                            ("pause_s", 60.0), ("speed", "fast")])
+def test_stream_control_refuses_values_speak_config_refuses(field, bad):
+    ctl = StreamControl()
+    with pytest.raises(ParameterError, match=field):
+        setattr(ctl, field, bad)
+    with pytest.raises(ParameterError, match=field):
+        StreamControl(**{field: bad})
+
+
+def test_a_closed_voice_finishes_its_stream_and_refuses_new_ones(tiny_voice):
+    v = Voice.load(tiny_voice)
+    text = "One sentence here. Another sentence there. And a third one."
+    ref = np.concatenate([c.samples for c in v.stream(text, seed=4)])
+    out = []
+    for i, c in enumerate(v.stream(text, seed=4)):
+        out.append(c.samples)
+        if i == 1:
+            v.close()
+    assert np.array_equal(np.concatenate(out), ref)  # the rest prepared on the stream's own thread
+    with pytest.raises(ParameterError, match="closed"):
+        v.stream("Hi.")
+
+
 def test_blocks_cover_every_sentence_once():
     from wavern.engine.voice import BLOCK_SENTENCES, plan_blocks
 
