@@ -175,6 +175,22 @@ def plan_blocks(n_sentences: int) -> list[tuple[int, int]]:
     return blocks
 
 
+class _Checked:
+    """An attribute holding None or a float in [lo, hi], checked on every assignment."""
+
+    def __init__(self, lo: float, hi: float):
+        self.lo, self.hi = lo, hi
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj, owner=None):
+        return self if obj is None else obj.__dict__[self.name]
+
+    def __set__(self, obj, value) -> None:
+        obj.__dict__[self.name] = _checked(self.name, value, self.lo, self.hi)
+
+
 class StreamControl:
     """Settings a caller (GUI thread) may change while a stream runs; read before each chunk.
 
@@ -183,35 +199,15 @@ class StreamControl:
     against :class:`SpeakConfig`'s ranges when set (ParameterError), so a bad one never reaches a chunk.
     """
 
+    speed = _Checked(0.25, 4.0)  # SpeakConfig's ranges
+    volume = _Checked(0.0, 4.0)
+    pause_s = _Checked(0.0, 5.0)
+
     def __init__(self, *, speed: float | None = None, volume: float | None = None, pause_s: float | None = None):
         self.speed = speed
         self.volume = volume
         self.pause_s = pause_s  # silence after each sentence; None = the request's SpeakConfig/voice default
         self._stop = threading.Event()
-
-    @property
-    def speed(self) -> float | None:
-        return self._speed
-
-    @speed.setter
-    def speed(self, value: float | None) -> None:
-        self._speed = _checked("speed", value, 0.25, 4.0)
-
-    @property
-    def volume(self) -> float | None:
-        return self._volume
-
-    @volume.setter
-    def volume(self, value: float | None) -> None:
-        self._volume = _checked("volume", value, 0.0, 4.0)
-
-    @property
-    def pause_s(self) -> float | None:
-        return self._pause_s
-
-    @pause_s.setter
-    def pause_s(self, value: float | None) -> None:
-        self._pause_s = _checked("pause_s", value, 0.0, 5.0)
 
     def stop(self) -> None:
         self._stop.set()
