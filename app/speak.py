@@ -16,22 +16,46 @@ log = logging.getLogger(__name__)
 FALLBACK_WAV = Path("hello.wav")
 
 
+def check_output(out: str) -> Path:
+    """``--out``/``-o`` as a file path, refused before any synthesis when it cannot be written:
+    a folder, a missing folder, or a type other than WAV, FLAC or OGG."""
+    from wavern.engine.audio_io import format_for
+
+    p = Path(out)
+    if p.is_dir():
+        raise ParameterError(f"output {out} is a folder; give a file name such as {p / 'speech.wav'}")
+    if not p.parent.is_dir():
+        raise ParameterError(f"output {out}: folder {p.parent} does not exist")
+    format_for(p)
+    return p
+
+
+def _decode(data: bytes, where: str) -> str:
+    """Text from bytes: UTF-8 (a BOM dropped); other text as Windows-1252 with a warning; binary refused."""
+    if b"\x00" in data[:65536]:
+        raise ParameterError(f"{where} looks like a binary file (it has NUL bytes), not text")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        log.warning("%s is not UTF-8 (byte %d: 0x%02x); reading it as Windows-1252", where, e.start,
+                    data[e.start])
+        return data.decode("cp1252", errors="replace")
+
+
 def read_text_arg(text: str | None, file: str | None) -> str:
     """The text to speak from the positional argument or ``--file`` (``-`` = stdin)."""
     if text is not None and file is not None:
         raise ParameterError("give the text either as an argument or with --file, not both")
     if file is not None:
         if file == "-":
-            data = sys.stdin.buffer.read()
-        else:
-            p = Path(file)
-            if not p.is_file():
-                raise ParameterError(f"--file {file}: no such file")
-            data = p.read_bytes()
-        return data.decode("utf-8", errors="replace")
+            return _decode(sys.stdin.buffer.read(), "stdin")
+        p = Path(file)
+        if not p.is_file():
+            raise ParameterError(f"--file {file}: no such file")
+        return _decode(p.read_bytes(), f"--file {file}")
     if text is None:
         if not sys.stdin.isatty():
-            return sys.stdin.buffer.read().decode("utf-8", errors="replace")
+            return _decode(sys.stdin.buffer.read(), "stdin")
         raise ParameterError("nothing to say: give TEXT, --file PATH, or pipe text on stdin")
     return text
 
@@ -44,6 +68,8 @@ def say(text: str, *, out: str | None, voice: str | None, speed: float = 1.0, vo
     from wavern.app.voices import resolve_voice
 
     path = resolve_voice(voice)
+    if out is not None and out != "-":
+        check_output(out)
     from wavern.engine import SpeakConfig, Voice
     from wavern.engine.sinks import DeviceSink, FileSink, RawStdoutSink, play
 
@@ -74,9 +100,10 @@ def vocode_file(inp: str, outp: str, *, voice: str | None, postfilter: bool = Tr
     from wavern.engine import Voice
     from wavern.engine.audio_io import read_audio, write_audio
 
+    out = check_output(outp)  # before minutes of vocoding, not after
     v = Voice.load(resolve_voice(voice))
     audio = read_audio(Path(inp), sample_rate=v.sample_rate)
     samples = v.vocode(audio, postfilter=postfilter)
-    write_audio(Path(outp), samples, v.sample_rate)
+    write_audio(out, samples, v.sample_rate)
     print(f"wrote {outp} ({len(samples) / v.sample_rate:.2f} s)", file=sys.stderr)
     return 0

@@ -51,7 +51,9 @@ def add_train_parsers(sub: argparse._SubParsersAction) -> None:
         p = sub.add_parser(name, help=what, description=what + ". Fields not covered by a flag: --set name=value.")
         for flag, field, typ, help_ in _COMMON:
             p.add_argument(flag, dest=field, type=typ, default=None, help=help_)
-        p.add_argument("--resume", action="store_true", help="continue from the run dir's last checkpoint")
+        p.add_argument("--resume", action="store_true", help="continue from the run dir's last checkpoint (the "
+                       "acoustic, pretrain and voice trainers do so by default)")
+        p.add_argument("--fresh", action="store_true", help="start afresh even where the run dir has a checkpoint")
         p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE",
                        help="set any other config field")
 
@@ -74,10 +76,13 @@ def config_from_args(cls: type, args: argparse.Namespace) -> Any:
             if name is None:
                 raise ParameterError(f"this trainer has no '{field}' setting")
             values[name] = v
-    if getattr(args, "resume", False):
-        if "resume" not in fields:
-            raise ParameterError("this trainer cannot resume")
-        values["resume"] = True
+    if getattr(args, "resume", False) and getattr(args, "fresh", False):
+        raise ParameterError("--resume and --fresh contradict each other")
+    for flag, value in (("resume", True), ("fresh", False)):
+        if getattr(args, flag, False):
+            if "resume" not in fields:
+                raise ParameterError(f"this trainer has no --{flag}")
+            values["resume"] = value
     for item in args.overrides:
         if "=" not in item:
             raise ParameterError(f"--set expects NAME=VALUE, found {item!r}")
@@ -85,8 +90,33 @@ def config_from_args(cls: type, args: argparse.Namespace) -> Any:
         k = k.strip().replace("-", "_")
         if k not in fields:
             raise ParameterError(f"unknown setting '{k}'; known: {', '.join(sorted(fields))}")
-        values[k] = _parse_value(raw)
+        values[k] = _checked_value(cls, k, _parse_value(raw))
+    missing = [f.name for f in dataclasses.fields(cls) if f.name not in values
+               and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    if missing:
+        flags = {field: flag for flag, field, _, _ in _COMMON}
+        hint = ", ".join(f"{flags[m]}" if m in flags else f"--set {m}=..." for m in
+                         (next((f for f, names in _ALIASES.items() if m in names), m) for m in missing))
+        raise ParameterError(f"missing required setting(s) {', '.join(missing)}: give {hint}")
     return cls(**values)
+
+
+def _checked_value(cls: type, name: str, value: Any) -> Any:
+    """A ``--set`` value whose type cannot be the field's (a word for a number) is refused here, not
+    deep inside the trainer."""
+    field = next(f for f in dataclasses.fields(cls) if f.name == name)
+    default = field.default
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(default, (int, float)):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) \
+            and (isinstance(default, float) or isinstance(value, int))
+    else:
+        return value
+    if not ok:
+        raise ParameterError(f"--set {name}: expected {type(default).__name__} like {default!r}, found {value!r}")
+    return value
+
 
 
 def run_train(args: argparse.Namespace) -> int:

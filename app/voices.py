@@ -83,10 +83,12 @@ def resolve_voice(name_or_path: str | None) -> Path:
     """Turn ``--voice`` (a name, a path, or None for the default) into a voice folder."""
     if name_or_path:
         p = Path(name_or_path).expanduser()
-        if p.is_dir() or os.sep in name_or_path or name_or_path.startswith("."):
-            if not (p / "voice.json").is_file():
-                raise VoiceFileError(f"{p} is not a voice folder (no voice.json in it)")
+        looks_like_path = os.sep in name_or_path or name_or_path.startswith(".")
+        if (p / "voice.json").is_file():
             return p
+        if looks_like_path:
+            raise VoiceFileError(f"{p} is not a voice folder (no voice.json in it)")
+        # a bare name: an installed voice, even when a folder of that name (no voice) is here
     wanted = name_or_path or DEFAULT_VOICE
     voices = find_voices()
     for v in voices:

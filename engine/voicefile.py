@@ -44,7 +44,7 @@ def read_voice_json(folder: str | Path, *, runtime_mel: MelConfig = DEFAULT_MEL)
                              f"and vocoder.safetensors")
     try:
         meta = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:  # (ValueError: also a 5000-digit number)
         raise VoiceFileError(f"{path}: not valid JSON ({e})") from None
     if not isinstance(meta, dict):
         raise VoiceFileError(f"{path}: expected a JSON object, found {type(meta).__name__}")
@@ -74,7 +74,30 @@ def read_voice_json(folder: str | Path, *, runtime_mel: MelConfig = DEFAULT_MEL)
     if len(set(symbols)) != len(symbols):
         dup = sorted({s for s in symbols if symbols.count(s) > 1})
         raise VoiceFileError(f"{path}: field 'symbols' has duplicates {dup[:5]}")
+    _check_inference(path, meta.get("inference", {}))
+    speakers = meta["acoustic"].get("speakers", ["x"])
+    if not isinstance(speakers, list) or not speakers or not all(isinstance(s, str) and s for s in speakers):
+        raise VoiceFileError(f"{path}: field 'acoustic.speakers' must be a non-empty list of names, found {speakers!r}")
     return meta
+
+
+# inference.<field>: (type, low, high); the ranges are SpeakConfig's where it has one
+_INFERENCE_NUMBERS = {"temperature": (0.05, 2.0), "pause_s": (0.0, 5.0)}
+
+
+def _check_inference(path: Path, infer: Any) -> None:
+    """The ``inference`` object's plain fields (the post-filter's and mel matching's own settings are
+    checked where they are built)."""
+    if not isinstance(infer, dict):
+        raise VoiceFileError(f"{path}: field 'inference' must be an object, found {type(infer).__name__}")
+    for field, (lo, hi) in _INFERENCE_NUMBERS.items():
+        v = infer.get(field)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi):
+            raise VoiceFileError(f"{path}: field 'inference.{field}' must be a number in [{lo:g}, {hi:g}], "
+                                 f"found {v!r}")
+    speaker = infer.get("speaker")
+    if speaker is not None and not isinstance(speaker, str):
+        raise VoiceFileError(f"{path}: field 'inference.speaker' must be a speaker's name, found {speaker!r}")
 
 
 def write_voice_json(folder: str | Path, meta: dict[str, Any]) -> Path:

@@ -123,12 +123,18 @@ def load_vocoder_tensors(path: str | os.PathLike, *, cond_blocks: int) -> tuple[
     from safetensors.numpy import load_file
 
     path = Path(path)
+    if isinstance(cond_blocks, bool) or not isinstance(cond_blocks, int) or cond_blocks < 1:
+        raise VoiceFileError(f"{path}: the vocoder's cond_blocks must be an integer >= 1, found {cond_blocks!r}")
     if not path.is_file():
         raise VoiceFileError(f"vocoder file not found: {path}")
     try:
         raw = load_file(str(path))
     except (SafetensorError, OSError, ValueError) as e:
         raise VoiceFileError(f"{path}: not a readable safetensors file ({e})") from None
+    expected = set(dense_names(cond_blocks)) | {f"{n}.{p}" for n in SPARSE_NAMES for p in ("data", "index", "shape")}
+    if extra := sorted(set(raw) - expected):
+        raise VoiceFileError(f"{path}: tensor(s) {extra[:4]} that a vocoder with cond_blocks={cond_blocks} does not "
+                             f"have: the voice's config does not describe these weights")
     dense: dict[str, np.ndarray] = {}
     for name in dense_names(cond_blocks):
         if name not in raw:

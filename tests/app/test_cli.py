@@ -89,6 +89,84 @@ def test_train_unknown_setting_is_refused(capsys):
     assert config_from_args(Cfg, args).steps == 5
 
 
+def test_train_catches_a_missing_setting_and_a_word_for_a_number(capsys):
+    assert main(["train", "acoustic", "--run-dir", "/nonexistent/run"]) == EXIT_USER_ERROR
+    assert "missing required setting(s) corpus_dir: give --corpus" in capsys.readouterr().err
+    assert main(["train", "vocoder", "--corpus", "c", "--set", "steps=abc"]) == EXIT_USER_ERROR
+    assert "--set steps: expected int" in capsys.readouterr().err
+    assert main(["train", "vocoder", "--corpus", "c", "--resume", "--fresh"]) == EXIT_USER_ERROR
+    assert "contradict" in capsys.readouterr().err
+
+
+def test_train_fresh_turns_a_default_resume_off():
+    import argparse
+    import dataclasses
+
+    from wavern.app.train_cli import config_from_args
+
+    @dataclasses.dataclass
+    class Cfg:
+        corpus_dir: str
+        resume: bool = True
+        lr: float = 0.001
+
+    base = dict(overrides=[], corpus_dir="c", run_dir=None, steps=None, batch_size=None, lr=None, optimizer=None,
+                device=None, threads=None, seed=None)
+    assert config_from_args(Cfg, argparse.Namespace(**base, resume=False, fresh=True)).resume is False
+    assert config_from_args(Cfg, argparse.Namespace(**base, resume=False, fresh=False)).resume is True
+    cfg = config_from_args(Cfg, argparse.Namespace(**{**base, "overrides": ["lr=1"]}, resume=False, fresh=False))
+    assert cfg.lr == 1  # an int where a float is expected is fine
+
+
+def test_outputs_that_cannot_be_written_are_refused_before_synthesis(tiny_voice, tmp_path, capsys, monkeypatch):
+    from wavern.engine.voice import Voice
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("the voice was loaded before the output was checked")
+
+    monkeypatch.setattr(Voice, "load", no_load)
+    (tmp_path / "d.wav").mkdir()
+    wav = tmp_path / "in.wav"
+    wav.write_bytes(b"")
+    for args, message in ((["say", "Hi.", "--out", str(tmp_path / "d.wav")], "is a folder"),
+                          (["say", "Hi.", "--out", str(tmp_path / "missing" / "x.wav")], "does not exist"),
+                          (["say", "Hi.", "--out", str(tmp_path / "x.mp3")], "unsupported audio file type"),
+                          (["vocode", str(wav), "-o", str(tmp_path / "missing" / "x.wav")], "does not exist"),
+                          (["vocode", str(wav), "-o", str(tmp_path / "x.mp3")], "unsupported audio file type")):
+        assert main([*args, "--voice", str(tiny_voice)]) == EXIT_USER_ERROR, args
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.wav", "in.wav"]
+
+
+def test_text_files_not_in_utf8_are_read_with_a_warning_and_binary_refused(tmp_path, caplog):
+    from wavern.app.speak import read_text_arg
+    from wavern.errors import ParameterError
+
+    (tmp_path / "latin.txt").write_bytes("Caf\u00e9 cr\u00e8me \u20ac5.".encode("cp1252"))
+    (tmp_path / "bom.txt").write_bytes("\ufeffHello.".encode("utf-8"))
+    (tmp_path / "bin.dat").write_bytes(bytes(range(256)) * 4)
+    with caplog.at_level("WARNING"):
+        assert read_text_arg(None, str(tmp_path / "latin.txt")) == "Caf\u00e9 cr\u00e8me \u20ac5."
+    assert "not UTF-8 (byte 3: 0xe9)" in caplog.text
+    assert read_text_arg(None, str(tmp_path / "bom.txt")) == "Hello."
+    with pytest.raises(ParameterError, match="binary"):
+        read_text_arg(None, str(tmp_path / "bin.dat"))
+
+
+def test_a_voice_name_finds_the_installed_voice_even_beside_a_folder_of_that_name(tiny_voice, tmp_path,
+                                                                                monkeypatch):
+    import shutil
+
+    from wavern.app.voices import resolve_voice
+
+    shutil.copytree(tiny_voice, tmp_path / "voices" / "mine")
+    monkeypatch.setenv("WAVERN_VOICES", str(tmp_path / "voices"))
+    (tmp_path / "work" / "mine").mkdir(parents=True)  # a folder of that name here, with no voice in it
+    monkeypatch.chdir(tmp_path / "work")
+    assert resolve_voice("mine") == tmp_path / "voices" / "mine"
+
+
 def test_doctor_runs_as_a_program():
     out = subprocess.run([sys.executable, "-m", "wavern.app.cli", "doctor"], capture_output=True, text=True,
                          timeout=120)

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import shutil
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -283,6 +284,50 @@ def test_missing_acoustic_and_bad_json_are_refused(tiny_voice, tmp_path):
     (d / "voice.json").write_text("{not json")
     with pytest.raises(VoiceFileError, match="not valid JSON"):
         Voice.load(d)
+
+
+def _edited(src, tmp_path, name: str, edit) -> Path:
+    d = tmp_path / name
+    shutil.copytree(src, d)
+    meta = json.loads((d / "voice.json").read_text())
+    edit(meta)
+    (d / "voice.json").write_text(json.dumps(meta) if isinstance(meta, dict) else meta)
+    return d
+
+
+@pytest.mark.parametrize(("name", "edit", "message"), [
+    ("list", lambda m: m.update(inference=[1]), "'inference' must be an object"),
+    ("hot", lambda m: m["inference"].update(temperature="hot"), "inference.temperature"),
+    ("pause", lambda m: m["inference"].update(pause_s=1e9), "inference.pause_s"),
+    ("speaker", lambda m: m["inference"].update(speaker=5), "inference.speaker"),
+    ("speakers", lambda m: m["acoustic"].update(speakers="abc"), "acoustic.speakers"),
+    ("blocks", lambda m: m["vocoder"].update(cond_blocks=0), "cond_blocks"),
+])
+def test_a_mistyped_or_mismatched_voice_json_is_refused_by_name(tiny_voice, tmp_path, name, edit, message):
+    with pytest.raises(VoiceFileError, match=message):
+        Voice.load(_edited(tiny_voice, tmp_path, name, edit))
+
+
+def test_vocoder_weights_the_config_does_not_describe_are_refused(tiny_voice, tmp_path):
+    from safetensors.numpy import load_file, save_file
+
+    d = _copy(tiny_voice, tmp_path)
+    tensors = load_file(str(d / "vocoder.safetensors"))
+    tensors["cond.blocks.1.conv1.weight"] = tensors["cond.blocks.0.conv1.weight"]  # a block the config lacks
+    save_file(tensors, str(d / "vocoder.safetensors"))
+    with pytest.raises(VoiceFileError, match=r"cond\.blocks\.1\.conv1\.weight.*cond_blocks=1"):
+        Voice.load(d)
+
+
+def test_a_voice_json_too_deep_or_with_a_huge_number_is_a_voice_file_error(tiny_voice, tmp_path):
+    from wavern.engine.voicefile import read_voice_json
+
+    for name, text in (("deep", "[" * 100000 + "]" * 100000), ("huge", '{"format": ' + "9" * 5000 + "}")):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "voice.json").write_text(text)
+        with pytest.raises(VoiceFileError, match="not valid JSON"):
+            read_voice_json(d)
 
 
 # ----------------------------------------------------------------------------- first audio
