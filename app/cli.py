@@ -121,7 +121,7 @@ def cmd_corpus_build(args: argparse.Namespace) -> int:
 
     voices = [v.strip() for v in args.voices.split(",")] if args.voices else None
     summary = build_corpus(Path(args.out), utterances=args.utterances, seed=args.seed, voices=voices,
-                           jobs=args.jobs, progress=not args.quiet)
+                           jobs=args.jobs, overwrite=args.overwrite, progress=not args.quiet)
     print(" ".join(f"{k}={v}" for k, v in summary.items() if not isinstance(v, (list, dict))))
     return 0
 
@@ -227,6 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--voices", metavar="V1,V2", help="espeak voices, e.g. en-us,en-gb-x-rp+f3 (default: a varied set)")
     c.add_argument("--jobs", type=int, default=None, help="processes (default: CPU count)")
+    c.add_argument("--overwrite", action="store_true", help="replace a corpus already in OUT")
     c.add_argument("--quiet", action="store_true")
     c.set_defaults(func=cmd_corpus_build)
 

@@ -83,6 +83,8 @@ def config_from_args(cls: type, args: argparse.Namespace) -> Any:
             if "resume" not in fields:
                 raise ParameterError(f"this trainer has no --{flag}")
             values["resume"] = value
+            if flag == "fresh" and "fresh" in fields:  # (the vocoder trainer refuses a used run dir without it)
+                values["fresh"] = True
     for item in args.overrides:
         if "=" not in item:
             raise ParameterError(f"--set expects NAME=VALUE, found {item!r}")

@@ -49,7 +49,7 @@ from wavern.conditioning.config import PROSODY_DEFAULT, AcousticConfig, EncoderC
 from wavern.conditioning.export import save_acoustic
 from wavern.conditioning.frontend.phonemes import BOS, EOS, PAUSE_SYMBOLS, SymbolTable
 from wavern.errors import CorpusError, ParameterError
-from wavern.training.common import CheckpointTimer, MetricsLog, StopFlag, atomic_save, seed_step
+from wavern.training.common import CheckpointTimer, MetricsLog, StopFlag, atomic_save, load_torch, seed_step
 from wavern.training.distributed import (DistInfo, all_sum, average_gradients, barrier, broadcast_parameters,
                                          loss_weights, run_distributed)
 
@@ -320,8 +320,8 @@ def load_checkpoint(path: str | Path, *, device: str | torch.device = "cpu") -> 
     path = Path(path)
     if not path.is_file():
         raise ParameterError(f"checkpoint not found: {path}")
-    ckpt = torch.load(path, map_location=device, weights_only=True)
-    if ckpt.get("format") != CHECKPOINT_FORMAT:
+    ckpt = load_torch(path, "acoustic checkpoint", map_location=device, weights_only=True)
+    if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
         raise ParameterError(f"{path} is not an acoustic checkpoint (format {ckpt.get('format')!r})")
     model = AcousticModel(AcousticConfig.from_dict(ckpt["model_config"]))
     model.load_state_dict(ckpt["model"])
@@ -459,6 +459,9 @@ def _same_run(ckpt: dict, cfg: AcousticTrainConfig, model_cfg: AcousticConfig) -
                              f"use a new out_dir or resume=False")
     old = ckpt["train_config"]
     for key in ("seed", "batch_size", "optimizer", "lr", "warmup_steps", "lr_half_life_steps", "corpus_dir"):
+        if key == "corpus_dir" and old.get(key) is not None \
+                and Path(old[key]).resolve() == Path(cfg.corpus_dir).resolve():
+            continue  # the same folder spelled another way ("a/" or a relative path)
         if old.get(key) != getattr(cfg, key):
             raise ParameterError(f"cannot resume: {key} was {old.get(key)!r}, now {getattr(cfg, key)!r}; "
                                  f"use a new out_dir or resume=False")
@@ -524,7 +527,7 @@ def _train(cfg: AcousticTrainConfig, device: torch.device, dist_info: DistInfo) 
     metrics = MetricsLog(out / "metrics.jsonl")
     step, elapsed_before = 0, 0.0
     if cfg.resume and ckpt_path.is_file():  # every rank reads the same checkpoint
-        ckpt = torch.load(ckpt_path, map_location=device, weights_only=True)
+        ckpt = load_torch(ckpt_path, "acoustic checkpoint", map_location=device, weights_only=True)
         _same_run(ckpt, cfg, model_cfg)
         model.load_state_dict(ckpt["model"])
         opt.load_state_dict(ckpt["optimizer"])

@@ -17,6 +17,7 @@ Conventions (shared by ``acoustic_trainer``, ``vocoder_trainer`` and ``pretrain`
 
 from __future__ import annotations
 
+import errno
 import importlib.util
 import json
 import logging
@@ -31,7 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from wavern.errors import ParameterError
+from wavern.errors import DiskFullError, ParameterError
 from wavern.fileio import atomic_write
 
 __all__ = ["resolve_device", "step_seed", "seed_step", "atomic_save", "compact_checkpoint", "StopFlag", "CheckpointTimer", "MetricsLog"]
@@ -71,6 +72,20 @@ def seed_step(seed: int, step: int, rank: int = 0) -> np.random.Generator:
     step's data draws: the global batch, the same on every rank."""
     torch.manual_seed(step_seed(seed, step, rank))
     return np.random.default_rng([seed, step])
+
+
+def load_torch(path: str | os.PathLike, what: str, **kwargs) -> Any:
+    """``torch.load``, with a truncated, empty or foreign file as a ParameterError naming ``what``
+    (a killed copy or a full disk can leave one; the trainers themselves replace files atomically)."""
+    import pickle
+
+    try:
+        return torch.load(path, **kwargs)
+    except FileNotFoundError:
+        raise ParameterError(f"{what} not found: {path}") from None
+    except (OSError, RuntimeError, ValueError, EOFError, pickle.UnpicklingError, AttributeError) as e:
+        raise ParameterError(f"{path} is not a readable {what} ({type(e).__name__}: {str(e)[:200]}); it may be "
+                             f"truncated: restore it (compact checkpoints in git) or start afresh") from None
 
 
 def atomic_save(obj: Any, path: str | os.PathLike) -> Path:
@@ -156,10 +171,16 @@ class MetricsLog:
         self.path.write_text("".join(k + "\n" for k in kept), encoding="utf-8")
 
     def write(self, row: dict[str, Any]) -> None:
-        with self.path.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(row, sort_keys=True) + "\n")
-        if self.tensorboard_dir is not None and "step" in row:
-            self._tensorboard(row)
+        try:
+            with self.path.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(row, sort_keys=True) + "\n")
+            if self.tensorboard_dir is not None and "step" in row:
+                self._tensorboard(row)
+        except OSError as e:
+            if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise DiskFullError(f"disk full while writing metrics to {self.path.parent}; free space and "
+                                    f"resume (the last checkpoint is kept)") from None
+            raise
 
     def _tensorboard(self, row: dict[str, Any]) -> None:
         if self._writer is None:
@@ -205,5 +226,5 @@ def compact_checkpoint(src: str | os.PathLike, dst: str | os.PathLike) -> Path:
             return type(x)(shrink(v) for v in x)
         return x
 
-    ckpt = torch.load(src, map_location="cpu", weights_only=False)
+    ckpt = load_torch(src, "checkpoint", map_location="cpu", weights_only=False)
     return atomic_save(shrink(ckpt), dst)

@@ -85,7 +85,7 @@ from wavern.dsp import DEFAULT_MEL
 from wavern.errors import CorpusError, ParameterError, WavernError
 from wavern.fileio import atomic_write
 from wavern.training.acoustic_trainer import corpus_global_mask
-from wavern.training.common import CheckpointTimer, MetricsLog, StopFlag, atomic_save, seed_step
+from wavern.training.common import CheckpointTimer, MetricsLog, StopFlag, atomic_save, load_torch, seed_step
 from wavern.training.distributed import (DistInfo, all_sum, average_gradients, barrier, broadcast_parameters,
                                          loss_weights, run_distributed)
 from wavern.training.ngram import BidirectionalTrigram
@@ -788,7 +788,7 @@ def _pretrain(cfg: PretrainConfig, device: torch.device, dist_info: DistInfo) ->
     ckpt_path = run_dir / CHECKPOINT
     step, elapsed_before = 0, 0.0
     if cfg.resume and ckpt_path.is_file():  # every rank reads the same checkpoint
-        ckpt = torch.load(ckpt_path, map_location=device, weights_only=True)
+        ckpt = load_torch(ckpt_path, "pre-training checkpoint", map_location=device, weights_only=True)
         _same_run(ckpt, cfg, enc_cfg, ckpt_path)
         model.load_state_dict(ckpt["model"])
         opt.load_state_dict(ckpt["optimizer"])

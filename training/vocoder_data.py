@@ -23,6 +23,7 @@ fall back to the same hash of their id.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import logging
 import os
@@ -33,7 +34,7 @@ from typing import NamedTuple
 import numpy as np
 
 from wavern.dsp import MelConfig
-from wavern.errors import CorpusError
+from wavern.errors import CorpusError, DiskFullError
 
 __all__ = ["VocoderBatch", "VocoderData", "build_cache", "build_pitch", "build_phase"]
 
@@ -111,9 +112,12 @@ def build_cache(corpus_dir: str | os.PathLike, cache_dir: str | os.PathLike, mel
     tmp = cache_dir.with_name(cache_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    audio = np.lib.format.open_memmap(tmp / "audio.npy", mode="w+", dtype=np.int16, shape=(int(s_off[-1]),))
-    mels = np.lib.format.open_memmap(tmp / "mels.npy", mode="w+", dtype=np.float32,
-                                     shape=(int(f_off[-1]), mel.n_mels))
+    try:
+        audio = _reserved_memmap(tmp / "audio.npy", np.int16, (int(s_off[-1]),))
+        mels = _reserved_memmap(tmp / "mels.npy", np.float32, (int(f_off[-1]), mel.n_mels))
+    except DiskFullError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     for i, (uid, n, _) in enumerate(entries):
         a = _read_wav_int16(corpus_dir / "wavs" / f"{uid}.wav")
         if a.size != n:
@@ -156,7 +160,7 @@ def build_pitch(cache_dir: str | os.PathLike, mel: MelConfig) -> Path:
     audio = np.load(cache_dir / "audio.npy", mmap_mode="r")
     s_off, f_off = index["sample_offsets"], index["frame_offsets"]
     tmp = cache_dir / "pitch.tmp.npy"
-    feats = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(f_off[-1], 2))
+    feats = _reserved_memmap(tmp, np.float32, (f_off[-1], 2))
     for i in range(len(index["ids"])):
         utt = audio_pitch_features(int16_to_float(audio[s_off[i]:s_off[i + 1]]), mel)
         if utt.shape[0] != f_off[i + 1] - f_off[i]:
@@ -190,7 +194,7 @@ def build_phase(cache_dir: str | os.PathLike, mel: MelConfig, lpc_order: int) ->
     pitch = np.load(pitch_path, mmap_mode="r")
     s_off, f_off, hop = index["sample_offsets"], index["frame_offsets"], mel.hop_length
     tmp = cache_dir / "phase.tmp.npy"
-    phase = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float16, shape=(s_off[-1],))
+    phase = _reserved_memmap(tmp, np.float16, (s_off[-1],))
     for i in range(len(index["ids"])):
         s = np.asarray(audio[s_off[i]:s_off[i + 1]], np.float64)
         a = mel_lpc(np.asarray(mels[f_off[i]:f_off[i + 1]]), lpc_order, mel).astype(np.float32)
@@ -201,6 +205,29 @@ def build_phase(cache_dir: str | os.PathLike, mel: MelConfig, lpc_order: int) ->
     os.replace(tmp, out)
     log.info("pulse phase of %d utterances in %s", len(index["ids"]), out)
     return out
+
+
+def _reserved_memmap(path: Path, dtype, shape: tuple) -> np.ndarray:
+    """A new ``.npy`` memmap whose disk space is reserved now: a memmap's file is sparse, and a full
+    disk met while writing its pages kills the process with SIGBUS, not an error. No space: the file
+    is removed and :class:`DiskFullError` raised."""
+    arr = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=shape)
+    size = path.stat().st_size
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            if e.errno in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                return arr  # a file system that cannot reserve: written as before
+            raise
+        del arr
+        path.unlink(missing_ok=True)
+        raise DiskFullError(f"disk full: the vocoder cache needs {size / 1e6:.0f} MB more in {path.parent}; "
+                            f"free space or give the cache another folder") from None
+    finally:
+        os.close(fd)
+    return arr
 
 
 @dataclasses.dataclass

@@ -51,7 +51,7 @@ import torch
 
 from wavern.dsp import mulaw_log_slope
 from wavern.errors import ParameterError
-from wavern.training.common import CheckpointTimer, MetricsLog, StopFlag, atomic_save, seed_step
+from wavern.training.common import CheckpointTimer, MetricsLog, StopFlag, atomic_save, load_torch, seed_step
 from wavern.training.distributed import (all_sum, any_rank, average_gradients, barrier, broadcast_parameters,
                                          loss_weights, setup_distributed, shutdown)
 from wavern.training.vocoder_data import VocoderData, build_cache, build_phase, build_pitch
@@ -108,6 +108,7 @@ class VocoderTrainConfig:
     seed: int = 0
     checkpoint_interval_s: float = 300.0
     resume: bool = False  # continue from run_dir/checkpoint.pt when it exists
+    fresh: bool = False  # start over where run_dir holds a checkpoint (replaced at the first save); else refused
     init_from: str | None = None  # start (step and weights) from a compact or full checkpoint, or a voice folder,
     # when not resuming
     device: str = "cpu"  # "cpu", "cuda" or "auto"
@@ -119,6 +120,10 @@ class VocoderTrainConfig:
     export_at_end: bool = True  # write run_dir/vocoder.safetensors when the run finishes
 
     def __post_init__(self) -> None:
+        if isinstance(self.vocoder, dict):  # from JSON (`wavern train vocoder --set vocoder={...}`)
+            object.__setattr__(self, "vocoder", VocoderConfig.from_dict({**VocoderConfig().to_dict(), **self.vocoder}))
+        if self.resume and self.fresh:
+            raise ParameterError("resume and fresh contradict each other")
         if self.optimizer not in OPTIMIZERS:
             raise ParameterError(f"optimizer {self.optimizer!r} is not one of {OPTIMIZERS}")
         if self.bf16 not in ("auto", "on", "off"):
@@ -428,8 +433,8 @@ class VocoderTrainer:
         (:meth:`load_voice`)."""
         if Path(path).is_dir():
             return self.load_voice(path)
-        ck = torch.load(path, map_location="cpu", weights_only=False)
-        fmt = ck.get("format")
+        ck = load_torch(path, "vocoder checkpoint", map_location="cpu", weights_only=False)
+        fmt = ck.get("format") if isinstance(ck, dict) else None
         if fmt not in (CHECKPOINT_FORMAT, COMPACT_FORMAT):
             raise ParameterError(f"{path} is not a vocoder checkpoint (format {fmt!r})")
         saved = VocoderConfig.from_dict(ck["vocoder_config"])
@@ -561,6 +566,9 @@ def _run(trainer: VocoderTrainer, cfg: VocoderTrainConfig,
     run_dir = trainer.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     ck_path = run_dir / CHECKPOINT
+    if ck_path.is_file() and not cfg.resume and not cfg.fresh:
+        raise ParameterError(f"{run_dir} already holds a run ({CHECKPOINT}); resume it (--resume) or start it "
+                             f"over (--fresh: its checkpoint is replaced at the first save)")
     if cfg.resume and ck_path.is_file():
         trainer.load(ck_path)
         log.info("resumed %s at step %d", ck_path, trainer.step)
@@ -704,7 +712,8 @@ def _parse(argv: list[str] | None) -> VocoderTrainConfig:
     p.add_argument("--bf16", choices=("auto", "on", "off"), default=d.bf16)
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--checkpoint-interval", type=float, default=d.checkpoint_interval_s)
-    p.add_argument("--resume", action="store_true")
+    p.add_argument("--resume", action="store_true", help="continue from RUN/checkpoint.pt")
+    p.add_argument("--fresh", action="store_true", help="start over where RUN holds a checkpoint")
     p.add_argument("--init-from", default=None)
     p.add_argument("--device", default=d.device)
     p.add_argument("--eval-every", type=int, default=d.eval_every_steps)
@@ -729,7 +738,8 @@ def _parse(argv: list[str] | None) -> VocoderTrainConfig:
         period_input_fade=a.period_input_fade, period_input_drop=a.period_input_drop,
         period_input_self=a.period_input_self,
         threads=a.threads, bf16=a.bf16,
-        seed=a.seed, checkpoint_interval_s=a.checkpoint_interval, resume=a.resume, init_from=a.init_from,
+        seed=a.seed, checkpoint_interval_s=a.checkpoint_interval, resume=a.resume, fresh=a.fresh,
+        init_from=a.init_from,
         device=a.device, eval_every_steps=a.eval_every, eval_batches=a.eval_batches, log_every_steps=a.log_every,
         cache_dir=a.cache, progress=not a.no_progress)
 

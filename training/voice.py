@@ -161,6 +161,13 @@ def build_voice(cfg: VoiceBuildConfig) -> dict[str, Any]:
     if not (corpus / "metadata.jsonl").is_file():
         log.info("building corpus %s", corpus)
         build_corpus(corpus, utterances=cfg.utterances or p["utterances"], seed=cfg.seed, voices=p["voices"])
+    try:  # what the corpus is (an existing one may not be what this call would build); the card says it
+        have = json.loads((corpus / "corpus.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        have = {}
+    if cfg.utterances is not None and have.get("utterances") not in (None, cfg.utterances):
+        raise ParameterError(f"{corpus} holds a corpus of {have['utterances']} utterances; this build asks for "
+                             f"{cfg.utterances}: give another corpus_dir, remove that one, or leave utterances unset")
     a = dict(p["acoustic"])
     if cfg.acoustic_steps:
         a["steps"] = cfg.acoustic_steps
@@ -182,12 +189,13 @@ def build_voice(cfg: VoiceBuildConfig) -> dict[str, Any]:
     if "vocoder" in v:
         v["vocoder"] = VocoderConfig.from_dict({**VocoderConfig().to_dict(), **v["vocoder"]})
     vcfg = VocoderTrainConfig(corpus_dir=str(corpus), run_dir=str(runs / "vocoder"), seed=cfg.seed,
-                              device=cfg.device, threads=cfg.threads, resume=cfg.resume, **v)
+                              device=cfg.device, threads=cfg.threads, resume=cfg.resume, fresh=not cfg.resume, **v)
     train_vocoder(vcfg)
     wall = time.time() - t0
     card = (f"# {name}\n\nwavern's {cfg.preset} voice, trained on this machine by `wavern train voice "
-            f"--set preset='\"{cfg.preset}\"'` from an espeak-ng corpus of {cfg.utterances or p['utterances']} "
-            f"sentences (seed {cfg.seed}).\n")
+            f"--set preset='\"{cfg.preset}\"'` from an espeak-ng corpus of "
+            f"{have.get('utterances', cfg.utterances or p['utterances'])} sentences (corpus seed "
+            f"{have.get('seed', cfg.seed)}).\n")
     assemble_from_runs(out, acoustic_checkpoint=runs / "acoustic" / "checkpoint.pt",
                        vocoder_checkpoint=runs / "vocoder" / "checkpoint.pt", corpus_dir=corpus, name=name,
                        card=card, postfilter=p["postfilter"], melmatch=p.get("melmatch", False),
@@ -204,8 +212,10 @@ def load_vocoder_checkpoint(path: str | Path):
     from wavern.vocoder.config import VocoderConfig
     from wavern.vocoder.model import WaveRNN
 
-    ck = torch.load(path, map_location="cpu", weights_only=False)
-    if ck.get("format") not in ("wavern-vocoder-checkpoint", "wavern-vocoder-compact"):
+    from wavern.training.common import load_torch
+
+    ck = load_torch(path, "vocoder checkpoint", map_location="cpu", weights_only=False)
+    if not isinstance(ck, dict) or ck.get("format") not in ("wavern-vocoder-checkpoint", "wavern-vocoder-compact"):
         raise ParameterError(f"{path} is not a vocoder checkpoint (format {ck.get('format')!r})")
     cfg = VocoderConfig.from_dict(ck["vocoder_config"])
     model = WaveRNN(cfg)
@@ -266,7 +276,8 @@ def assemble_from_runs(out_dir: str | Path, *, acoustic_checkpoint: str | Path, 
         raise ParameterError(f"speaker {speaker!r} is not one of the model's: {', '.join(speakers)}")
     prov = {
         "corpus": {k: corpus_meta.get(k) for k in ("seed", "utterances", "espeak_version") if k in corpus_meta},
-        "acoustic": {"step": int(ack.get("step", 0)), "wall_s": float(ack.get("wall_s", 0.0) or 0.0)},
+        "acoustic": {"step": int(ack.get("step", 0)),  # (the acoustic trainer's checkpoint says elapsed_s)
+                     "wall_s": float(ack.get("elapsed_s", ack.get("wall_s", 0.0)) or 0.0)},
         "vocoder": {"step": int(vck.get("step", 0)), "wall_s": float(vck.get("wall_s", 0.0) or 0.0),
                     "density": vck.get("pruner", {}).get("sparsity") is not None
                     and 1.0 - float(vck["pruner"]["sparsity"])},

@@ -80,6 +80,18 @@ def test_resume_refuses_a_different_run(corpus_dir, tmp_path):
         train_acoustic(_cfg(corpus_dir, tmp_path, steps=2, seed=5))
 
 
+def test_resume_takes_the_same_corpus_spelled_another_way_and_refuses_a_damaged_checkpoint(corpus_dir, tmp_path,
+                                                                                          monkeypatch):
+    train_acoustic(_cfg(corpus_dir, tmp_path / "run", steps=1))
+    monkeypatch.chdir(corpus_dir.parent)
+    again = train_acoustic(_cfg(f"{corpus_dir.name}/", tmp_path / "run", steps=2))  # relative, trailing slash
+    assert again.step == 2
+    ck = tmp_path / "run" / "checkpoint.pt"
+    ck.write_bytes(ck.read_bytes()[:3000])
+    with pytest.raises(ParameterError, match="not a readable acoustic checkpoint"):
+        train_acoustic(_cfg(corpus_dir, tmp_path / "run", steps=3))
+
+
 def test_training_learns_the_synthetic_corpus(corpus_dir, tmp_path):
     cfg = _cfg(corpus_dir, tmp_path, steps=60, batch_size=8, lr=1e-2, warmup_steps=5, export=True,
                eval_utterances=3)

@@ -52,3 +52,20 @@ def test_no_mirror_when_switched_off(tmp_path):
     log.write({"kind": "train", "step": 1, "loss": 1.0})
     log.close()
     assert not (tmp_path / "tensorboard").exists()
+
+
+def test_a_full_disk_while_writing_metrics_is_a_disk_full_error(tmp_path, monkeypatch):
+    import errno
+    from pathlib import Path
+
+    from wavern.errors import DiskFullError
+
+    log = MetricsLog(tmp_path / "metrics.jsonl", tensorboard=False)
+    log.write({"kind": "train", "step": 1, "loss": 1.0})
+
+    def full(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Path, "open", full)
+    with pytest.raises(DiskFullError, match="disk full while writing metrics"):
+        log.write({"kind": "train", "step": 2, "loss": 0.5})

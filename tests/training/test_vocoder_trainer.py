@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 import signal
+import subprocess
 
 import numpy as np
 import pytest
@@ -545,3 +546,58 @@ def test_a_denser_model_regrows_blocks_from_a_finished_run(corpus, tmp_path):
     done = train_vocoder(cfg)
     assert done.step == 9 and done.pruner.density() == pytest.approx(0.5, abs=0.02)
     assert done.model.gru.weight_hh_l0[revived].abs().sum() > 0  # the revived weights train
+
+
+def test_a_used_run_dir_is_refused_without_resume_or_fresh_and_nothing_is_lost(corpus, tmp_path):
+    root, _ = corpus
+    first = train_vocoder(_cfg(root, tmp_path / "run", steps=3))
+    ck = tmp_path / "run" / "checkpoint.pt"
+    before, metrics = ck.read_bytes(), (tmp_path / "run" / "metrics.jsonl").read_text()
+    with pytest.raises(ParameterError, match="already holds a run.*--resume.*--fresh"):
+        train_vocoder(_cfg(root, tmp_path / "run", steps=1))
+    assert ck.read_bytes() == before and (tmp_path / "run" / "metrics.jsonl").read_text() == metrics
+    again = train_vocoder(_cfg(root, tmp_path / "run", steps=1, fresh=True))
+    assert first.step == 3 and again.step == 1 and torch.load(ck, weights_only=False)["step"] == 1
+    with pytest.raises(ParameterError, match="contradict"):
+        _cfg(root, tmp_path / "run", resume=True, fresh=True)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "empty", "text"])
+def test_a_damaged_checkpoint_is_a_clear_error_on_resume(corpus, tmp_path, damage):
+    root, _ = corpus
+    train_vocoder(_cfg(root, tmp_path / "run", steps=2))
+    ck = tmp_path / "run" / "checkpoint.pt"
+    raw = ck.read_bytes()
+    ck.write_bytes({"truncate": raw[:5000], "empty": b"", "text": b"not a checkpoint"}[damage])
+    with pytest.raises(ParameterError, match="not a readable vocoder checkpoint.*truncated"):
+        train_vocoder(_cfg(root, tmp_path / "run", steps=4, resume=True))
+
+
+def test_a_vocoder_config_given_as_json_is_a_vocoder_config(corpus, tmp_path):
+    root, _ = corpus
+    cfg = _cfg(root, tmp_path / "run", vocoder={"hidden_size": 32})
+    assert isinstance(cfg.vocoder, VocoderConfig) and cfg.vocoder.hidden_size == 32
+    assert cfg.vocoder.lpc_order == VocoderConfig().lpc_order  # the rest: the defaults
+
+
+def test_a_cache_that_cannot_fit_is_a_disk_full_error_not_a_bus_error(tmp_path):
+    """The memmap's space is reserved up front (a sparse file meeting a full disk dies of SIGBUS)."""
+    from wavern.errors import DiskFullError
+    from wavern.training.vocoder_data import _reserved_memmap
+
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tiny filesystem needs root")
+    mnt = tmp_path / "tiny"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)]).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        ok = _reserved_memmap(mnt / "small.npy", np.int16, (1000,))
+        ok[:] = 7
+        del ok
+        with pytest.raises(DiskFullError, match="needs 2 MB"):
+            _reserved_memmap(mnt / "big.npy", np.int16, (1_000_000,))
+        assert sorted(p.name for p in mnt.iterdir()) == ["small.npy"]  # nothing left filling the disk
+        assert np.load(mnt / "small.npy")[0] == 7
+    finally:
+        subprocess.run(["umount", str(mnt)])

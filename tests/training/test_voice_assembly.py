@@ -74,6 +74,12 @@ def test_train_voice_builds_the_shipped_architecture_from_a_corpus(tmp_path):
                                            out_dir=str(tmp_path / "voice"), acoustic_steps=2, vocoder_steps=2,
                                            threads=1))
     assert summary["acoustic"]["step"] == 2 and summary["vocoder"]["step"] == 2 and summary["build_wall_s"] > 0
+    assert summary["acoustic"]["wall_s"] > 0 and summary["vocoder"]["wall_s"] > 0  # (the acoustic one read 0.0)
+    assert "corpus of 12 sentences" in (tmp_path / "voice" / "MODEL_CARD.md").read_text()  # what it was built on
+    with pytest.raises(ParameterError, match="holds a corpus of 12 utterances; this build asks for 20"):
+        build_voice(VoiceBuildConfig(preset="tiny", corpus_dir=str(corpus), run_dir=str(tmp_path / "runs"),
+                                     out_dir=str(tmp_path / "voice2"), utterances=20, acoustic_steps=2,
+                                     vocoder_steps=2, threads=1))
     v = Voice.load(tmp_path / "voice")
     try:
         assert v.has_prosody and v.vocoder.ltp and v.vocoder.ltp_input_taps == 5 and v.vocoder.lpc_order == 16

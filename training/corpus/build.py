@@ -193,18 +193,21 @@ def build_corpus(
     if jobs < 1:
         raise ParameterError(f"jobs must be >= 1, found {jobs}")
     out = Path(out_dir)
-    if (out / "corpus.json").exists() or (out / "metadata.jsonl").exists():
-        if not overwrite:
-            raise CorpusError(f"{str(out)!r} already holds a corpus; pass overwrite=True to replace it")
-        for sub in ("wavs", "mels"):
-            shutil.rmtree(out / sub, ignore_errors=True)
-        for name in ("corpus.json", "metadata.jsonl"):
-            (out / name).unlink(missing_ok=True)
+    if ((out / "corpus.json").exists() or (out / "metadata.jsonl").exists()) and not overwrite:
+        raise CorpusError(f"{str(out)!r} already holds a corpus; replace it with overwrite=True "
+                          f"(`wavern corpus build --overwrite`) or build into another folder")
     sent_path = Path(sentences_path) if sentences_path is not None else default_sentences_path()
     sentences = read_sentences(sent_path)
     _check_voices(voice_list)
     specs = plan_utterances(sentences, utterances=utterances, seed=seed, voices=voice_list,
                             vary_prosody=single_voice is None)
+    # Everything is checked: only now is an old corpus removed. metadata.jsonl goes first, so a
+    # corpus is never half old and half new; it is written last (after corpus.json), so its presence
+    # means a complete corpus.
+    (out / "metadata.jsonl").unlink(missing_ok=True)
+    (out / "corpus.json").unlink(missing_ok=True)
+    for sub in ("wavs", "mels"):
+        shutil.rmtree(out / sub, ignore_errors=True)
     try:
         (out / "wavs").mkdir(parents=True, exist_ok=True)
         (out / "mels").mkdir(parents=True, exist_ok=True)
@@ -237,7 +240,6 @@ def build_corpus(
         if bar is not None:
             bar.close()
     wall = time.perf_counter() - t0
-    os.replace(tmp_meta, out / "metadata.jsonl")
 
     from wavern.conditioning.frontend import SymbolTable
     from wavern.conditioning.frontend.espeak import espeak_version
@@ -262,6 +264,7 @@ def build_corpus(
         "symbols": SymbolTable.default().to_list(),
     }
     (out / "corpus.json").write_text(json.dumps(info, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp_meta, out / "metadata.jsonl")  # last: a corpus with metadata.jsonl is complete
     log.info("corpus of %d utterances (%.1f min of audio) in %.1f s (%.0fx real time, %d jobs), %d prosody "
              "fallbacks", utterances, total_s / 60, wall, total_s / max(wall, 1e-9), jobs, fallbacks)
     return {**info, "wall_s": wall, "x_real_time": total_s / max(wall, 1e-9), "jobs": jobs,

@@ -116,6 +116,37 @@ def test_refuses_to_overwrite_and_bad_arguments(built, tmp_path):
         build_corpus(tmp_path / "z", utterances=1, voices=["en-us"], single_voice="en-us", progress=False)
 
 
+def test_an_overwrite_with_bad_arguments_keeps_the_old_corpus(built, tmp_path):
+    import shutil
+
+    a, _, _ = built
+    c = tmp_path / "c"
+    shutil.copytree(a, c)
+    before = _files(c)
+    with pytest.raises(ParameterError):
+        build_corpus(c, utterances=2, voices=["xx-nope+m1"], overwrite=True, progress=False)
+    assert _files(c) == before
+
+
+def test_metadata_is_written_last_so_its_presence_means_a_complete_corpus(tmp_path, monkeypatch):
+    """A build killed after the audio but before corpus.json leaves no metadata.jsonl behind."""
+    import json as json_mod
+
+    from wavern.training.corpus import build as build_mod
+
+    real_dumps = json_mod.dumps
+
+    def die_at_corpus_json(obj, *args, **kwargs):
+        if isinstance(obj, dict) and obj.get("format") == build_mod.CORPUS_FORMAT:
+            raise KeyboardInterrupt  # the kill, just before corpus.json is written
+        return real_dumps(obj, *args, **kwargs)
+
+    monkeypatch.setattr(build_mod.json, "dumps", die_at_corpus_json)
+    with pytest.raises(KeyboardInterrupt):
+        build_corpus(tmp_path / "c", utterances=2, seed=0, jobs=1, progress=False)
+    assert not (tmp_path / "c" / "metadata.jsonl").exists() and not (tmp_path / "c" / "corpus.json").exists()
+
+
 # ----------------------------------------------------------------------------- corruption
 def _corrupt_copy(src: Path, dst: Path, edit) -> Path:
     shutil.copytree(src, dst)
