@@ -18,6 +18,7 @@ export the last utterance, Ctrl+Shift+E export the whole text.
 from __future__ import annotations
 
 import bisect
+import math
 import logging
 import re
 import sys
@@ -55,7 +56,7 @@ from wavern.conditioning.config import PROSODY_DEFAULT, PROSODY_LIMITS
 from wavern.conditioning.frontend.lexicon import Lexicon
 from wavern.conditioning.frontend.normalize import is_abbreviation
 from wavern.engine.chunk import SpeakConfig
-from wavern.errors import WavernError
+from wavern.errors import ParameterError, WavernError
 
 __all__ = ["MainWindow", "run_window", "committed_end", "SILENT"]
 
@@ -79,11 +80,30 @@ def committed_end(text: str, start: int) -> int:
     end = start
     for m in _COMMIT_RE.finditer(text, start):
         if text[m.start()] == ".":
-            token = re.search(r"\S+$", text[start:m.start() + 1])
-            if token and is_abbreviation(token.group()):
+            k = m.start()  # the token ending in this full stop: back to the white space before it
+            while k > start and not text[k - 1].isspace():
+                k -= 1
+            if is_abbreviation(text[k:m.start() + 1]):
                 continue
         end = m.end()
     return end
+
+
+def qt_position(text: str, index: int) -> int:
+    """The editor position (UTF-16 code units, as Qt counts) of code point ``index`` of ``text``."""
+    return index + sum(1 for c in text[:index] if c > "\uffff") if not text.isascii() else index
+
+
+def text_index(text: str, position: int) -> int:
+    """The code point index of editor position ``position`` in ``text`` (the inverse of :func:`qt_position`)."""
+    if text.isascii():
+        return position
+    units = 0
+    for i, c in enumerate(text):
+        if units >= position:
+            return i
+        units += 2 if c > "\uffff" else 1
+    return len(text)
 
 
 def _config_dir() -> Path:
@@ -136,6 +156,9 @@ class MainWindow(QMainWindow):
         self.buffer_s = buffer_s
         self.sample_rate = 22050
         self.voice_state: VoiceState | None = None
+        self._lexicon_problem: str | None = None  # why lexicon.json could not be used, until it is replaced
+        self._job_start: dict[int, int] = {}  # stream-clock position of each request's first chunk
+        self._heard_until: int | None = None  # the stream clock when Stop was last pressed
         self.lexicon = self._load_lexicon()
         self.devices = [] if silent else usable_output_devices(self.sample_rate)
         self.worker = SpeechWorker(silent=silent or not self.devices, buffer_s=buffer_s, clock_speed=clock_speed,
@@ -144,7 +167,7 @@ class MainWindow(QMainWindow):
         self.history = ScopeHistory(sample_rate=self.sample_rate)
         self.stats: list[UtteranceStats] = []  # every finished utterance, in order
         self.last_audio: np.ndarray | None = None
-        self._jobs: dict[int, tuple[QTextCursor, list[np.ndarray]]] = {}  # id -> (anchor, chunks)
+        self._jobs: dict[int, tuple[QTextCursor, list[np.ndarray], str]] = {}  # id -> (anchor, chunks, text)
         self._words: list[tuple[int, int, int, int, int]] = []  # (start, end, job, char a, char b)
         self._word_starts: list[int] = []
         self._chunks: list[tuple[int, int, int, tuple[int, int]]] = []  # (start, end, job, text span)
@@ -345,9 +368,22 @@ class MainWindow(QMainWindow):
             s.setToolTip("" if state.prosody else "This voice was trained without the prosody input")
         self.passes.set_value(state.melmatch_passes)
         self._set_voice_ready(True)
-        self.statusBar().showMessage(f"Voice {state.name} ready (warm-up {state.warmup_s:.1f} s)", 8000)
+        if self._lexicon_problem:  # said now: the loading message would have hidden it at start-up
+            self.statusBar().showMessage(f"{self._lexicon_problem} (Fix word keeps it as lexicon.json.bad)")
+        else:
+            self.statusBar().showMessage(f"Voice {state.name} ready (warm-up {state.warmup_s:.1f} s)", 8000)
 
     def _on_voice_failed(self, message: str) -> None:
+        if self.voice_state is not None:  # the worker still has the voice it had: back to it
+            i = self.voice_combo.findData(str(self.voice_state.path))
+            if i >= 0:
+                self.voice_combo.blockSignals(True)
+                self.voice_combo.setCurrentIndex(i)
+                self.voice_combo.blockSignals(False)
+                self.card.setText(self._voice_infos[i].card)
+            self._set_voice_ready(True)
+            self.statusBar().showMessage(f"Voice not loaded: {message}; still speaking with {self.voice_state.name}")
+            return
         self._set_voice_ready(False)
         self.statusBar().showMessage(f"Voice not loaded: {message}")
 
@@ -393,16 +429,18 @@ class MainWindow(QMainWindow):
         if not text.strip():
             self.statusBar().showMessage("Nothing to say: type some text first.", 5000)
             return None
-        if now:
+        if now:  # what plays now stops: as Stop
+            self._heard_until = self.worker.meters().position
             self.pause_action.setChecked(False)
             self.editor.highlight(sentence=None, word=None)
         job = self.worker.speak(text, self.speak_config(), now=now)
         anchor = QTextCursor(self.editor.document())
         anchor.setPosition(start or 0)
-        self._jobs[job] = (anchor, [])
+        self._jobs[job] = (anchor, [], text)  # the text: its spans count code points, the editor UTF-16 units
         return job
 
     def stop(self) -> None:
+        self._heard_until = self.worker.meters().position  # Export last keeps only what was heard
         self.worker.stop()
         self.pause_action.setChecked(False)
         self.editor.highlight(sentence=None, word=None)
@@ -426,12 +464,12 @@ class MainWindow(QMainWindow):
         if self._sayt is None or not self.sayt_action.isEnabled():
             return
         text = self.editor.toPlainText()
-        start = min(self._sayt.position(), len(text))
+        start = text_index(text, self._sayt.position())
         end = committed_end(text, start)
         if end > start:
-            self._sayt.setPosition(end)
+            self._sayt.setPosition(qt_position(text, end))
             if text[start:end].strip() and re.search(r"\w", text[start:end]):
-                self.speak(now=False, text=text[start:end], start=start)
+                self.speak(now=False, text=text[start:end], start=qt_position(text, start))
 
     # ------------------------------------------------------------------ results from the worker
     def _on_started(self, job: int, text: str) -> None:
@@ -441,8 +479,15 @@ class MainWindow(QMainWindow):
         self.history.add(view)
         entry = self._jobs.get(view.job_id)
         if entry is not None:
+            if not entry[1]:
+                self._job_start[view.job_id] = view.position
             entry[1].append(view.samples)
         end = view.position + view.samples.shape[0]
+        if self._chunks and self._chunks[-1][1] > view.position:  # the clock went back (a stop): what was
+            k = bisect.bisect_left(self._word_starts, view.position)  # made but never heard is forgotten
+            del self._words[k:], self._word_starts[k:]
+            while self._chunks and self._chunks[-1][1] > view.position:
+                self._chunks.pop()
         self._chunks.append((view.position, end, view.job_id, view.text_span))
         for w in view.words:
             self._words.append((w.start, w.end, view.job_id, w.char_start, w.char_end))
@@ -457,7 +502,11 @@ class MainWindow(QMainWindow):
         self.dashboard.add(stats)
         entry = self._jobs.get(stats.job_id)
         if entry is not None and entry[1]:
-            self.last_audio = np.concatenate(entry[1])
+            audio = np.concatenate(entry[1])
+            start = self._job_start.pop(stats.job_id, None)
+            if stats.stopped and start is not None and self._heard_until is not None:
+                audio = audio[:max(0, self._heard_until - start)]  # made, but stopped before it was heard
+            self.last_audio = audio if audio.size else self.last_audio
             entry[1].clear()
         if len(self._jobs) > 200:  # forget anchors of long-finished requests
             for k in sorted(self._jobs)[:-100]:
@@ -478,16 +527,16 @@ class MainWindow(QMainWindow):
             if a <= position < b:
                 anchor = self._jobs.get(job)
                 if anchor is not None:
-                    off = anchor[0].position()
-                    sentence = (off + span[0], off + span[1])
+                    off, text = anchor[0].position(), anchor[2]
+                    sentence = (off + qt_position(text, span[0]), off + qt_position(text, span[1]))
                 break
         i = bisect.bisect_right(self._word_starts, position) - 1
         if i >= 0:
             a, b, job, ca, cb = self._words[i]
             anchor = self._jobs.get(job)
             if a <= position < b and anchor is not None:
-                off = anchor[0].position()
-                word = (off + ca, off + cb)
+                off, text = anchor[0].position(), anchor[2]
+                word = (off + qt_position(text, ca), off + qt_position(text, cb))
         self.editor.highlight(sentence=sentence, word=word)
 
     # ------------------------------------------------------------------ preview and lexicon
@@ -517,12 +566,20 @@ class MainWindow(QMainWindow):
         try:
             return Lexicon.load(self.lexicon_path)
         except WavernError as e:
-            self.statusBar().showMessage(f"User lexicon ignored: {e}")
+            self._lexicon_problem = f"User lexicon ignored: {e}"  # shown once the voice has loaded
+            log.warning("%s", self._lexicon_problem)
             return Lexicon()
 
     def set_lexicon(self, lexicon: Lexicon) -> None:
-        """Save ``lexicon`` to lexicon.json and use it for the next requests and the preview."""
-        self.config_dir.mkdir(parents=True, exist_ok=True)
+        """Save ``lexicon`` to lexicon.json and use it for the next requests and the preview. A file that
+        could not be read at start-up is kept beside it (lexicon.json.bad) rather than overwritten."""
+        try:
+            self.config_dir.mkdir(parents=True, exist_ok=True)
+            if getattr(self, "_lexicon_problem", None) and self.lexicon_path.is_file():
+                self.lexicon_path.replace(self.lexicon_path.with_name("lexicon.json.bad"))
+                self._lexicon_problem = None
+        except OSError as e:
+            raise ParameterError(f"cannot save the lexicon in {self.config_dir}: {e.strerror or e}") from None
         lexicon.save(self.lexicon_path)
         self.lexicon = lexicon
         self.worker.set_lexicon(lexicon)
@@ -580,13 +637,22 @@ class MainWindow(QMainWindow):
         geometry = s.value("geometry")
         if geometry is not None:
             self.restoreGeometry(geometry)
-        self.speed.set_value(float(s.value("speed", 1.0)))
-        self.volume.set_value(float(s.value("volume", 1.0)))
-        self.pause.set_value(float(s.value("pause_s", 0.0)))
-        self.pitch.set_value(float(s.value("pitch", PROSODY_DEFAULT[1])))
-        self.pitch_range.set_value(float(s.value("pitch_range", PROSODY_DEFAULT[2])))
+
+        def number(key: str, default, kind=float):
+            try:  # a settings file edited by hand (or damaged) falls back to the default
+                value = kind(s.value(key, default))
+                return value if math.isfinite(value) else default
+            except (TypeError, ValueError):
+                log.warning("setting %s=%r is not a number; using %r", key, s.value(key), default)
+                return default
+
+        self.speed.set_value(number("speed", 1.0))
+        self.volume.set_value(number("volume", 1.0))
+        self.pause.set_value(number("pause_s", 0.0))
+        self.pitch.set_value(number("pitch", PROSODY_DEFAULT[1]))
+        self.pitch_range.set_value(number("pitch_range", PROSODY_DEFAULT[2]))
         self.editor.setPlainText(str(s.value("text", "")))
-        device = int(s.value("device", SILENT))
+        device = number("device", SILENT, int)
         i = self.device_combo.findData(device)
         self.device_combo.setCurrentIndex(i if i >= 0 else (1 if self.devices else 0))
         self._on_device_chosen(self.device_combo.currentIndex())

@@ -341,8 +341,8 @@ class SpeechWorker(QObject):
             try:
                 write_audio(Path(path), samples, sample_rate)
                 self.exported.emit(0, str(path))
-            except (WavernError, OSError) as e:
-                self.failed.emit(0, str(e))
+            except Exception as e:  # noqa: BLE001 - whatever it is, the user hears of it (not a lost future)
+                self.failed.emit(0, str(e) or type(e).__name__)
 
         self._side.submit(work)
 
@@ -393,15 +393,16 @@ class SpeechWorker(QObject):
         return self._paused
 
     def stop(self) -> None:
-        """Silence now: drop queued speech and exports, stop the stream at its next chunk, abort the output."""
+        """Silence now: drop queued speech, stop the stream at its next chunk, abort the output. Voice
+        changes and exports (files, not sound) go on; closing the window stops those."""
         with self._lock:
-            loads = [j for j in self._queue if j.kind == "load"]  # a voice change still happens
+            kept = [j for j in self._queue if j.kind in ("load", "export")]
             self._queue.clear()
-            self._queue.extend(loads)
-            if self._current is not None:
+            self._queue.extend(kept)
+            if self._current is not None and self._current.kind != "export":
                 self._current.cancelled = True
-            if self._control is not None:
-                self._control.stop()
+                if self._control is not None:
+                    self._control.stop()
             sink, self._sink = self._sink, None
             if sink is not None:
                 self._written -= self._queued_samples(sink)  # rewind past what will never play

@@ -99,5 +99,5 @@ def write_audio(path: Path, samples: np.ndarray, sample_rate: int) -> Path:
 
         if _disk_full(e, path):
             raise DiskFullError(f"disk full while writing {path}; free space and run again") from None
-        raise
+        raise ParameterError(f"cannot write {path}: {e}") from None  # a missing or read-only folder
     return path

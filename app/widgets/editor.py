@@ -57,7 +57,10 @@ class SpeechEditor(QPlainTextEdit):
         """The text of the highlighted word, or ""."""
         if self.current_word is None:
             return ""
-        return self.toPlainText()[self.current_word[0]:self.current_word[1]]
+        cur = QTextCursor(self.document())  # positions count UTF-16 units, as the document does
+        cur.setPosition(self.current_word[0])
+        cur.setPosition(self.current_word[1], QTextCursor.MoveMode.KeepAnchor)
+        return cur.selectedText()
 
     def word_under_cursor(self) -> str:
         """The selection if any, else the word at the text cursor."""

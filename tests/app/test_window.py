@@ -526,3 +526,113 @@ def test_pitch_sliders_follow_the_voice_and_reach_the_request(qtbot, window, tin
             w2.close()
     finally:
         w.close()
+
+
+# ----------------------------------------------------------------------------- found by a review pass
+def test_highlights_after_a_stop_and_a_new_request_point_at_the_new_words(qtbot, window):
+    """Words made but never heard before a stop are forgotten: the next request's word list stays sorted."""
+    w = window
+    w.editor.setPlainText(LONG)
+    w.speak()
+    qtbot.waitUntil(lambda: w.worker.sink is not None and w.worker.sink.played_samples > 4096, timeout=WAIT_MS)
+    w.stop()
+    text = "Alpha beta gamma delta."
+    job, _ = _speak_and_wait(qtbot, w, text)
+    assert w._word_starts == sorted(w._word_starts)
+    mine = [(a, b, ca, cb) for a, b, j, ca, cb in w._words if j == job]
+    assert [text[ca:cb] for *_, ca, cb in mine] == ["Alpha", "beta", "gamma", "delta"]
+    for a, b, ca, cb in mine:  # each word is what the editor marks at its own time
+        w.highlight_at((a + b) // 2)
+        assert w.editor.highlighted_text() == text[ca:cb]
+
+
+def test_highlights_count_the_editors_units_past_an_emoji(qtbot, window):
+    w = window
+    text = "Caf\u00e9 \U0001F600\U0001F600 na\u00efve words here."
+    job, _ = _speak_and_wait(qtbot, w, text)
+    words = [(a, b) for a, b, j, *_ in w._words if j == job]
+    assert len(words) >= 3
+    from PySide6.QtGui import QTextCursor
+
+    seen = []
+    for a, b in words:
+        w.highlight_at((a + b) // 2)
+        cur = QTextCursor(w.editor.document())  # what the editor marks, read the document's own way
+        cur.setPosition(w.editor.current_word[0])
+        cur.setPosition(w.editor.current_word[1], QTextCursor.MoveMode.KeepAnchor)
+        seen.append(cur.selectedText())
+    assert seen[-3:] == ["na\u00efve", "words", "here"]
+
+
+def test_export_last_after_a_stop_holds_only_what_was_heard_and_reports_a_bad_folder(qtbot, window, tmp_path):
+    w = window
+    w.editor.setPlainText(LONG)
+    job = w.speak()
+    qtbot.waitUntil(lambda: w.worker.sink is not None and w.worker.sink.played_samples > 4096, timeout=WAIT_MS)
+    heard = w.worker.meters().position - w._job_start[job]
+    w.stop()
+    _stats_of(qtbot, w, job)
+    made = sum(b - a for a, b, j, _ in w._chunks if j == job)
+    assert heard <= w.last_audio.size <= heard + 4096 and w.last_audio.size < made + 1
+    with qtbot.waitSignal(w.worker.failed, timeout=WAIT_MS) as sig:
+        w.export_last(tmp_path / "missing" / "last.wav")
+    assert "cannot write" in sig.args[1] and "missing" in sig.args[1]
+
+
+def test_esc_leaves_a_queued_export_alone(qtbot, window, tmp_path):
+    w = window
+    w.editor.setPlainText(LONG)
+    w.speak()
+    w.editor.setPlainText("Exported anyway.")
+    with qtbot.waitSignal(w.worker.exported, timeout=WAIT_MS):
+        w.export_text(tmp_path / "kept.wav")
+        w.stop()
+    assert sf.info(str(tmp_path / "kept.wav")).frames > 0
+
+
+def test_damaged_settings_and_lexicon_do_not_stop_the_window_or_get_lost(qtbot, tiny_voice, tmp_path):
+    (tmp_path / "settings.ini").write_text("[General]\nspeed=fast\ndevice=abc\nvolume=nan\npitch=1e999\n")
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "lexicon.json").write_text('{"entries": {"foo": "bar",}}')  # a trailing comma
+    w = _new_window(tmp_path, tiny_voice)
+    try:
+        _wait(lambda: w.voice_state is not None)
+        assert w.speed.value() == pytest.approx(1.0) and w.volume.value() == pytest.approx(1.0)
+        assert "User lexicon ignored" in w.statusBar().currentMessage()  # said after the voice loaded
+        from wavern.conditioning.frontend.lexicon import Lexicon
+
+        w.set_lexicon(Lexicon({"tomato": "tomahto"}))
+        assert (tmp_path / "config" / "lexicon.json.bad").read_text() == '{"entries": {"foo": "bar",}}'
+        assert len(Lexicon.load(tmp_path / "config" / "lexicon.json")) == 1
+    finally:
+        w.close()
+
+
+def test_a_voice_that_fails_to_load_leaves_the_previous_one_in_use(qtbot, tiny_voice, tmp_path, monkeypatch):
+    import shutil
+
+    from wavern.app.voices import VoiceInfo
+
+    broken = tmp_path / "voices" / "broken"
+    shutil.copytree(tiny_voice, broken)
+    (broken / "vocoder.safetensors").write_bytes(b"garbage")
+    w = _new_window(tmp_path, tiny_voice)
+    try:
+        _wait(lambda: w.voice_state is not None)
+        good = w.voice_combo.currentIndex()
+        w._voice_infos.append(VoiceInfo("broken", broken, "", None))
+        w.voice_combo.addItem("broken", str(broken))
+        with qtbot.waitSignal(w.worker.voiceFailed, timeout=WAIT_MS):
+            w.voice_combo.setCurrentIndex(w.voice_combo.count() - 1)
+        QApplication.processEvents()
+        assert w.voice_combo.currentIndex() == good and w.speak_action.isEnabled()
+        assert "still speaking with" in w.statusBar().currentMessage()
+        w.save_settings()
+        assert w.settings.value("voice") == str(tiny_voice)
+    finally:
+        w.close()
+
+
+def test_committed_end_is_linear_in_a_pasted_text():
+    text = "Dr. Smith went home. " * 20000  # 420 kB: quadratic scanning would take minutes
+    assert committed_end(text, 0) == len(text) - 1
