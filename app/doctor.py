@@ -96,7 +96,9 @@ def _voices() -> Check:
 
     found = find_voices()
     if not found:
-        return Check("voices", False, "no voices found (looked in assets/voices and $WAVERN_VOICES)")
+        from wavern.app.voices import voice_dirs
+
+        return Check("voices", False, f"no voices found (looked in {', '.join(str(d) for d in voice_dirs())})")
     parts = []
     all_ok = True
     for info in found:
