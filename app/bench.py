@@ -6,7 +6,6 @@
     wavern bench --device                     # play through the real audio device
     wavern bench --compare torch              # engine vs the torch reference loop, same weights and mel
     wavern bench --realtime 600 --load 1      # 10 min of audio into a sink paced like a sound card
-    python -m wavern.app.bench --realtime 600 # the same, until the CLI grows --realtime
 
 Each sentence of the set is one request: ``Voice.stream(text)`` is drained into a sink (a
 :class:`NullSink`, or a :class:`DeviceSink` with ``--device``) and every chunk's arrival time
@@ -197,7 +196,7 @@ class SentenceRun:
 
 
 def measure_sentence(voice, text: str, *, sink, index: int = 0, seed: int = 0,
-                     max_samples: int | None = None) -> SentenceRun:
+                     max_samples: int | None = None, end_request: bool = False) -> SentenceRun:
     """Stream ``text`` into ``sink`` and time every chunk (the sink's own time is not compute).
 
     ``max_samples``: stop the request once this many samples are made (the last chunk is cut).
@@ -217,11 +216,15 @@ def measure_sentence(voice, text: str, *, sink, index: int = 0, seed: int = 0,
                 break
             now = time.perf_counter()
             x = chunk.samples if max_samples is None else chunk.samples[:max_samples - made]
-            chunks.append(ChunkTiming(index, int(chunk.start_sample), int(x.shape[0]), now - t0, now - t))
+            # a chunk cut at the target is charged only for the share of it kept (its load stays its own)
+            compute = (now - t) * x.shape[0] / max(chunk.samples.shape[0], 1)
+            chunks.append(ChunkTiming(index, int(chunk.start_sample), int(x.shape[0]), now - t0, compute))
             made += x.shape[0]
             sink.write(x)
     finally:
         it.close()
+    if end_request:  # (--device) the sound card running dry before the next request is no underrun
+        sink.end_request()
     total = time.perf_counter() - t0
     if not chunks:
         raise ParameterError(f"sentence {index} ({text[:40]!r}) produced no audio")
@@ -422,7 +425,7 @@ def run_bench(voice_path: str | os.PathLike, sentences: Sequence[str], *, repeat
                 if target is not None and made >= target:
                     break
                 run = measure_sentence(voice, text, sink=sink, index=len(runs), seed=seed + len(runs),
-                                       max_samples=None if target is None else target - made)
+                                       max_samples=None if target is None else target - made, end_request=device)
                 made += run.samples
                 runs.append(run)
                 plays.append(simulate_playback([c.arrival_s for c in run.chunks],

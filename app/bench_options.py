@@ -22,4 +22,5 @@ def add_bench_arguments(p) -> None:
                    help="speak the sentences as one text, again and again, until SECONDS of audio are made, into a "
                         "sink that consumes at the sample rate like a sound card; counts its underruns")
     p.add_argument("--buffer", type=float, default=4.0, metavar="SECONDS",
-                   help="ring capacity of the --realtime sink (how far generation may run ahead)")
+                   help="ring capacity of the --realtime sink (how far generation may run ahead; rounded up to a "
+                        "power of two samples: 4 s holds 5.94 s at 22050 Hz)")

@@ -58,6 +58,13 @@ def pick_voice(tmp: Path, hidden: int | None, density: float) -> tuple[Path, str
                   f"shapes, not on training")
 
 
+def _word_range() -> str:
+    """Fewest to most words in a line of the benchmark's sentence set."""
+    lines = [ln for ln in SENTENCES.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    counts = [len(ln.split()) for ln in lines]
+    return f"{min(counts)} to {max(counts)}"
+
+
 def schema_section() -> str:
     from wavern.app.bench import SCHEMA, SCHEMA_VERSION
 
@@ -122,8 +129,8 @@ def results_section(runs: dict[str, dict], voice_desc: str, cmds: dict[str, str]
     feats = ", ".join(k for k, v in sy["cpu_features"].items() if v)
     lines = [
         f"Voice: {voice_desc}. Requests: the {first['summary']['sentences']} lines of "
-        f"`assets/bench/sentences.txt` (1 to 60 words), each its own request through `Voice.stream` into a null "
-        f"sink; the multi-sentence run speaks the lines joined into texts of 5, 10, 20 and 40 sentences. "
+        f"`assets/bench/sentences.txt` ({_word_range()} words), each its own request through `Voice.stream` into a "
+        f"null sink; the multi-sentence run speaks the lines joined into texts of 5, 10, 20 and 40 lines. "
         f"Machine: {sy['cpu_count']} CPUs ({feats}), Python {sy['python']}, torch threads "
         f"{sy['threads']['torch']}, numba threads {sy['threads']['numba']}. One core is held all session by a "
         f"1-thread training run and the other is shared with other jobs (1-minute load average at the end of each "
@@ -154,7 +161,7 @@ def results_section(runs: dict[str, dict], voice_desc: str, cmds: dict[str, str]
             f"{r['system']['loadavg'][0]:.1f} at the end).",
             "",
             "| audio s | wall s | CPU s (RTF) | callbacks | underruns | underrun s | headroom s min / p10 / p50 | "
-            "chunk load p50 / p90 / p99 / max | first audio ms | thread late ms max |",
+            "chunk load p50 / p90 / p99 / max | first audio ms max | thread late ms max |",
             "|---|---|---|---|---|---|---|---|---|---|",
             f"| {rt['audio_s']:.1f} | {rt['wall_s']:.1f} | {rt['cpu_s']:.1f} ({rt['cpu_rtf']:.3f}) | {rt['blocks']} | "
             f"**{rt['underruns']}** | {rt['underrun_s']:.3f} | {rh['min']:.3f} / {rh['p10']:.3f} / {rh['p50']:.3f} | "
