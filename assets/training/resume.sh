@@ -15,8 +15,8 @@
 # against fade_hi (density 0.1), both at lr 1e-4. Since session 9 the voice's mel matching
 # (engine/melmatch.py) does more for what is heard than any of these runs has; session 10 added the
 # post-filter's pitch stage and smoothed mel matching for the acoustic model's mel (same networks).
-# The shipped voice (assets/voices/default): vocoder ltp_fade step 67851, acoustic model
-# acoustic_prosody step 7731 (docs/VOICE.md).
+# The shipped voice (assets/voices/default): vocoder ltp_fade step 67851, acoustic model step 23800
+# (acoustic_prosody's 7731, then runs/acoustic_voice's 16069, sessions 11-12; docs/VOICE.md).
 set -e
 cd "$(dirname "$0")/../.."
 PY=.venv/bin/python
@@ -31,9 +31,12 @@ mkdir -p runs/dense15 runs/fade_hi
 # prosody as shipped, into runs/acoustic_voice; a rerun resumes it. (Before: from
 # acoustic-compact.pt, the session-4 model at step 5673, through runs/acoustic_pitch and
 # runs/acoustic_prosody, whose step 7731 is the shipped one; its checkpoints are not in git.) Session
-# 11 ran it 5901 steps on both cores (torchrun, 2 processes): held-out mel L1 0.409 against the
-# shipped 0.422, end to end MCD vs espeak-ng 0.04 dB lower, phone accuracy 0.006 lower on two draws;
-# not shipped (assets/training/README.md "Session 11"). 1 thread; --time-limit-min bounds one call.
+# 11 ran it 5901 steps on both cores (torchrun, 2 processes; not shipped then: phone accuracy 0.006
+# lower on two draws); session 12 continued it to 16069 (held-out mel L1 0.397 against 0.422, end to
+# end MCD vs espeak-ng 0.04-0.05 dB lower and phone accuracy 0.002-0.004 higher on both draws) and
+# shipped that (assets/training/README.md "Session 12"). On a fresh machine this now continues from
+# the shipped 16069 with a fresh optimiser. 1 thread; --time-limit-min bounds one call; session 12
+# ran it as `.venv/bin/torchrun --standalone --nproc-per-node 2 -m wavern.training.acoustic_trainer ...`.
 if [ -n "${ACOUSTIC_MINUTES:-}" ]; then
 mkdir -p runs/acoustic_voice
 nohup $PY -m wavern.training.acoustic_trainer data/corpus runs/acoustic_voice \
