@@ -43,6 +43,13 @@ class AudioChunk:
         return float_to_int16(self.samples)
 
 
+#: Accepted ranges of a request's settings (SpeakConfig; the live StreamControl; voice.json's defaults).
+SPEED_RANGE = (0.25, 4.0)
+VOLUME_RANGE = (0.0, 4.0)
+TEMPERATURE_RANGE = (0.05, 2.0)
+PAUSE_RANGE = (0.0, 5.0)
+
+
 @dataclasses.dataclass(frozen=True)
 class SpeakConfig:
     """How to speak one request; ``None`` means "the voice's default".
@@ -78,13 +85,13 @@ class SpeakConfig:
             raise ParameterError(f"passes must be an integer in [0, 32] or None, found {self.passes!r}")
         if self.postfilter is not None and not isinstance(self.postfilter, bool):
             raise ParameterError(f"postfilter must be True, False or None, found {self.postfilter!r}")
-        if not 0.25 <= self.speed <= 4.0:
+        if not SPEED_RANGE[0] <= self.speed <= SPEED_RANGE[1]:
             raise ParameterError(f"speed {self.speed} is outside [0.25, 4.0]")
-        if not 0.0 <= self.volume <= 4.0:
+        if not VOLUME_RANGE[0] <= self.volume <= VOLUME_RANGE[1]:
             raise ParameterError(f"volume {self.volume} is outside [0, 4]")
-        if self.temperature is not None and not 0.05 <= self.temperature <= 2.0:
+        if self.temperature is not None and not TEMPERATURE_RANGE[0] <= self.temperature <= TEMPERATURE_RANGE[1]:
             raise ParameterError(f"temperature {self.temperature} is outside [0.05, 2.0]")
-        if self.pause_s is not None and not 0.0 <= self.pause_s <= 5.0:
+        if self.pause_s is not None and not PAUSE_RANGE[0] <= self.pause_s <= PAUSE_RANGE[1]:
             raise ParameterError(f"pause_s {self.pause_s} is outside [0, 5] seconds")
         for name, (lo, hi) in (("pitch", PROSODY_LIMITS[1]), ("pitch_range", PROSODY_LIMITS[2])):
             v = getattr(self, name)

@@ -48,7 +48,7 @@ from typing import Iterator
 import numpy as np
 
 from wavern.dsp import DEFAULT_MEL, copy_features, int16_to_float
-from wavern.engine.chunk import AudioChunk, SpeakConfig
+from wavern.engine.chunk import PAUSE_RANGE, SPEED_RANGE, VOLUME_RANGE, AudioChunk, SpeakConfig
 from wavern.engine.voicefile import read_voice_json
 from wavern.errors import ParameterError, VoiceFileError
 
@@ -199,9 +199,9 @@ class StreamControl:
     against :class:`SpeakConfig`'s ranges when set (ParameterError), so a bad one never reaches a chunk.
     """
 
-    speed = _Checked(0.25, 4.0)  # SpeakConfig's ranges
-    volume = _Checked(0.0, 4.0)
-    pause_s = _Checked(0.0, 5.0)
+    speed = _Checked(*SPEED_RANGE)  # SpeakConfig's ranges
+    volume = _Checked(*VOLUME_RANGE)
+    pause_s = _Checked(*PAUSE_RANGE)
 
     def __init__(self, *, speed: float | None = None, volume: float | None = None, pause_s: float | None = None):
         self.speed = speed

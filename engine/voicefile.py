@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from wavern.dsp import DEFAULT_MEL, MelConfig
+from wavern.engine.chunk import PAUSE_RANGE, TEMPERATURE_RANGE
 from wavern.errors import ParameterError, VoiceFileError
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "read_voice_json", "write_voice_json"]
@@ -75,14 +76,15 @@ def read_voice_json(folder: str | Path, *, runtime_mel: MelConfig = DEFAULT_MEL)
         dup = sorted({s for s in symbols if symbols.count(s) > 1})
         raise VoiceFileError(f"{path}: field 'symbols' has duplicates {dup[:5]}")
     _check_inference(path, meta.get("inference", {}))
-    speakers = meta["acoustic"].get("speakers", ["x"])
-    if not isinstance(speakers, list) or not speakers or not all(isinstance(s, str) and s for s in speakers):
+    speakers = meta["acoustic"].get("speakers")
+    if speakers is not None and (not isinstance(speakers, list) or not speakers
+                                 or not all(isinstance(s, str) and s for s in speakers)):
         raise VoiceFileError(f"{path}: field 'acoustic.speakers' must be a non-empty list of names, found {speakers!r}")
     return meta
 
 
-# inference.<field>: (type, low, high); the ranges are SpeakConfig's where it has one
-_INFERENCE_NUMBERS = {"temperature": (0.05, 2.0), "pause_s": (0.0, 5.0)}
+# inference.<field>: (low, high), SpeakConfig's ranges
+_INFERENCE_NUMBERS = {"temperature": TEMPERATURE_RANGE, "pause_s": PAUSE_RANGE}
 
 
 def _check_inference(path: Path, infer: Any) -> None:

@@ -217,13 +217,13 @@ def _reserved_memmap(path: Path, dtype, shape: tuple) -> np.ndarray:
     try:
         os.posix_fallocate(fd, 0, size)
     except OSError as e:
+        if e.errno in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+            return arr  # a file system that cannot reserve: written as before
         if e.errno not in (errno.ENOSPC, errno.EDQUOT):
-            if e.errno in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
-                return arr  # a file system that cannot reserve: written as before
             raise
         del arr
         path.unlink(missing_ok=True)
-        raise DiskFullError(f"disk full: the vocoder cache needs {size / 1e6:.0f} MB more in {path.parent}; "
+        raise DiskFullError(f"disk full: the vocoder cache's {path.name} needs {size / 1e6:.0f} MB in {path.parent}; "
                             f"free space or give the cache another folder") from None
     finally:
         os.close(fd)

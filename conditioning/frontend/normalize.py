@@ -481,7 +481,8 @@ def _plain_number_value(s: str | None) -> float | None:
     """Value of a token that is just a number ("1", "-2.5", "1,000"), else None."""
     if s is None:
         return None
-    m = _RE_NUMBER.fullmatch(s) or _RE_NUMBER.fullmatch(s.rpartition("-")[2].rpartition("\u2013")[2])
+    last_end = s.rpartition("-")[2].rpartition("\u2013")[2]  # a range's upper end: "5-10 kg" is 10 of them
+    m = _RE_NUMBER.fullmatch(s) or _RE_NUMBER.fullmatch(last_end)
     if m is None or not s[:1].isdigit() and s[:1] not in "-+.":
         return None
     value = _number_value(m["num"])
@@ -640,9 +641,9 @@ def _read_range(s: str, ctx: Context) -> str | None:
     if not left[-1:].isalnum() or not right[:1].isalnum() and right[:1] not in _CURRENCIES:
         return None
     a = _read_numeric(left, Context(prev=ctx.prev))
-    if (b_cur := _RE_CUR_PRE.fullmatch(left)) and _RE_NUMBER.fullmatch(right):  # "$5-10": five to ten dollars
-        b = _read_numeric(b_cur["cur"] + right, Context(next=ctx.next))
-        a = _signed(b_cur["sign"], _number_words(b_cur["num"], as_year=False))
+    if (cur := _RE_CUR_PRE.fullmatch(left)) and _RE_NUMBER.fullmatch(right):  # "$5-10": five to ten dollars
+        b = _read_numeric(cur["cur"] + right, Context(next=ctx.next))
+        a = _signed(cur["sign"], _number_words(cur["num"], as_year=False))
     else:
         b = _read_numeric(right, Context(next=ctx.next))
     if a is None or b is None:
