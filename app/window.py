@@ -489,6 +489,9 @@ class MainWindow(QMainWindow):
             while self._chunks and self._chunks[-1][1] > view.position:
                 self._chunks.pop()
         self._chunks.append((view.position, end, view.job_id, view.text_span))
+        if view.words:  # timings sent again (after a change of speed) replace those still to come
+            k = bisect.bisect_left(self._word_starts, min(w.start for w in view.words))
+            del self._words[k:], self._word_starts[k:]
         for w in view.words:
             self._words.append((w.start, w.end, view.job_id, w.char_start, w.char_end))
             self._word_starts.append(w.start)

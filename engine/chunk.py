@@ -24,7 +24,8 @@ class AudioChunk:
         text_span: (start, end) character span of the original text this chunk voices
             (the sentence it belongs to).
         sentence_index: which sentence of the request.
-        word_timings: on the first chunk of each sentence, when each of its words is heard
+        word_timings: on the first chunk of each sentence, when each of its words is heard (and again,
+            for the words still to come, on the first chunk after a change of speed)
             (``WordTiming``: character span in the original text, absolute sample span).
     """
 

@@ -484,14 +484,20 @@ class Voice:
                         return
                     if control.speed != speed:  # re-render the rest of this sentence at the new speed
                         speed = control.speed
-                        done, n_total, gi_cache = self._respeed(utt, part, speaker, speed, done, n_total,
-                                                                postfilter, prosody)
+                        done, n_total, gi_cache, part = self._respeed(utt, part, speaker, speed, done, n_total,
+                                                                      postfilter, prosody)
                         state.position = done
                         if mm is not None:  # what was made at the old speed ends there; the rest is new
                             tail = mm.cut()
                             held = tail if held is None else np.concatenate([held, tail])
                             mm = melmatch.stream(gi_cache.rows, n_total - done, frame0=done // hop,
                                                  n_rows=gi_cache.n_frames - done // hop)
+                        # the words still to come, at the new speed: sample `done` is heard once what was made
+                        # at the old speed (and held back by mel matching) has played
+                        lands = position_total + (held.size if held is not None else 0)
+                        timings = tuple(t for t in timings if t.start_sample < lands) + tuple(  # (not sent yet)
+                            t for t in self._word_timings(utt, part, lands - done, char_offset=off)
+                            if t.start_sample >= lands)
                         if pending is not None and not pending.cancel():
                             concurrent.futures.wait([pending])
                         mels.close()
@@ -561,7 +567,7 @@ class Voice:
         hop = self.vocoder.hop
         n_new = p.n_frames * hop
         new_done = min(int(round(frac * p.n_frames)) * hop, n_new)
-        return new_done, n_new, _WindowedFrameInputs(self.vocoder, p, postfilter=postfilter)
+        return new_done, n_new, _WindowedFrameInputs(self.vocoder, p, postfilter=postfilter), p
 
     def _word_timings(self, utt, part, offset: int, *, char_offset: int = 0) -> tuple[WordTiming, ...]:
         hop = self.vocoder.hop

@@ -636,3 +636,18 @@ def test_a_voice_that_fails_to_load_leaves_the_previous_one_in_use(qtbot, tiny_v
 def test_committed_end_is_linear_in_a_pasted_text():
     text = "Dr. Smith went home. " * 20000  # 420 kB: quadratic scanning would take minutes
     assert committed_end(text, 0) == len(text) - 1
+
+
+def test_a_change_of_speed_replaces_the_words_still_to_come(qtbot, window):
+    w = window
+    w.editor.setPlainText(LONG)
+    job = w.speak()
+    qtbot.waitUntil(lambda: sum(c[2] == job for c in w._chunks) >= 3, timeout=WAIT_MS)
+    w.speed.set_value(2.0)  # the worker takes it at the stream's next chunk; the engine re-sends the timings
+    try:
+        _stats_of(qtbot, w, job)
+        mine = [(a, ca) for a, b, j, ca, cb in w._words if j == job]
+        assert w._word_starts == sorted(w._word_starts)
+        assert len({ca for _, ca in mine}) == len(mine)  # each word once: the re-sent ones replaced the old
+    finally:
+        w.speed.set_value(1.0)

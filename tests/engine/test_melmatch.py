@@ -310,6 +310,28 @@ def test_a_change_of_speed_before_a_sentences_last_chunk_keeps_what_was_made(mm_
     assert [c.start_sample for c in out] == list(np.cumsum([0] + [c.samples.size for c in out[:-1]]))
 
 
+def test_word_timings_after_a_change_of_speed_count_the_held_back_audio(mm_voice):
+    """With mel matching, what was made at the old speed and held back plays first: the new timings
+    start after it, and the last word ends where it does when the whole sentence is spoken faster."""
+    from wavern.engine.voice import StreamControl
+
+    text = "A rather long sentence, so that the speed can change in the middle of it without trouble."
+
+    def last_word_gap(chunks):
+        end = chunks[-1].start_sample + chunks[-1].samples.size
+        latest = {(t.char_start, t.char_end): t for c in chunks for t in c.word_timings}  # the last sent wins
+        return end - max(t.end_sample for t in latest.values())
+
+    fast = list(mm_voice.stream(text, control=StreamControl(speed=1.5), seed=1))
+    control, out = StreamControl(speed=1.0), []
+    for i, c in enumerate(mm_voice.stream(text, control=control, seed=1)):
+        out.append(c)
+        if i == 3:
+            control.speed = 1.5
+    assert sum(bool(c.word_timings) for c in out) == 2
+    assert abs(last_word_gap(out) - last_word_gap(fast)) <= 2 * HOP  # (the switch rounds to a frame)
+
+
 def test_a_request_sets_the_number_of_passes(mm_voice, tiny_voice):
     """SpeakConfig.passes: the voice's settings with that many passes (0: none, the post-filter
     stays), in the stream and the renderer alike; a voice without mel matching gets the defaults."""

@@ -214,6 +214,29 @@ def test_speed_change_mid_sentence_shortens_the_rest(voice):
     assert total < slow
 
 
+def test_word_timings_are_sent_again_after_a_change_of_speed(voice):
+    """Faster after the second chunk: the words still to come get new timings, inside the (shorter)
+    audio actually made; the words already under way keep theirs."""
+    text = "A somewhat longer sentence, so that there are several chunks to play."
+    ctl = StreamControl(speed=1.0)
+    chunks = []
+    for i, c in enumerate(voice.stream(text, control=ctl, seed=2)):
+        chunks.append(c)
+        if i == 1:
+            ctl.speed = 2.0
+    end = chunks[-1].start_sample + chunks[-1].samples.size
+    sent = [c.word_timings for c in chunks if c.word_timings]
+    assert len(sent) == 2  # with the first chunk, and again after the change
+    first, again = sent
+    switch = chunks[2].start_sample
+    latest = {(t.char_start, t.char_end): t for t in first + again}  # a word's last timing wins
+    final = sorted(latest.values(), key=lambda t: t.start_sample)
+    assert all(t.start_sample >= switch for t in again) and again  # only words still to come
+    assert final[-1].end_sample <= end < first[-1].end_sample  # the old timings ran past the shortened audio
+    assert [text[t.char_start:t.char_end] for t in final] == [text[t.char_start:t.char_end] for t in first]
+    assert [t.start_sample for t in final] == sorted(t.start_sample for t in final)
+
+
 @pytest.mark.parametrize("text", ["", "   \n\t", "😀🎉", "..."])
 def test_nothing_to_say_is_parameter_error(voice, text):
     with pytest.raises(ParameterError, match="nothing to say"):
