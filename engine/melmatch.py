@@ -126,7 +126,11 @@ class MelMatch:
         """One whole segment: int16 in, int16 out; float in, float32 out. ``mel`` (T, >= n_mels)
         holds the segment's frames from its first (a pitch voice's extra columns are ignored)."""
         s = self.stream(lambda a, b: np.asarray(mel)[a:b], len(audio), n_rows=len(mel))
-        return s.push(audio)
+        if len(audio) <= APPLY_BLOCK:
+            return s.push(audio)
+        # pushed in blocks, the same output (the stream's contract) with memory bounded by a block, not the
+        # segment: one push of a long file held every frame's spectrum of every pass at once
+        return np.concatenate([s.push(audio[i:i + APPLY_BLOCK]) for i in range(0, len(audio), APPLY_BLOCK)])
 
     def stream(self, rows: Rows, n_samples: int, *, n_rows: int | None = None, frame0: int = 0) -> "MelMatchStream":
         """A segment of ``n_samples`` samples whose frame ``t`` has the mel row ``rows(frame0 + t, ...)``
@@ -134,6 +138,10 @@ class MelMatch:
         n_rows = n_samples // self.hop if n_rows is None else int(n_rows)
         return MelMatchStream([_Pass(self, rows, int(n_samples), n_rows, int(frame0))
                                for _ in range(self.config.iterations)])
+
+
+#: Samples :meth:`MelMatch.apply` pushes at a time (about 3 s at 22050 Hz).
+APPLY_BLOCK = 1 << 16
 
 
 class MelMatchStream:
