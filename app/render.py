@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from wavern.errors import DiskFullError, ParameterError, WavernError
+from wavern.proc import exit_with_parent
 
 __all__ = ["Job", "read_inputs", "render_main", "run_batch", "RenderWorker", "BatchSummary", "RESULTS_NAME",
            "GROUP_SEGMENTS"]
@@ -355,16 +356,8 @@ _WORKER: RenderWorker | None = None
 def _pool_init(voices: dict, fold_frames: int | None, overlap_frames: int | None, log_level: int) -> None:
     global _WORKER
     logging.basicConfig(level=log_level, format="%(levelname)s %(name)s: %(message)s")
-    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
+    exit_with_parent()  # a driver killed outright: this worker stops instead of rendering for nobody
     _WORKER = RenderWorker(voices, fold_frames=fold_frames, overlap_frames=overlap_frames)
-
-
-def _exit_with_parent(parent: int) -> None:
-    """A worker whose driver died (killed, not stopped) stops within about a second instead of
-    rendering its group for nobody."""
-    while os.getppid() == parent:
-        time.sleep(1.0)
-    os._exit(1)
 
 
 def _pool_render(jobs: list[dict]) -> list[dict]:

@@ -158,8 +158,8 @@ def test_sigterm_stops_a_batch_like_ctrl_c_and_workers_die_with_their_driver(tmp
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
     # A process watching its parent (as pool workers do) lives while the parent does, and exits when the
     # parent dies without cleaning up.
-    child = ("import os; from wavern.app.render import _exit_with_parent; print(os.getpid(), flush=True); "
-             "_exit_with_parent(os.getppid())")
+    child = ("import os, time; from wavern.proc import exit_with_parent; print(os.getpid(), flush=True); "
+             "exit_with_parent(poll_s=0.2); time.sleep(600)")
     parent = subprocess.Popen([sys.executable, "-c", "import os, subprocess, sys, time; subprocess.Popen([sys.executable, "
                                f"'-c', {child!r}]); time.sleep(4); os._exit(0)"], stdout=subprocess.PIPE, text=True)
     pid = int(parent.stdout.readline())

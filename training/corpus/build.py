@@ -35,6 +35,7 @@ import numpy as np
 
 from wavern.dsp import DEFAULT_MEL
 from wavern.errors import CorpusError, DiskFullError, ParameterError
+from wavern.proc import exit_with_parent
 from wavern.training.corpus.records import (
     CORPUS_FORMAT,
     CORPUS_FORMAT_VERSION,
@@ -224,7 +225,7 @@ def build_corpus(
     bar = _progress(progress, utterances)
     try:
         with open(tmp_meta, "w", encoding="utf-8") as fh, \
-                ctx.Pool(processes=min(jobs, len(shards)), maxtasksperchild=1) as pool:
+                ctx.Pool(processes=min(jobs, len(shards)), maxtasksperchild=1, initializer=exit_with_parent) as pool:
             for results in pool.imap(_render_shard, shards):
                 for meta, fell_back, seconds in results:
                     fh.write(json.dumps(meta, ensure_ascii=False) + "\n")
