@@ -91,7 +91,12 @@ def committed_end(text: str, start: int) -> int:
 
 def qt_position(text: str, index: int) -> int:
     """The editor position (UTF-16 code units, as Qt counts) of code point ``index`` of ``text``."""
-    return index + sum(1 for c in text[:index] if c > "\uffff") if not text.isascii() else index
+    return index + bisect.bisect_left(astral_indices(text), index)
+
+
+def astral_indices(text: str) -> list[int]:
+    """Where ``text`` has code points outside the BMP (two UTF-16 units each in the editor), sorted."""
+    return [] if text.isascii() else [i for i, c in enumerate(text) if c > "\uffff"]
 
 
 def text_index(text: str, position: int) -> int:
@@ -167,7 +172,8 @@ class MainWindow(QMainWindow):
         self.history = ScopeHistory(sample_rate=self.sample_rate)
         self.stats: list[UtteranceStats] = []  # every finished utterance, in order
         self.last_audio: np.ndarray | None = None
-        self._jobs: dict[int, tuple[QTextCursor, list[np.ndarray], str]] = {}  # id -> (anchor, chunks, text)
+        # id -> (anchor, chunks, where the request's text has code points the editor counts twice)
+        self._jobs: dict[int, tuple[QTextCursor, list[np.ndarray], list[int]]] = {}
         self._words: list[tuple[int, int, int, int, int]] = []  # (start, end, job, char a, char b)
         self._word_starts: list[int] = []
         self._chunks: list[tuple[int, int, int, tuple[int, int]]] = []  # (start, end, job, text span)
@@ -436,7 +442,7 @@ class MainWindow(QMainWindow):
         job = self.worker.speak(text, self.speak_config(), now=now)
         anchor = QTextCursor(self.editor.document())
         anchor.setPosition(start or 0)
-        self._jobs[job] = (anchor, [], text)  # the text: its spans count code points, the editor UTF-16 units
+        self._jobs[job] = (anchor, [], astral_indices(text))  # spans count code points, the editor UTF-16 units
         return job
 
     def stop(self) -> None:
@@ -530,16 +536,16 @@ class MainWindow(QMainWindow):
             if a <= position < b:
                 anchor = self._jobs.get(job)
                 if anchor is not None:
-                    off, text = anchor[0].position(), anchor[2]
-                    sentence = (off + qt_position(text, span[0]), off + qt_position(text, span[1]))
+                    off, astral = anchor[0].position(), anchor[2]  # (once per request, not per tick)
+                    sentence = tuple(off + i + bisect.bisect_left(astral, i) for i in span)
                 break
         i = bisect.bisect_right(self._word_starts, position) - 1
         if i >= 0:
             a, b, job, ca, cb = self._words[i]
             anchor = self._jobs.get(job)
             if a <= position < b and anchor is not None:
-                off, text = anchor[0].position(), anchor[2]
-                word = (off + qt_position(text, ca), off + qt_position(text, cb))
+                off, astral = anchor[0].position(), anchor[2]
+                word = tuple(off + i + bisect.bisect_left(astral, i) for i in (ca, cb))
         self.editor.highlight(sentence=sentence, word=word)
 
     # ------------------------------------------------------------------ preview and lexicon
@@ -578,7 +584,7 @@ class MainWindow(QMainWindow):
         could not be read at start-up is kept beside it (lexicon.json.bad) rather than overwritten."""
         try:
             self.config_dir.mkdir(parents=True, exist_ok=True)
-            if getattr(self, "_lexicon_problem", None) and self.lexicon_path.is_file():
+            if self._lexicon_problem and self.lexicon_path.is_file():
                 self.lexicon_path.replace(self.lexicon_path.with_name("lexicon.json.bad"))
                 self._lexicon_problem = None
         except OSError as e:
