@@ -21,7 +21,10 @@ Conventions (documented choices):
   digit by digit with a comma between groups ("555-1234").
 - Spelled letters keep their written case ("U.S." -> "U S", "www" -> "w w w"); "a.m." and
   "p.m." are spelled in capitals ("A M") so that a single "a" is not read as the article.
-- Roman numerals: after "Chapter", "Part", "War", ... a cardinal ("Chapter IV" -> "Chapter
+- An operator alone between two numbers is a word (:mod:`.sentences` reads it): "5 - 3 = 2"
+  -> "five minus three equals two", "10 / 2" -> "ten over two"; without an "=" on the line a
+  spaced hyphen or dash is a range ("pages 5 - 10" -> "pages five to ten").
+- Roman numerals: after "Chapter", "Part", "War", "Apollo", ... a cardinal ("Chapter IV" -> "Chapter
   four"); after another capitalised word an ordinal up to XXXIX ("Henry VIII" -> "Henry the
   eighth"), except a lone "X"; a lone "I" only after a known regnal name, not after a
   sentence's first word and not before "think", "am", "said", ... (the pronoun stays "I").
@@ -277,10 +280,13 @@ class Context:
         This token starts a sentence (first token, or after . ? ! or a line break).
     prev_is_initial:
         The previous token starts a sentence.
+    prev2:
+        The token before `prev` when only spaces separate the three, else None.
     """
 
     prev: str | None = None
     next: str | None = None
+    prev2: str | None = None
     is_initial: bool = False
     prev_is_initial: bool = False
 
@@ -395,7 +401,9 @@ _ROMAN_VALUES = {"I": 1, "V": 5, "X": 10, "L": 50, "C": 100, "D": 500, "M": 1000
 # ("Henry VIII") a numeral up to _MAX_REGNAL reads "the eighth".
 _ROMAN_CARDINAL_AFTER = frozenset(
     "chapter part volume vol book act scene section article appendix war phase type class "
-    "level stage episode round grade unit table figure fig season series".split())
+    "level stage episode round grade unit table figure fig season series".split()
+    # sequels, missions, models, councils: "Apollo XI", "Super Bowl XL", "Rocky II", "Mark IV"
+    + "apollo gemini rocky bowl fantasy mark vatican council olympiad".split())
 _MAX_REGNAL = 39
 # "I" after a name is read "the first" only after these names, and not before these words.
 _REGNAL_NAMES = frozenset(
@@ -826,6 +834,8 @@ def read_token(s: str, ctx: Context = Context(), *, lexicon: Lexicon | None = No
             return Reading(key + " " + _CURRENCIES[cur["cur"]][1])
         if ctx.prev in _CURRENCIES:
             return Reading(key + " " + _CURRENCIES[ctx.prev][1])
+        if ctx.prev2 in _CURRENCIES and _RE_NUMBER.fullmatch(ctx.prev):  # "$ 5 million"
+            return Reading(key + " " + _CURRENCIES[ctx.prev2][1])
     if s in _CURRENCIES and ctx.next is not None and _RE_NUMBER.fullmatch(ctx.next):
         return Reading("")  # "$ 5": the number reads the currency
     if s in ("#", "No") and ctx.next is not None and ctx.next[:1].isdigit():

@@ -315,12 +315,41 @@ def _gap(text: str, a: int, b: int) -> _Gap:
 _CHUNK_RE = re.compile(r"\S+")
 
 
+# An operator standing alone between two numbers: "5 - 3 = 2", "10 / 2", "3 * 4". A hyphen or
+# dash is "minus" on a line with an "=" and a range otherwise ("pages 5 - 10"); a slash is
+# "divided by" on such a line and "over" otherwise ("8 / 10").
+_OPERATOR_WORDS = {"-": ("minus", "to"), "\u2013": ("minus", "to"), "\u2212": ("minus", "minus"),
+                   "/": ("divided by", "over"), "*": ("times", "times")}
+_NUMBER_END_RE = re.compile(r"\d[%\u00b0]?")
+_NUMBER_NEXT_RE = re.compile(r"[ \t]+[-+\u2212]?[$\u00a3\u20ac\u00a5]?\.?\d")
+
+
+def _operator_word(text: str, m: re.Match, tokens: list[_Token], equations: dict[int, bool]) -> str | None:
+    """The word for the chunk ``m`` when it is an operator between two numbers, else None."""
+    words = _OPERATOR_WORDS.get(m.group())
+    if words is None or not tokens:
+        return None
+    prev = tokens[-1]
+    if (prev.end != prev.chunk_end or _NUMBER_END_RE.search(text, prev.end - 2, prev.end) is None
+            or text[prev.end:m.start()].strip(" \t") or not _NUMBER_NEXT_RE.match(text, m.end())):
+        return None
+    line = _line_start(text, m.start())
+    if line not in equations:
+        stop = min((k for k in (text.find("\n", line), text.find("\r", line)) if k >= 0), default=len(text))
+        equations[line] = "=" in text[line:stop]
+    return words[0] if equations[line] else words[1]
+
+
 def _tokens(text: str) -> list[_Token]:
-    tokens = []
+    tokens: list[_Token] = []
+    equations: dict[int, bool] = {}  # line start -> the line has an "="
     for m in _CHUNK_RE.finditer(text):
         chunk = m.group()
         if chunk.isalpha() and chunk.isascii() and len(chunk) <= MAX_TOKEN_CHARS:  # a plain word
             tokens.append(_Token(m.start(), m.end(), chunk, m.end()))
+            continue
+        if len(chunk) == 1 and (word := _operator_word(text, m, tokens, equations)) is not None:
+            tokens.append(_Token(m.start(), m.end(), word, m.end()))
             continue
         for s, e in _pieces(text, m.start(), m.end()):
             a, b = _peel(text, s, e)
@@ -361,6 +390,8 @@ def _read_all(text: str, tokens: list[_Token], gaps: list[_Gap], lexicon: Lexico
         ctx = Context(
             prev=tokens[i - 1].norm if before is not None and before.joined else None,
             next=tokens[i + 1].norm if after is not None and after.joined else None,
+            prev2=(tokens[i - 2].norm if before is not None and before.joined and i > 1
+                   and gaps[i - 2].joined else None),
             is_initial=initial[i],
             prev_is_initial=i > 0 and initial[i - 1],
         )

@@ -207,6 +207,18 @@ TABLE = [
     ("3-4 days", "three to four days"),
     ("1990-1995", "nineteen ninety to nineteen ninety-five"),
     ("16:9", "sixteen to nine"),
+    # an operator standing alone between numbers: arithmetic on a line with "=", else a range
+    ("5 - 3 = 2", "five minus three equals two"),
+    ("10 / 2 = 5", "ten divided by two equals five"),
+    ("8 / 10 stars", "eight over ten stars"),
+    ("3 * 4", "three times four"),
+    ("5 \u2212 3", "five minus three"),
+    ("pages 5 - 10", "pages five to ten"),
+    ("5 \u2013 10 people", "five to ten people"),
+    ("$5 - $10", "five dollars to ten dollars"),
+    ("He said - 5 times - no", "He said, five times, no"),
+    ("a - b", "a, b"),
+    ("$ 5 million", "five million dollars"),
     # phone numbers and addresses: digit by digit
     ("555-1234", "five five five, one two three four"),
     ("555-0199", "five five five, zero one nine nine"),
@@ -231,6 +243,9 @@ TABLE = [
     ("Act III", "Act three"),
     ("Volume XII", "Volume twelve"),
     ("World War II", "World War two"),
+    ("Apollo XI landed", "Apollo eleven landed"),  # a mission, not a king
+    ("Super Bowl XL", "Super Bowl forty"),
+    ("Rocky II", "Rocky two"),
     ("Then I went home", "Then I went home"),
     ("Yesterday I left", "Yesterday I left"),
     ("I think so", "I think so"),

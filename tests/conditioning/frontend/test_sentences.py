@@ -240,3 +240,13 @@ def test_lexicon_respelling_and_phonemes():
 def test_lexicon_overrides_rules():
     lex = Lexicon({"Dr.": "drive", "1999": "party year"})
     assert normalize_text("Dr. Who in 1999", lexicon=lex) == "drive Who in party year."
+
+
+
+def test_operator_between_numbers_is_a_word_with_its_own_span():
+    text = "Add: 5 - 3 = 2, then $ 5 million."
+    words = [w for s in segment(text) for w in s.words]
+    assert [(w.text, w.spoken) for w in words] == [
+        ("Add", "Add"), ("5", "five"), ("-", "minus"), ("3", "three"), ("=", "equals"), ("2", "two"),
+        ("then", "then"), ("5", "five"), ("million", "million dollars")]
+    assert all(text[w.start:w.end] == w.text for w in words)
