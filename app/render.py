@@ -14,7 +14,8 @@ Each item goes to ``--out-dir/<id>.<format>`` (or the manifest's ``out``) with o
 word-timing sidecars beside it, and gets one row in ``--out-dir/results.jsonl``. Workers
 (processes, or Ray actors) load each voice once and return audio; this process alone writes
 files (temp file + rename) and then the row, so a row marked ``ok`` means the files are
-complete. A rerun skips items with an ``ok`` row whose files exist, so a killed batch resumes
+complete. A rerun skips items with an ``ok`` row whose files exist and whose request (text, settings,
+voice files, folding) is unchanged, so a killed batch resumes
 where it stopped; failed items are tried again. A bad item is recorded as failed and the
 batch goes on; a full disk stops it (exit 2) with nothing half-written left behind.
 
@@ -542,13 +543,31 @@ def _request_key(job: Job, voice_path: str, audio_name: str) -> str:
     return hashlib.sha1(what.encode("utf-8")).hexdigest()[:16]
 
 
+def _render_key(voice_path: str, fold_frames: int, overlap_frames: int) -> str:
+    """What decides every item's audio besides its request: the voice's files (a voice folder
+    updated in place) and the vocoder's folding. Kept in its own ledger field so that rows from
+    before it existed stay finished."""
+    import hashlib
+
+    h = hashlib.sha1(json.dumps([fold_frames, overlap_frames]).encode("utf-8"))
+    folder = Path(voice_path)
+    files = sorted(p for p in folder.iterdir() if p.suffix in (".json", ".safetensors") and p.is_file()) \
+        if folder.is_dir() else [folder]
+    for p in files:
+        h.update(p.name.encode("utf-8") + b"\0")
+        with p.open("rb") as f:
+            while block := f.read(1 << 20):
+                h.update(block)
+    return h.hexdigest()[:16]
+
+
 def _sidecar_names(audio_name: str, sidecars: Iterable[str]) -> list[str]:
     stem = audio_name[: -len(Path(audio_name).suffix)]
     return [f"{stem}.words.json" if kind == "json" else f"{stem}.{kind}" for kind in sidecars]
 
 
 def _write_item(res: dict, job: Job, out_dir: Path, audio_name: str, sidecars: list[str],
-                request: str) -> dict:
+                request: str, render: str) -> dict:
     """Write an item's audio and sidecars (each atomically); return its ledger row."""
     from wavern.engine.audio_io import write_audio
     from wavern.engine.batch import srt_text, timing_json, vtt_text, write_text_atomic
@@ -587,7 +606,7 @@ def _write_item(res: dict, job: Job, out_dir: Path, audio_name: str, sidecars: l
             "sample_rate": r.sample_rate, "duration_s": round(r.duration_s, 6), "compute_s": round(r.compute_s, 6),
             "rtf": round(r.compute_s / r.duration_s, 6) if r.duration_s else None,
             "cpu_s": round(res.get("cpu_s", 0.0), 6), "voice": res.get("voice"), "seed": job.seed,
-            "source": job.source, "worker": res.get("worker"), "request": request}
+            "source": job.source, "worker": res.get("worker"), "request": request, "render": render}
 
 
 def _free_bytes(folder: Path) -> int:
@@ -615,7 +634,7 @@ def run_batch(jobs: list[Job], *, out_dir: Path, fmt: str = "wav", voice: str | 
         DiskFullError: the disk filled up; items finished so far are kept and recorded.
     """
     from wavern.app.voices import resolve_voice
-    from wavern.engine.batch import ResultsLedger
+    from wavern.engine.batch import DEFAULT_FOLD_FRAMES, DEFAULT_OVERLAP_FRAMES, ResultsLedger
 
     t0 = time.perf_counter()
     sidecars = list(dict.fromkeys(sidecars))
@@ -636,6 +655,9 @@ def run_batch(jobs: list[Job], *, out_dir: Path, fmt: str = "wav", voice: str | 
     summary = BatchSummary(items=len(jobs))
     default_voice = str(resolve_voice(voice))
     voices: dict[str, str] = {}
+    render_keys: dict[str, str] = {}  # voice path -> _render_key
+    fold = DEFAULT_FOLD_FRAMES if fold_frames is None else fold_frames
+    overlap = DEFAULT_OVERLAP_FRAMES if overlap_frames is None else overlap_frames
     todo: list[tuple[Job, str, dict]] = []
     names: dict[str, str] = {}
     for job in jobs:
@@ -660,13 +682,21 @@ def run_batch(jobs: list[Job], *, out_dir: Path, fmt: str = "wav", voice: str | 
         names.update((name, job.id) for name in outputs)
         row = ledger.rows.get(job.id)
         request = _request_key(job, vpath, audio_name)
+        if vpath not in render_keys:
+            try:
+                render_keys[vpath] = _render_key(vpath, fold, overlap)
+            except OSError as e:
+                raise ParameterError(f"voice {vpath}: cannot read it ({e.strerror or e})") from None
+        render = render_keys[vpath]
         if ledger.finished(job.id, out_dir) and row.get("request") == request \
+                and row.get("render", render) == render \
                 and set(_sidecar_names(audio_name, sidecars)) <= set(row.get("files", [])):
             summary.skipped += 1
             continue
         _remove_stale_parts(out_dir, audio_name)
         key = voices.setdefault(vpath, vpath)
-        todo.append((job, audio_name, dict(dataclasses.asdict(job), voice_key=key, request=request)))
+        todo.append((job, audio_name, dict(dataclasses.asdict(job), voice_key=key, request=request,
+                                           render=render)))
     if summary.skipped:
         log.info("%d item(s) already done in %s; skipped", summary.skipped, out_dir)
     by_id = {job.id: (job, name) for job, name, _ in todo}
@@ -688,7 +718,8 @@ def run_batch(jobs: list[Job], *, out_dir: Path, fmt: str = "wav", voice: str | 
             if res["ok"]:
                 grouper.learn(by_payload[res["id"]], res["rendered"].samples.shape[0])
                 try:
-                    row = _write_item(res, job, out_dir, audio_name, sidecars, res_request[res["id"]])
+                    row = _write_item(res, job, out_dir, audio_name, sidecars, res_request[res["id"]],
+                                      by_payload[res["id"]]["render"])
                 except DiskFullError:
                     raise
                 except OSError as e:  # this item's path is unusable ("x.wav" a folder, "sub" a file)

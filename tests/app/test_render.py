@@ -487,6 +487,36 @@ def test_an_item_whose_request_changed_is_rendered_again(tiny_voice, tmp_path, m
     assert run(fmt="flac") == ["t-00001", "t-00002"]
 
 
+def test_a_changed_voice_file_or_folding_renders_again_and_old_rows_stay_done(tiny_voice, tmp_path, monkeypatch):
+    import shutil
+
+    calls = record_rendered(monkeypatch)
+    voice = tmp_path / "voice"
+    shutil.copytree(tiny_voice, voice)
+    inp = tmp_path / "t.txt"
+    inp.write_text("One.\nTwo.\n")
+    out = tmp_path / "o"
+
+    def run(**kw) -> list[str]:
+        calls.clear()
+        run_batch(read_inputs([str(inp)]), out_dir=out, voice=str(voice), workers=1, **kw)
+        return list(calls)
+
+    assert run() == ["t-00001", "t-00002"] and run() == []
+    assert run(fold_frames=7) == ["t-00001", "t-00002"]  # other folding: other audio
+    assert run(fold_frames=7) == [] and run() == ["t-00001", "t-00002"]
+    cfg = json.loads((voice / "voice.json").read_text())
+    cfg["inference"] = dict(cfg.get("inference") or {}, temperature=0.5)
+    (voice / "voice.json").write_text(json.dumps(cfg))  # the voice updated in place
+    assert run() == ["t-00001", "t-00002"] and run() == []
+    # a ledger written before the field existed: its finished items stay finished
+    ledger = out / "results.jsonl"
+    rows = [json.loads(line) for line in ledger.read_text().splitlines()]
+    assert all("render" in r for r in rows)
+    ledger.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "render"}) + "\n" for r in rows))
+    assert run() == []
+
+
 def test_items_set_pitch_by_field_or_flag_and_a_changed_pitch_renders_again(tiny_voice, tiny_prosody_voice, tmp_path,
                                                                            monkeypatch, capsys):
     import hashlib
