@@ -14,9 +14,9 @@ Each item goes to ``--out-dir/<id>.<format>`` (or the manifest's ``out``) with o
 word-timing sidecars beside it, and gets one row in ``--out-dir/results.jsonl``. Workers
 (processes, or Ray actors) load each voice once and return audio; this process alone writes
 files (temp file + rename) and then the row, so a row marked ``ok`` means the files are
-complete. A rerun skips items with an ``ok`` row whose files exist and whose request (text, settings,
-voice files, folding) is unchanged, so a killed batch resumes
-where it stopped; failed items are tried again. A bad item is recorded as failed and the
+complete. A rerun skips items with an ``ok`` row whose files exist and whose request (text,
+settings, voice files, folding) is unchanged, so a killed batch resumes where it stopped;
+failed items are tried again. A bad item is recorded as failed and the
 batch goes on; a full disk stops it (exit 2) with nothing half-written left behind.
 
 Workers get items in groups of about :data:`GROUP_SEGMENTS` folded vocoder segments (a sentence
