@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from wavern.dsp import LTP_MAX_LAG, MelConfig
+from wavern.dsp import LTP_MAX_LAG, LTP_MAX_TAPS, MelConfig
 from wavern.errors import ParameterError
 
 __all__ = ["VocoderConfig", "BLOCK_SHAPES", "N_PITCH_FEATURES"]
@@ -130,8 +130,8 @@ class VocoderConfig:
         if self.ltp_input and not self.ltp:
             raise ParameterError("ltp_input (the residual one period back as an input) needs ltp")
         taps = self.ltp_input_taps
-        if not isinstance(taps, int) or isinstance(taps, bool) or taps < 1 or taps % 2 == 0 or taps > 19:
-            raise ParameterError(f"ltp_input_taps must be an odd integer in [1, 19], found {taps!r}")
+        if not isinstance(taps, int) or isinstance(taps, bool) or taps < 1 or taps % 2 == 0 or taps > LTP_MAX_TAPS:
+            raise ParameterError(f"ltp_input_taps must be an odd integer in [1, {LTP_MAX_TAPS}], found {taps!r}")
         k = self.phase_input
         if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= 8:
             raise ParameterError(f"phase_input must be an integer in [0, 8], found {k!r}")

@@ -45,6 +45,7 @@ __all__ = [
     "mulaw_expand",
     "mulaw_log_slope",
     "LTP_MAX_LAG",
+    "LTP_MAX_TAPS",
     "LTP_INPUT_SCALE",
     "ltp_params",
     "PHASE_INPUT_GAIN",
@@ -340,7 +341,11 @@ def mulaw_log_slope(y: np.ndarray) -> np.ndarray:
     return np.log(MU_CODE_SCALE * MU_LAW / 32768.0) - np.log1p(MU_LAW * x / 32768.0)
 
 
-LTP_MAX_LAG = 400  # samples: the longest pitch period a long-term predictor uses (55 Hz at 22 050 Hz)
+LTP_MAX_LAG = 400  # samples: the residual history a long-term predictor keeps (55 Hz at 22 050 Hz)
+#: The most residuals around one period back a vocoder reads (``VocoderConfig.ltp_input_taps``):
+#: r_{t-T-9} .. r_{t-T+9}, so a lag stops LTP_MAX_TAPS // 2 short of LTP_MAX_LAG (56.4 Hz) and
+#: the window stays inside the history.
+LTP_MAX_TAPS = 19
 #: A vocoder with the period input (``VocoderConfig.ltp_input``) reads r_{t-T} divided by this: the
 #: residual (rms ~550 on the corpus) near 1 and its pulses several times that, so a new input with
 #: zero weights soon matters at Adam's step size.
@@ -357,7 +362,7 @@ LTP_GAIN = (0.0, 0.14, 0.2, 0.25, 0.3, 0.48)
 
 def ltp_params(features: np.ndarray, cfg: MelConfig = DEFAULT_MEL) -> np.ndarray:
     """Long-term (pitch) predictor of every frame from its :func:`pitch_features`, (T, 2) float32:
-    the lag ``T_f = rint(sr / f0)`` in samples (in [20, LTP_MAX_LAG]) and the gain ``beta_f``,
+    the lag ``T_f = rint(sr / f0)`` in samples (in [20, LTP_MAX_LAG - LTP_MAX_TAPS // 2]) and the gain ``beta_f``,
     piecewise linear in the periodicity q through (LTP_GAIN_Q, LTP_GAIN) (0 below 0.45, 0.48 from
     0.95 on); a frame with gain 0 has lag 0.
 
@@ -369,7 +374,7 @@ def ltp_params(features: np.ndarray, cfg: MelConfig = DEFAULT_MEL) -> np.ndarray
     if features.ndim != 2 or features.shape[1] != 2:
         raise ParameterError(f"expected pitch features (frames, 2), found shape {features.shape}")
     f0 = PITCH_REFERENCE_HZ * np.exp2(np.clip(features[:, 0].astype(np.float64), -4.0, 4.0))
-    lag = np.clip(np.rint(cfg.sample_rate / f0), 20, LTP_MAX_LAG)
+    lag = np.clip(np.rint(cfg.sample_rate / f0), 20, LTP_MAX_LAG - LTP_MAX_TAPS // 2)
     gain = np.interp(features[:, 1].astype(np.float64), LTP_GAIN_Q, LTP_GAIN)
     return np.stack([np.where(gain > 0, lag, 0.0), gain], axis=1).astype(np.float32)
 

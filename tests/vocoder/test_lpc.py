@@ -238,7 +238,7 @@ LTP_VARIANTS = pytest.mark.parametrize("cfg", [LTP, LINEAR_LTP, LTP_INPUT, LTP_B
 LAG = 40  # samples: the synthetic pitch period below (a few frames of HOP 16)
 
 
-def _pitched(frames: int, seed: int = 0):
+def _pitched(frames: int, seed: int = 0, lag: int = LAG):
     """A speech-like signal, its features (mel + synthetic pitch features: lag 40, periodicity 0.95
     in the second half, unvoiced before), and the whole-utterance past / filters of an LTP model."""
     from wavern.dsp import PITCH_REFERENCE_HZ, ltp_params
@@ -246,14 +246,14 @@ def _pitched(frames: int, seed: int = 0):
     n, half = frames * HOP, frames // 2 * HOP
     x = np.random.default_rng(seed).normal(0, 600, n)
     x[half:] = 0.0
-    x[half::LAG] = 8000.0  # glottal-like pulses every LAG samples in the second half
+    x[half::lag] = 8000.0  # glottal-like pulses every lag samples in the second half
     y = np.zeros(n)
     for t in range(n):  # the resonators of _speech_like
         y[t] = x[t] + 1.6 * (y[t - 1] if t >= 1 else 0) - 0.8 * (y[t - 2] if t >= 2 else 0)
     audio = np.clip(y, -32768, 32767).astype(np.int16)
     mel = log_mel(audio.astype(np.float32) / 32768, MEL)[:frames]
     pitch = np.zeros((frames, 2), np.float32)
-    pitch[:, 0] = np.log2(22050 / LAG / PITCH_REFERENCE_HZ)
+    pitch[:, 0] = np.log2(22050 / lag / PITCH_REFERENCE_HZ)
     pitch[frames // 2:, 1] = 0.95
     feats = np.concatenate([mel, pitch], axis=1)
     k = LTP.history_frames
@@ -275,7 +275,7 @@ def test_ltp_config_and_params():
     with pytest.raises(ParameterError, match="ltp"):
         VocoderConfig(pitch=True, ltp=True)  # no LPC
     params = ltp_params(np.array([[0.0, 0.95], [1.0, 0.7], [0.0, 0.3], [-5.0, 0.9], [0.0, 1.0]], np.float32))
-    np.testing.assert_allclose(params[:, 0], [np.rint(22050 / 120), np.rint(22050 / 240), 0, 400, np.rint(22050 / 120)])
+    np.testing.assert_allclose(params[:, 0], [np.rint(22050 / 120), np.rint(22050 / 240), 0, 391, np.rint(22050 / 120)])
     np.testing.assert_allclose(params[:, 1], [0.48, 0.225, 0.0, 0.39, 0.48], atol=1e-6)
 
 
@@ -332,6 +332,26 @@ def test_ltp_teacher_forced_matches_the_reference_loop_and_generation_adds_both_
         coarse, fine = m(mel_t[None], res.samples[None], past=past, lpc=rows)
     torch.testing.assert_close(coarse[0], res.coarse_logits, atol=2e-5, rtol=0)
     torch.testing.assert_close(fine[0], res.fine_logits, atol=2e-5, rtol=0)
+
+
+def test_the_widest_period_window_at_the_longest_lag_stays_inside_the_history():
+    from wavern.dsp import LTP_INPUT_SCALE, LTP_MAX_LAG, LTP_MAX_TAPS
+
+    cfg = dataclasses.replace(LTP_BACK, ltp_input_taps=LTP_MAX_TAPS)  # r_{t-T-9} .. r_{t-T+9}
+    audio_np, feats, _, rows = _pitched(40, seed=4, lag=4000)  # a pitch far below the lowest lag
+    assert int(rows[0, -1, ORDER + 1]) == LTP_MAX_LAG - LTP_MAX_TAPS // 2
+    past = torch.zeros(1, cfg.history_samples, dtype=torch.int16)
+    m = _model(cfg=cfg)
+    mel_t, audio = torch.from_numpy(feats), torch.from_numpy(audio_np)[None]
+    with torch.no_grad():
+        coarse, fine = m(mel_t[None], audio, past=past, lpc=rows)
+    _, ref_c, ref_f, _ = m._reference_loop(mel_t, forced_audio=audio[0])  # (raised IndexError at lag 400)
+    torch.testing.assert_close(coarse[0], ref_c, atol=2e-5, rtol=0)
+    torch.testing.assert_close(fine[0], ref_f, atol=2e-5, rtol=0)
+    inputs, _ = m._inputs(audio, None, None, past, rows)
+    _, oldest, _ = _residual_one_period_back(audio_np, rows, offset=-(LTP_MAX_TAPS // 2))
+    np.testing.assert_allclose(inputs[0, :, 3].numpy() * LTP_INPUT_SCALE, oldest, rtol=1e-5, atol=1e-3)
+    assert np.count_nonzero(oldest) > 0
 
 
 @LTP_VARIANTS
