@@ -51,7 +51,7 @@ from wavern.conditioning.frontend.phonemes import BOS, EOS, PAUSE_SYMBOLS, Symbo
 from wavern.errors import CorpusError, ParameterError
 from wavern.training.common import CheckpointTimer, MetricsLog, StopFlag, atomic_save, load_torch, seed_step
 from wavern.training.distributed import (DistInfo, all_sum, average_gradients, barrier, broadcast_parameters,
-                                         loss_weights, run_distributed)
+                                         loss_weights_and_any, run_distributed)
 
 __all__ = ["AcousticTrainConfig", "TrainResult", "train_acoustic", "evaluate_acoustic", "load_checkpoint",
            "export_checkpoint", "corpus_global_mask", "OPTIMIZERS"]
@@ -576,10 +576,10 @@ def _train(cfg: AcousticTrainConfig, device: torch.device, dist_info: DistInfo) 
                 objective = loss.total
                 if dist_info.enabled:  # the global batch's mean: weight by this rank's share of frames, tokens
                     counts = [float(batch["durations"].sum()), float((~batch["padding_mask"]).sum())]
-                    w_mel, w_dur, bad = loss_weights(counts + [float(not torch.isfinite(loss.total))], dist_info)
+                    (w_mel, w_dur), bad = loss_weights_and_any(counts, not torch.isfinite(loss.total), dist_info)
                     objective = (w_mel * (loss.mel_l1 + cfg.pitch_weight * loss.pitch_l1)
                                  + cfg.duration_weight * w_dur * loss.duration_mse)
-                    finite = bad == 0
+                    finite = not bad  # on every rank: one rank alone leaving hangs the others
                 else:
                     w_mel = w_dur = 1.0
                     finite = bool(torch.isfinite(loss.total))

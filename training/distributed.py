@@ -27,8 +27,9 @@ What every trainer does with the helpers here (the semantics of DDP, written out
   (:func:`average_gradients`, after ``backward``, before clipping) is the gradient of the
   global batch's mean loss, even when ranks hold unequal counts.
 - Logged losses are summed over ranks (:func:`all_sum`); stop requests (a signal, the time
-  limit, a non-finite loss) are agreed with :func:`any_rank` so that all ranks leave the loop at
-  the same step.
+  limit) are agreed with :func:`any_rank`, and a non-finite loss on any rank with
+  :func:`loss_weights_and_any` (in the step's own collective), so that all ranks leave the loop
+  at the same step.
 - Only rank 0 writes checkpoints, metrics, exports and shows progress bars; every rank reads
   the same checkpoint on resume.
 
@@ -54,7 +55,7 @@ from wavern.training.common import resolve_device
 T = TypeVar("T")
 
 __all__ = ["DistInfo", "setup_distributed", "run_distributed", "init_distributed", "is_main", "average_gradients",
-           "broadcast_parameters", "loss_weights", "all_sum", "any_rank", "barrier", "shutdown", "pick_device"]
+           "broadcast_parameters", "loss_weights", "loss_weights_and_any", "all_sum", "any_rank", "barrier", "shutdown", "pick_device"]
 
 log = logging.getLogger(__name__)
 
@@ -184,10 +185,16 @@ def loss_weights(local_counts: Sequence[float], info: DistInfo) -> list[float]:
     to ``sum_r S_r / N``: the mean over the global batch. One weight per count; 0 where the
     global count is 0 (the term is then empty everywhere); all 1.0 when alone.
     """
+    return loss_weights_and_any(local_counts, False, info)[0]
+
+
+def loss_weights_and_any(local_counts: Sequence[float], flag: bool, info: DistInfo) -> tuple[list[float], bool]:
+    """:func:`loss_weights` and :func:`any_rank` of ``flag`` in one collective (a step's loss
+    weights and whether any rank's loss is non-finite: every rank must agree to stop)."""
     if not info.enabled:
-        return [1.0] * len(local_counts)
-    totals = all_sum(local_counts, info)
-    return [info.world_size * float(c) / t if t > 0 else 0.0 for c, t in zip(local_counts, totals)]
+        return [1.0] * len(local_counts), bool(flag)
+    *totals, flags = all_sum(list(local_counts) + [1.0 if flag else 0.0], info)
+    return [info.world_size * float(c) / t if t > 0 else 0.0 for c, t in zip(local_counts, totals)], flags > 0
 
 
 def any_rank(flag: bool, info: DistInfo) -> bool:

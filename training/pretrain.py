@@ -87,7 +87,7 @@ from wavern.fileio import atomic_write
 from wavern.training.acoustic_trainer import corpus_global_mask
 from wavern.training.common import CheckpointTimer, MetricsLog, StopFlag, atomic_save, load_torch, seed_step
 from wavern.training.distributed import (DistInfo, all_sum, average_gradients, barrier, broadcast_parameters,
-                                         loss_weights, run_distributed)
+                                         loss_weights_and_any, run_distributed)
 from wavern.training.ngram import BidirectionalTrigram
 
 __all__ = ["PretrainConfig", "PretrainResult", "pretrain_encoder", "ReplacedTokenDetector", "RTDOutput", "RTDLoss",
@@ -837,9 +837,9 @@ def _pretrain(cfg: PretrainConfig, device: torch.device, dist_info: DistInfo) ->
                     real = ~batch["padding_mask"]
                     counts = [float(real.sum()), float((real & batch["has_audio"][:, None]).sum()),
                               float((batch["mlm_target"] >= 0).sum())]
-                    *w, bad = loss_weights(counts + [float(not torch.isfinite(loss.total))], dist_info)
+                    w, bad = loss_weights_and_any(counts, not torch.isfinite(loss.total), dist_info)
                     objective = sum(wt * wc * term for wt, wc, term in zip(weights, w, terms))
-                    finite = bad == 0
+                    finite = not bad  # on every rank: one rank alone leaving hangs the others
                 else:
                     w = [1.0, 1.0, 1.0]
                     objective = loss.total

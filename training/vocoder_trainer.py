@@ -53,7 +53,7 @@ from wavern.dsp import mulaw_log_slope
 from wavern.errors import ParameterError
 from wavern.training.common import CheckpointTimer, MetricsLog, StopFlag, atomic_save, load_torch, seed_step
 from wavern.training.distributed import (all_sum, any_rank, average_gradients, barrier, broadcast_parameters,
-                                         loss_weights, setup_distributed, shutdown)
+                                         loss_weights_and_any, setup_distributed, shutdown)
 from wavern.training.vocoder_data import VocoderData, build_cache, build_phase, build_pitch
 from wavern.vocoder.config import VocoderConfig
 from wavern.vocoder.export import export_vocoder
@@ -333,8 +333,13 @@ class VocoderTrainer:
             loss = self.model.loss(mel, audio, prev_audio=prev, mel_pad=self.mel_pad, input_audio=inputs,
                                    past=past, lpc=lpc, period_scale=period_scale, phase=phase,
                                    period_draws=period_draws)
+        # 1.0 alone; else this rank's share of the rows. A non-finite loss on any rank stops every
+        # rank before the step (the weights and the last checkpoint stay as they were).
+        (w,), bad = loss_weights_and_any([audio.shape[0]], not torch.isfinite(loss.total), self.dist)
+        if bad:
+            raise FloatingPointError(f"vocoder loss became {float(loss.total)} at step {self.step} (on this rank or "
+                                     f"another); the last checkpoint is kept: resume it with a lower lr")
         self.optimizer.zero_grad(set_to_none=True)
-        (w,) = loss_weights([audio.shape[0]], self.dist)  # 1.0 alone; else this rank's share of the rows
         (loss.total * w if self.dist.enabled else loss.total).backward()
         average_gradients(self.model, self.dist)
         grad_norm = float("nan")

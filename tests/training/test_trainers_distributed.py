@@ -203,3 +203,35 @@ def test_vocoder_in_two_processes_equals_one_process(runs, tmp_path, monkeypatch
 def test_loss_weights_alone_are_one():
     assert loss_weights([3.0, 7.0], DistInfo()) == [1.0, 1.0]
     assert DistInfo(rank=1, world_size=2).rows(5).tolist() == [1, 3]
+
+
+def _nan_worker(rank: int, world: int, port: int, tones: str, root: str) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
+                      LOCAL_RANK=str(rank))
+    torch.set_num_threads(1)
+    info = init_distributed(torch.device("cpu"), timeout_s=120)
+
+    def poison(trainer, row):  # from step 3 on, rank 1 alone sees a NaN loss
+        if rank == 1 and trainer.step == 2:
+            real = trainer.model.loss
+            trainer.model.loss = lambda *a, **k: real(*a, **k)._replace(total=torch.tensor(float("nan")))
+
+    try:
+        vt.train_vocoder(_vocoder_config(tones, Path(root) / "run"), on_step=poison)
+        outcome = "finished"
+    except FloatingPointError as e:
+        outcome = f"FloatingPointError {e}"
+    except Exception as e:  # the old trainers: the healthy rank's collective failed
+        outcome = f"{type(e).__name__} {e}"
+    Path(root, f"rank{rank}.txt").write_text(outcome)
+    shutdown(info, wait=False)
+
+
+def test_a_nan_loss_on_one_rank_stops_every_rank_with_the_same_error(tmp_path):
+    _tone_corpus(tmp_path / "tones")
+    mp.spawn(_nan_worker, args=(WORLD, _free_port(), str(tmp_path / "tones"), str(tmp_path)), nprocs=WORLD,
+             join=True)
+    for r in range(WORLD):
+        outcome = (tmp_path / f"rank{r}.txt").read_text()
+        assert outcome.startswith("FloatingPointError") and "at step 2" in outcome, (r, outcome)
+    assert not (tmp_path / "run" / "checkpoint.pt").exists()  # nothing saved from the poisoned step
