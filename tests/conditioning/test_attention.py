@@ -164,6 +164,40 @@ def test_longformer_gradients_match_dense_reference():
         torch.testing.assert_close(g, w, rtol=1e-9, atol=1e-12)
 
 
+def test_longformer_many_global_tokens_across_blocks_and_sequences_match_dense_reference():
+    # every 4th token global: each sequence's global keys are seen from many query blocks, whose
+    # gradients add up per sequence (batch x heads sequences)
+    n = 300
+    xs = _inputs(2, 3, n, 4, seed=9, grad=True)
+    padding = torch.arange(n)[None, :] >= torch.tensor([n, 211])[:, None]
+    glob = (torch.arange(n) % 4 == 1)[None, :].expand(2, n).clone()
+    up = torch.randn(2, 3, n, 4, dtype=torch.float64)
+    out = longformer_attention(*xs, window=6, global_mask=glob, padding_mask=padding)
+    want = dense_longformer(*xs, 6, glob, padding)
+    torch.testing.assert_close(out, want, rtol=1e-10, atol=1e-12)
+    got = torch.autograd.grad((out * up).sum(), xs)
+    ref = torch.autograd.grad((want * up).sum(), xs)
+    for g, w in zip(got, ref):
+        torch.testing.assert_close(g, w, rtol=1e-9, atol=1e-12)
+
+
+def test_a_window_or_stride_longer_than_the_text_costs_no_more_than_the_text():
+    n = 50
+    xs = _inputs(1, 2, n, 8)
+    glob = torch.zeros(1, n, dtype=torch.bool)
+    glob[0, 0] = True
+    small = longformer_attention(*xs, window=2 * (n - 1), global_mask=glob)
+    huge = longformer_attention(*xs, window=8192, global_mask=glob)
+    torch.testing.assert_close(huge, small, rtol=0, atol=0)
+    peak_small = _peak_bytes(lambda: longformer_attention(*xs, window=2 * (n - 1), global_mask=glob))
+    assert _peak_bytes(lambda: longformer_attention(*xs, window=8192, global_mask=glob)) < 2 * peak_small
+    q, k, v = xs[:3]
+    torch.testing.assert_close(strided_attention(q, k, v, stride=4096), strided_attention(q, k, v, stride=n),
+                               rtol=0, atol=0)
+    peak_small = _peak_bytes(lambda: strided_attention(q, k, v, stride=n))
+    assert _peak_bytes(lambda: strided_attention(q, k, v, stride=4096)) < 2 * peak_small
+
+
 def test_longformer_gradcheck():
     xs = _inputs(2, 1, 21, 3, seed=7, grad=True)
     glob, padding = _masks(2, 21, [21, 15], 2, seed=7)
@@ -294,6 +328,11 @@ def test_longformer_rejects_bad_arguments():
         longformer_attention(*xs, window=3)
     with pytest.raises(ParameterError, match="even"):
         longformer_attention(*xs, window=0)
+    with pytest.raises(ParameterError, match="even"):
+        longformer_attention(*xs, window=4.0)
+    for p in (1.0, -0.1, float("nan")):
+        with pytest.raises(ParameterError, match="dropout_p"):
+            longformer_attention(*xs, window=2, dropout_p=p)
     with pytest.raises(ParameterError, match="global_mask"):
         longformer_attention(*xs, window=2, global_mask=torch.zeros(1, 9, dtype=torch.bool))
     with pytest.raises(ParameterError, match="padding_mask"):
@@ -380,5 +419,7 @@ def test_strided_rejects_bad_arguments():
     q, k, v = _inputs(1, 2, 8, 2, 3)
     with pytest.raises(ParameterError, match="stride"):
         strided_attention(q, k, v, stride=0)
+    with pytest.raises(ParameterError, match="stride"):
+        strided_attention(q, k, v, stride=2.5)
     with pytest.raises(ParameterError, match="multiple"):
         StridedSelfAttention(10, 4, stride=3)
