@@ -92,7 +92,16 @@ __all__ = [
 ]
 
 # jit options, chosen once: cached, GIL released, numpy's error model (no branch per division).
-_JIT = dict(nogil=True, cache=True, error_model="numpy")
+# numba's cache key does not record the SLP setting: a process without it neither reads nor
+# writes the cache, so that later processes never load its slow kernels.
+_JIT = dict(nogil=True, cache=SLP_ACTIVE, error_model="numpy")
+# numba freezes a global into the compiled kernel and keys its cache to this file alone, so the
+# phase input's gain is written here too: an edit of wavern.dsp's alone would leave cached
+# kernels on the old value while training used the new one.
+_PHASE_GAIN = 8.0
+if _PHASE_GAIN != PHASE_INPUT_GAIN:
+    raise ImportError(f"engine/kernels.py's _PHASE_GAIN {_PHASE_GAIN} differs from wavern.dsp.PHASE_INPUT_GAIN "
+                      f"{PHASE_INPUT_GAIN}: change both")
 # Block products: FMA contraction only (no reassoc: it kept LLVM from vectorising, REFERENCES 7).
 _FM_BLOCK = {"contract"}
 # Guard-free arithmetic (gates, exp, softmax, fixed-order sums): contraction, no signed zeros,
@@ -697,7 +706,8 @@ def _scaled_exp(logits, m, inv_temp, probs):
 @njit(fastmath=_FM_ARITH, **_JIT)
 def _draw(logits, inv_temp, u, probs):
     """The class k of ``softmax(logits * inv_temp)`` by inverse CDF (docs/ARCHITECTURE.md):
-    the first k with cumsum(p)[k] > u * sum(p), clamped to the last class.
+    the first k with cumsum(p)[k] > u * sum(p); where rounding finds none, the last class with
+    p > 0 (:func:`_last_possible`).
 
     The scan skips ahead 8 classes at a time (their sum) and walks one by one only inside the
     group where the threshold falls. len(logits) must be a multiple of 8. :func:`_lane_softmax`
@@ -715,9 +725,21 @@ def _draw(logits, inv_temp, u, probs):
                 acc += probs[k]
                 if acc > thr:
                     return k
-        else:
-            acc += s8
-    return n - 1
+            return _last_possible(probs, 1, 0, g + 8)  # the group crossed, its classes one by one did not
+        acc += s8
+    return _last_possible(probs, 1, 0, n)
+
+
+@njit(inline="always", **_JIT)
+def _last_possible(P, L, q, end):
+    """The last class before ``end`` with a non-zero probability in lane q of P (n, L) (class 0
+    if none). Where rounding leaves the scan's running sum a few ulp short of the threshold (the
+    total is summed in another order), the draw ends here rather than on a class the softmax
+    gave no chance: the shipped voice drew class 255 (a full-scale click) about once an hour."""
+    k = end - 1
+    while k > 0 and P[k * L + q] == 0:
+        k -= 1
+    return k
 
 
 @njit(inline="always", **_JIT)
@@ -804,8 +826,8 @@ def _period_inputs(row, w_back, back_scale, lag_col, ring, hd, fb, w_phase, ph):
         if n_harm:
             phi = ph[0]
             for k in range(1, n_harm + 1):
-                xs = np.float32(PHASE_INPUT_GAIN * np.sin(2.0 * np.pi * k * phi))
-                xk = np.float32(PHASE_INPUT_GAIN * np.cos(2.0 * np.pi * k * phi))
+                xs = np.float32(_PHASE_GAIN * np.sin(2.0 * np.pi * k * phi))
+                xk = np.float32(_PHASE_GAIN * np.cos(2.0 * np.pi * k * phi))
                 for i in range(n):
                     fb[i] += w_phase[2 * k - 2, i] * xs
                 for i in range(n):
@@ -1130,9 +1152,9 @@ def _lane_scan(P, G, tot, u, q, L):
                 acc += P[k * L + q]
                 if acc > thr:
                     return k
-        else:
-            acc += s8
-    return n - 1
+            return _last_possible(P, L, q, g + 8)
+        acc += s8
+    return _last_possible(P, L, q, n)
 
 
 @njit(fastmath=_FM_ARITH, **_JIT)

@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from wavern.dsp import DEFAULT_MEL, LTP_INPUT_SCALE, LTP_MAX_LAG, MU_LAW, ltp_params, mel_lpc
+from wavern.dsp import DEFAULT_MEL, LTP_INPUT_SCALE, LTP_MAX_LAG, LTP_MAX_TAPS, MU_LAW, ltp_params, mel_lpc
 from wavern.engine import kernels as K
 from wavern.engine.condnet import CondNet
 from wavern.errors import ParameterError, VoiceFileError
@@ -222,8 +222,9 @@ class Vocoder:
         #: so the synthesis filter runs inside the generation loop; batches run stream-major (no lanes).
         self.ltp_input = bool(ltp_input)
         if not isinstance(ltp_input_taps, int) or isinstance(ltp_input_taps, bool) or ltp_input_taps < 1 \
-                or ltp_input_taps % 2 == 0:
-            raise VoiceFileError(f"vocoder ltp_input_taps must be an odd positive integer, found {ltp_input_taps!r}")
+                or ltp_input_taps % 2 == 0 or ltp_input_taps > LTP_MAX_TAPS:
+            raise VoiceFileError(f"vocoder ltp_input_taps must be an odd integer in [1, {LTP_MAX_TAPS}] (the window "
+                                 f"stays in the residual history), found {ltp_input_taps!r}")
         #: how many residuals around one period back the GRU reads (r_{t-T+d}, |d| <= taps // 2)
         self.ltp_input_taps = int(ltp_input_taps) if ltp_input else 0
         if not isinstance(phase_input, int) or isinstance(phase_input, bool) or not 0 <= phase_input <= 8 \

@@ -196,6 +196,42 @@ def test_draw_edges():
     assert K.sample_class(flat, 0.5) == naive.draw(flat, 0.5) == 128
 
 
+def _gap(probs: np.ndarray) -> float:
+    """The share of [0, 1) where u * total (the 8-chain total) exceeds the scan's final running sum
+    (groups of 8 summed as the scan sums them, in float32): rounding, a few ulp wide or none."""
+    f = np.float32
+    acc = f(0)
+    for g in range(0, probs.size, 8):
+        p = probs[g:g + 8]
+        acc = f(acc + f(f(f(p[0] + p[1]) + f(p[2] + p[3])) + f(f(p[4] + p[5]) + f(p[6] + p[7]))))
+    return 1.0 - float(acc) / float(K._sum8(probs))
+
+
+def test_a_draw_in_the_rounding_gap_takes_a_possible_class_in_one_stream_and_in_lanes():
+    # A coarse-like softmax, its top classes impossible; u placed where the running sum of the scan
+    # never reaches u * total. The old scan fell back to class 255: a full-scale click.
+    rng = np.random.default_rng(0)
+    L, q, checked = 4, 2, 0
+    P, MX, S8 = np.empty(256 * L, np.float32), np.empty(8 * L, np.float32), np.empty(8 * L, np.float32)
+    G, TOT = np.empty(32 * L, np.float32), np.empty(L, np.float32)
+    probs = np.empty(256, np.float32)
+    for _ in range(2000):
+        logits = np.full(256, -200.0, np.float32)
+        centre, w = rng.integers(60, 150), rng.integers(8, 60)
+        logits[centre - w // 2:centre + w // 2] = rng.normal(0, rng.uniform(0.1, 3), w // 2 * 2)
+        K._scaled_exp(logits, K._max(logits), np.float32(1.0), probs)
+        width = _gap(probs)
+        if width <= 0:
+            continue
+        u = 1.0 - width / 2
+        k = K.sample_class(logits, u)
+        K._lane_softmax(np.ascontiguousarray(np.repeat(logits, L)), np.float32(1.0), P, MX, S8, G, TOT, L)
+        assert K._lane_scan(P, G, TOT[q], u, q, L) == k  # a lane draws as one stream does
+        assert probs[k] > 0 and k == np.flatnonzero(probs)[-1], (k, u)  # the last possible class
+        checked += 1
+    assert checked > 200
+
+
 def test_wrappers_validate():
     with pytest.raises(ParameterError, match="temperature"):
         K.sample_class(np.zeros(256, np.float32), 0.5, temperature=0.0)
@@ -232,3 +268,19 @@ def test_slp_vectoriser_is_switched_on_only_when_kernels_import_numba_first():
     assert first.startswith("True|")
     late = _import_flag("import numba; import wavern.engine.kernels as K; print(K.SLP_ACTIVE)")
     assert late.startswith("False|") and "SLP vectoriser is off" in late
+
+
+def test_kernels_compiled_without_the_slp_vectoriser_stay_out_of_the_cache(tmp_path):
+    # numba's cache key does not record the setting: cached slow kernels would be loaded later by
+    # processes that report SLP_ACTIVE
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_SLP_VECTORIZE"}
+    env["NUMBA_CACHE_DIR"] = str(tmp_path)
+    draw = "import numpy as np; K.sample_class(np.zeros(256, np.float32), 0.5); print(K.SLP_ACTIVE)"
+    res = subprocess.run([sys.executable, "-c", "import numba; import wavern.engine.kernels as K; " + draw],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0 and res.stdout.strip() == "False", res.stderr
+    assert not list(tmp_path.rglob("*.nbi"))
+    res = subprocess.run([sys.executable, "-c", "import wavern.engine.kernels as K; " + draw],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0 and res.stdout.strip() == "True", res.stderr
+    assert list(tmp_path.rglob("*.nbi"))  # the vectorised ones are cached

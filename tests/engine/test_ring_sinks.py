@@ -30,9 +30,12 @@ def test_ring_matches_naive_queue_with_wraparound():
         assert ring.write(x, timeout_s=0) == x.size
         expected.extend(x.tolist())
         out = np.full(int(rng.integers(1, 50)), 7.0, np.float32)
+        queued = ring.queued
         n = ring.read_into(out)
+        assert n == min(out.size, queued)  # all it holds, up to the request
         got.extend(out[:n].tolist())
         assert np.all(out[n:] == 0.0)  # shortfall zero-filled
+    assert len(got) + ring.queued == len(expected) and len(got) > len(expected) // 2
     np.testing.assert_array_equal(np.array(got, np.float32), np.array(expected[: len(got)], np.float32))
 
 

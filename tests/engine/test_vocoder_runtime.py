@@ -578,6 +578,8 @@ def test_the_phase_input_changes_the_samples(tmp_path):
         Vocoder.load(path, cond_blocks=cfg.cond_blocks, lpc_order=10, ltp=True, ltp_input=False, phase_input=2)
     with pytest.raises(VoiceFileError, match="weight_ih"):  # the file has the phase columns: K must say so
         Vocoder.load(path, cond_blocks=cfg.cond_blocks, lpc_order=10, ltp=True, ltp_input=True, ltp_input_taps=5)
+    with pytest.raises(VoiceFileError, match=r"ltp_input_taps must be an odd integer in \[1, 19\]"):
+        Vocoder.load(path, cond_blocks=cfg.cond_blocks, lpc_order=10, ltp=True, ltp_input=True, ltp_input_taps=21)
 
 
 @LTP_KINDS
