@@ -86,13 +86,20 @@ class VocoderConfig:
     def __post_init__(self) -> None:
         if isinstance(self.mel, dict):  # tolerate a nested dict (from_dict does this properly)
             object.__setattr__(self, "mel", MelConfig.from_dict(self.mel))
+        for name in ("hidden_size", "cond_channels", "cond_blocks", "block_rows", "block_cols", "prune_start_step",
+                     "prune_ramp_steps", "prune_every_steps"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise ParameterError(f"{name} must be an integer, found {v!r}")
+        if not isinstance(self.target_density, (int, float)) or isinstance(self.target_density, bool):
+            raise ParameterError(f"target_density must be a number, found {self.target_density!r}")
         h = self.hidden_size
         if h <= 0 or h % 2:
             raise ParameterError(f"hidden_size must be a positive even number, found {h}")
         if self.cond_channels <= 0:
             raise ParameterError(f"cond_channels must be positive, found {self.cond_channels}")
-        if self.cond_blocks < 0:
-            raise ParameterError(f"cond_blocks must be >= 0, found {self.cond_blocks}")
+        if self.cond_blocks < 1:  # the engine's conditioning net has at least one (vocoder.format)
+            raise ParameterError(f"cond_blocks must be >= 1, found {self.cond_blocks}")
         shape = (self.block_rows, self.block_cols)
         if shape not in BLOCK_SHAPES:
             raise ParameterError(f"block shape {shape} is not supported; choose one of {list(BLOCK_SHAPES)}")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wavern.errors import VoiceFileError
+from wavern.errors import ParameterError, VoiceFileError
 from wavern.fileio import atomic_write
 
 __all__ = ["BlockSparse", "SPARSE_NAMES", "dense_names", "save_vocoder_tensors", "load_vocoder_tensors"]
@@ -104,10 +104,22 @@ def save_vocoder_tensors(path: str | os.PathLike, dense: dict[str, np.ndarray],
     from safetensors.numpy import save_file
 
     tensors: dict[str, np.ndarray] = {}
+
+    def cast(name: str, arr) -> np.ndarray:
+        with np.errstate(over="ignore"):
+            out = np.ascontiguousarray(np.asarray(arr).astype(dtype))
+        if not np.isfinite(out).all():  # the loader refuses non-finite weights: say so now, not then
+            src = np.asarray(arr, np.float64)
+            if not np.isfinite(src).all():
+                raise ParameterError(f"{name} holds NaN or inf weights")
+            raise ParameterError(f"{name}: a weight of magnitude {float(np.abs(src).max()):.4g} does not fit "
+                                 f"{np.dtype(dtype).name}; export in float32")
+        return out
+
     for name, arr in dense.items():
-        tensors[name] = np.ascontiguousarray(np.asarray(arr).astype(dtype))
+        tensors[name] = cast(name, arr)
     for name, bs in sparse.items():
-        tensors[f"{name}.data"] = np.ascontiguousarray(bs.data.astype(dtype))
+        tensors[f"{name}.data"] = cast(name, bs.data)
         tensors[f"{name}.index"] = np.ascontiguousarray(bs.index.astype(np.int32))
         tensors[f"{name}.shape"] = np.asarray(bs.shape, dtype=np.int64)
     atomic_write(path, lambda tmp: save_file(tensors, str(tmp)))

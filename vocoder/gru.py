@@ -73,8 +73,7 @@ class _GRUSequence(torch.autograd.Function):
             coef_n *= 1.0 - z  # d pre_n / d h'
             coef_z = hs[:-1] - cand
             coef_z *= z * (1.0 - z)  # d pre_z / d h'
-            coef_r = gh[..., 2 * h:].float()
-            coef_r *= r * (1.0 - r)  # d pre_r / d pre_n
+            coef_r = gh[..., 2 * h:].float() * (r * (1.0 - r))  # d pre_r / d pre_n (gh is saved: not in place)
             w = w_hh.to(mm_dtype)  # (3H, H)
             d_gh = grad_out.new_empty(n_steps, b, 3 * h)  # d(W_hh h + b_hh) per step
             d_gh_mm = d_gh if mm_dtype == torch.float32 else grad_out.new_empty(n_steps, b, 3 * h, dtype=mm_dtype)

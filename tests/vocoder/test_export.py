@@ -54,6 +54,24 @@ def test_round_trip_float16_rounds_only(tmp_path):
         assert torch.equal(back.state_dict()[k], expect), k
 
 
+def test_a_weight_too_large_for_float16_is_refused_at_export_not_at_load(tmp_path):
+    from wavern.errors import ParameterError
+
+    m = _pruned_model()
+    with torch.no_grad():
+        m.O2.bias[3] = 1e5  # float16 tops out at 65504
+    path = tmp_path / "vocoder.safetensors"
+    with pytest.raises(ParameterError, match=r"O2.bias: a weight of magnitude 1e\+05 does not fit float16"):
+        export_vocoder(m, path)
+    assert not path.exists()
+    export_vocoder(m, path, dtype=np.float32)  # float32 holds it
+    assert load_vocoder(path, CFG).O2.bias[3] == 1e5
+    with torch.no_grad():
+        m.O2.bias[3] = float("nan")
+    with pytest.raises(ParameterError, match="O2.bias holds NaN"):
+        export_vocoder(m, tmp_path / "nan.safetensors", dtype=np.float32)
+
+
 def test_config_mismatch_names_the_tensor(tmp_path):
     path = tmp_path / "vocoder.safetensors"
     export_vocoder(_pruned_model(), path)

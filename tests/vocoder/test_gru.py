@@ -37,6 +37,16 @@ def test_values_and_gradients_match_nn_gru():
         torch.testing.assert_close(got[k], ref[k], atol=1e-5, rtol=1e-5, msg=k)
 
 
+def test_a_second_backward_through_the_same_graph_gives_the_same_gradients():
+    gru, x, h0, weight = _reference()
+    gi = x @ gru.weight_ih_l0.T + gru.bias_ih_l0
+    loss = (gru_sequence(gi, gru.weight_hh_l0, gru.bias_hh_l0, h0) * weight).sum()
+    first = torch.autograd.grad(loss, [x, h0, gru.weight_hh_l0], retain_graph=True)
+    second = torch.autograd.grad(loss, [x, h0, gru.weight_hh_l0])  # raised: a saved tensor was changed in place
+    for a, b in zip(first, second):
+        assert torch.equal(a, b)
+
+
 def test_bfloat16_products_stay_close():
     gru, x, h0, weight = _reference(seed=1)
     gi = (x @ gru.weight_ih_l0.T + gru.bias_ih_l0).detach()

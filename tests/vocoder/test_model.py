@@ -51,6 +51,15 @@ def test_config_round_trip_and_strictness():
         VocoderConfig(block_rows=3)
     with pytest.raises(ParameterError, match="target_density"):
         VocoderConfig(target_density=0.0)
+    # a word or a float where an integer belongs is named (they passed, then failed far away)
+    for field, value in (("hidden_size", 64.0), ("cond_blocks", 1.5), ("cond_channels", 8.0),
+                         ("prune_every_steps", 2.5), ("block_rows", True)):
+        with pytest.raises(ParameterError, match=f"{field} must be an integer"):
+            VocoderConfig.from_dict({**d, field: value})
+    with pytest.raises(ParameterError, match="target_density must be a number"):
+        VocoderConfig.from_dict({**d, "target_density": "0.1"})
+    with pytest.raises(ParameterError, match="cond_blocks must be >= 1"):  # the engine cannot load 0
+        VocoderConfig(cond_blocks=0)
 
 
 def test_parameter_shapes_follow_architecture():
