@@ -623,6 +623,8 @@ class AcousticModel(nn.Module):
             if ref.ndim != 2 or ref.shape[1] != self.config.n_mels or ref.shape[0] == 0:
                 raise ParameterError(
                     f"reference mel must have shape (frames >= 1, {self.config.n_mels}), found {tuple(ref.shape)}")
+            if not bool(torch.isfinite(ref).all()):
+                raise ParameterError("reference mel holds NaN or infinite values")
             ref = ref.unsqueeze(0)
         device = self.mel_mean.device
         with _eval_mode(self):

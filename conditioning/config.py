@@ -50,6 +50,20 @@ DECODER_KINDS = ("window", "strided", "conv")
 POSITION_KINDS = ("sinusoidal",)
 
 
+_SCALAR_TYPES = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,)}
+_TYPE_WORDS = {"int": "an integer", "float": "a number", "str": "a string", "bool": "true or false"}
+
+
+def _check_types(obj, what: str) -> None:
+    """Each scalar field holds its annotated type (an int field no float or bool, a float field a
+    number): a voice.json with ``"window": 4.0`` loaded, then failed at the first inference."""
+    for f in dataclasses.fields(obj):
+        kinds = _SCALAR_TYPES.get(f.type)
+        v = getattr(obj, f.name)
+        if kinds is not None and (not isinstance(v, kinds) or (isinstance(v, bool) and f.type != "bool")):
+            raise ParameterError(f"{what} config field {f.name!r} must be {_TYPE_WORDS[f.type]}, found {v!r}")
+
+
 def _check_fields(cls, d: Any, what: str) -> dict:
     if not isinstance(d, dict):
         raise ParameterError(f"{what} config must be a dict, found {type(d).__name__}")
@@ -76,6 +90,7 @@ class EncoderConfig:
     pad_id: int = 0  # the symbol table reserves id 0 for padding
 
     def __post_init__(self) -> None:
+        _check_types(self, "encoder")
         if self.n_symbols < 2:
             raise ParameterError(f"n_symbols must be >= 2 (padding + one symbol), found {self.n_symbols}")
         if self.d_model <= 0 or self.n_heads <= 0 or self.d_model % self.n_heads:
@@ -146,6 +161,11 @@ class AcousticConfig:
             object.__setattr__(self, "encoder", EncoderConfig.from_dict(self.encoder))
         if isinstance(self.mel, dict):
             object.__setattr__(self, "mel", MelConfig.from_dict(self.mel))
+        if not isinstance(self.encoder, EncoderConfig):
+            raise ParameterError(f"acoustic config 'encoder' must be a dict, found {self.encoder!r}")
+        if not isinstance(self.mel, MelConfig):
+            raise ParameterError(f"acoustic config 'mel' must be a dict, found {self.mel!r}")
+        _check_types(self, "acoustic")
         if isinstance(self.speakers, list):
             object.__setattr__(self, "speakers", tuple(self.speakers))
         if not self.speakers or not all(isinstance(s, str) and s for s in self.speakers):

@@ -211,6 +211,11 @@ def test_reference_changes_style_and_is_validated():
     assert a.shape != b.shape or not np.allclose(a, b)
     with pytest.raises(ParameterError, match="reference"):
         m.infer(ids, glob, speaker=0, reference=np.zeros((5, 40)))
+    bad = np.zeros((10, 80), np.float32)
+    bad[3, 7] = -np.inf  # one is enough (it ended in an obscure torch error)
+    for ref in (bad, np.full((10, 80), np.nan, np.float32)):
+        with pytest.raises(ParameterError, match="reference mel holds NaN or infinite"):
+            m.infer(ids, glob, speaker=0, reference=ref)
 
 
 def test_bad_input_has_defined_behaviour():

@@ -325,6 +325,11 @@ def _edited(src, tmp_path, name: str, edit) -> Path:
     ("speaker", lambda m: m["inference"].update(speaker=5), "inference.speaker"),
     ("speakers", lambda m: m["acoustic"].update(speakers="abc"), "acoustic.speakers"),
     ("blocks", lambda m: m["vocoder"].update(cond_blocks=0), "cond_blocks"),
+    ("window", lambda m: m["acoustic"]["encoder"].update(window=4.0), "'window' must be an integer, found 4.0"),
+    ("heads", lambda m: m["acoustic"].update(decoder_heads=2.0), "'decoder_heads' must be an integer"),
+    ("encoder", lambda m: m["acoustic"].update(encoder=None), "'encoder' must be a dict, found None"),
+    ("mel", lambda m: m["acoustic"].update(mel=None), "'mel' must be a dict, found None"),
+    ("hidden", lambda m: m["vocoder"].update(hidden_size=64.0), "vocoder.hidden_size' must be an integer"),
 ])
 def test_a_mistyped_or_mismatched_voice_json_is_refused_by_name(tiny_voice, tmp_path, name, edit, message):
     with pytest.raises(VoiceFileError, match=message):
