@@ -51,7 +51,7 @@ from wavern.conditioning.frontend.phonemes import BOS, EOS, PAUSE_SYMBOLS, Symbo
 from wavern.errors import CorpusError, ParameterError
 from wavern.training.common import CheckpointTimer, MetricsLog, StopFlag, atomic_save, load_torch, seed_step
 from wavern.training.distributed import (DistInfo, all_sum, average_gradients, barrier, broadcast_parameters,
-                                         loss_weights_and_any, run_distributed)
+                                         check_same_step, loss_weights_and_any, run_distributed)
 
 __all__ = ["AcousticTrainConfig", "TrainResult", "train_acoustic", "evaluate_acoustic", "load_checkpoint",
            "export_checkpoint", "corpus_global_mask", "OPTIMIZERS"]
@@ -541,6 +541,7 @@ def _train(cfg: AcousticTrainConfig, device: torch.device, dist_info: DistInfo) 
         log.info("training %d parameters on %d utterances (%d voices), device %s, %d process(es)",
                  sum(p.numel() for p in model.parameters()), len(items), len(model_cfg.speakers), device,
                  dist_info.world_size)
+    check_same_step(step, dist_info)
     broadcast_parameters(model, dist_info)
     global_batch = min(cfg.batch_size, len(items))  # what _draw_batch draws
     if global_batch < dist_info.world_size:

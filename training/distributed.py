@@ -50,12 +50,14 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from wavern.errors import ParameterError
 from wavern.training.common import resolve_device
 
 T = TypeVar("T")
 
 __all__ = ["DistInfo", "setup_distributed", "run_distributed", "init_distributed", "is_main", "average_gradients",
-           "broadcast_parameters", "loss_weights", "loss_weights_and_any", "all_sum", "any_rank", "barrier", "shutdown", "pick_device"]
+           "broadcast_parameters", "check_same_step", "loss_weights", "loss_weights_and_any", "all_sum", "any_rank",
+           "barrier", "shutdown", "pick_device"]
 
 log = logging.getLogger(__name__)
 
@@ -195,6 +197,19 @@ def loss_weights_and_any(local_counts: Sequence[float], flag: bool, info: DistIn
         return [1.0] * len(local_counts), bool(flag)
     *totals, flags = all_sum(list(local_counts) + [1.0 if flag else 0.0], info)
     return [info.world_size * float(c) / t if t > 0 else 0.0 for c, t in zip(local_counts, totals)], flags > 0
+
+
+def check_same_step(step: int, info: DistInfo) -> None:
+    """Every rank resumed at the same step, or all raise (a collective). Each rank reads the run's
+    checkpoint from its own disk: ranks on machines without a shared run folder would start over
+    while rank 0 resumes, drift apart and hang in a later collective."""
+    if not info.enabled:
+        return
+    total, squares = all_sum([float(step), float(step) ** 2], info)
+    if total * total != info.world_size * squares:  # equal only when every step is the same (exact below 2**26)
+        raise ParameterError(f"the ranks resumed at different steps (this rank: {step}, mean "
+                             f"{total / info.world_size:g}): every rank must see the same run folder "
+                             f"(a shared disk), or start every rank from the same checkpoint")
 
 
 def any_rank(flag: bool, info: DistInfo) -> bool:

@@ -87,7 +87,7 @@ from wavern.fileio import atomic_write
 from wavern.training.acoustic_trainer import corpus_global_mask
 from wavern.training.common import CheckpointTimer, MetricsLog, StopFlag, atomic_save, load_torch, seed_step
 from wavern.training.distributed import (DistInfo, all_sum, average_gradients, barrier, broadcast_parameters,
-                                         loss_weights_and_any, run_distributed)
+                                         check_same_step, loss_weights_and_any, run_distributed)
 from wavern.training.ngram import BidirectionalTrigram
 
 __all__ = ["PretrainConfig", "PretrainResult", "pretrain_encoder", "ReplacedTokenDetector", "RTDOutput", "RTDLoss",
@@ -802,6 +802,7 @@ def _pretrain(cfg: PretrainConfig, device: torch.device, dist_info: DistInfo) ->
         log.info("pre-training %d parameters (encoder %d), device %s, %d process(es)",
                  sum(p.numel() for p in model.parameters()), sum(p.numel() for p in model.encoder.parameters()),
                  device, dist_info.world_size)
+    check_same_step(step, dist_info)
     broadcast_parameters(model, dist_info)
     rows = dist_info.rows(cfg.batch_size)  # this rank's share of every global batch
 

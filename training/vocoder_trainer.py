@@ -53,7 +53,7 @@ from wavern.dsp import mulaw_log_slope
 from wavern.errors import ParameterError
 from wavern.training.common import CheckpointTimer, MetricsLog, StopFlag, atomic_save, load_torch, seed_step
 from wavern.training.distributed import (all_sum, any_rank, average_gradients, barrier, broadcast_parameters,
-                                         loss_weights_and_any, setup_distributed, shutdown)
+                                         check_same_step, loss_weights_and_any, setup_distributed, shutdown)
 from wavern.training.vocoder_data import VocoderData, build_cache, build_phase, build_pitch
 from wavern.vocoder.config import VocoderConfig
 from wavern.vocoder.export import export_vocoder
@@ -580,6 +580,7 @@ def _run(trainer: VocoderTrainer, cfg: VocoderTrainConfig,
     elif cfg.init_from:
         trainer.load(cfg.init_from, exact=False)
         log.info("initialised from %s at step %d", cfg.init_from, trainer.step)
+    check_same_step(trainer.step, trainer.dist)
     broadcast_parameters(trainer.model, trainer.dist)
     metrics = MetricsLog(run_dir / "metrics.jsonl")
     if main:

@@ -105,3 +105,31 @@ def test_documented_torchrun_commands_reach_the_trainer_intact():
     cfg = vt._parse(args.training_script_args)
     assert cfg.run_dir == "runs/vocoder" and cfg.batch_size == 32 and cfg.resume
     assert vt._parse(["--run", "x"]).run_dir == "x"  # the old spelling still works outside torchrun
+
+
+def _step_worker(rank, world, port, steps, out_dir):
+    from wavern.training.distributed import check_same_step
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
+                      LOCAL_RANK=str(rank))
+    info = init_distributed(torch.device("cpu"), timeout_s=60)
+    outcome = []
+    for case in steps:  # one collective per case, on every rank
+        try:
+            check_same_step(case[rank], info)
+            outcome.append("ok")
+        except Exception as e:
+            outcome.append(f"{type(e).__name__}: {e}")
+    with open(os.path.join(out_dir, f"rank{rank}.txt"), "w") as f:
+        f.write("\n".join(outcome))
+    shutdown(info)
+
+
+def test_ranks_that_resumed_at_different_steps_all_refuse_to_train(tmp_path):
+    # a rank on another machine without the run folder starts at 0 while rank 0 resumes
+    world, steps = 3, [(7, 7, 7), (7, 0, 7), (0, 100, 200), (0, 0, 0)]
+    mp.spawn(_step_worker, args=(world, _free_port(), steps, str(tmp_path)), nprocs=world, join=True)
+    for r in range(world):
+        got = (tmp_path / f"rank{r}.txt").read_text().splitlines()
+        assert got[0] == "ok" and got[3] == "ok", got
+        assert all(g.startswith("ParameterError: the ranks resumed at different steps") for g in got[1:3]), got
