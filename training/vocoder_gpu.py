@@ -49,7 +49,7 @@ if __package__ in (None, ""):  # run as a file on a machine without the package 
     wavern.__path__.append(str(_root))  # wavern.vocoder -> ./vocoder, wavern.training -> ./training, ...
 
 from wavern.dsp import MelConfig  # noqa: E402
-from wavern.errors import ParameterError  # noqa: E402
+from wavern.errors import CorpusError, ParameterError  # noqa: E402
 from wavern.training.vocoder_data import VocoderBatch  # noqa: E402
 from wavern.training.vocoder_trainer import VocoderTrainConfig, VocoderTrainer  # noqa: E402
 from wavern.vocoder.config import VocoderConfig  # noqa: E402
@@ -197,6 +197,8 @@ class GpuSegments:
         if ltp and not pitch:
             raise ParameterError("a long-term predictor (ltp) is computed from the pitch features: pass pitch=True")
         utts = self.split(held_out)
+        if utts.size == 0:  # as VocoderData.batch
+            raise CorpusError(f"the GPU pack has no {'held-out' if held_out else 'training'} utterances")
         full_frames = np.maximum(self.lengths[utts] // self.hop, 1)
         pick = rng.choice(utts.size, size=batch_size, p=full_frames / full_frames.sum())
         starts = rng.integers(0, np.maximum(full_frames[pick] - segment_frames, 0) + 1)

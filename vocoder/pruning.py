@@ -72,7 +72,7 @@ def block_mask_rows(weight: torch.Tensor, block_shape: tuple[int, int], sparsity
     norms = weight.detach().float().reshape(nr, br, nc, bc).pow(2).sum(dim=(1, 3))  # (nr, nc)
     k = max(1, min(nc, int(round((1.0 - sparsity) * nc))))
     order = torch.argsort(-norms, dim=1, stable=True)
-    keep = torch.zeros(nr, nc, dtype=torch.bool)
+    keep = torch.zeros(nr, nc, dtype=torch.bool, device=norms.device)  # (on a GPU: scatter needs one device)
     keep.scatter_(1, order[:, :k], True)
     keep = keep.reshape(nr, 1, nc, 1).expand(nr, br, nc, bc)
     return keep.reshape(rows, cols).clone()

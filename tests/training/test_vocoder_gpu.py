@@ -67,6 +67,11 @@ def test_gpu_segments_draw_what_vocoder_data_draws():
             np.testing.assert_array_equal(b.prev.numpy(), a.prev)
             np.testing.assert_allclose(b.mel.numpy(), a.mel, atol=2e-3, rtol=0)
             assert b.audio.dtype == torch.int16 and b.prev.dtype == torch.int16
+    from wavern.errors import CorpusError
+
+    none_held = GpuSegments(torch.from_numpy(flat), mels_t, lengths, np.zeros_like(held), HOP)
+    with pytest.raises(CorpusError, match="no held-out utterances"):  # (was numpy's ValueError)
+        none_held.batch(np.random.default_rng(0), batch_size=2, segment_frames=5, mel_pad=3, held_out=True)
 
 
 @pytest.fixture(scope="module")
