@@ -169,7 +169,9 @@ def test_numbers_add_up_with_the_audio(bench_run, tiny_voice):
     c = res["compare"]
     assert c["frames"] == 3 and c["samples"] == 3 * 256
     assert c["speedup"] == pytest.approx(c["engine_samples_per_s"] / c["torch_samples_per_s"])
-    assert 0.0 <= c["matching_fraction"] <= 1.0
+    # same weights, same uniforms: the streams agree (a float near-tie may flip one late draw, after
+    # which they part; another random stream matched 0 of the 768 samples)
+    assert c["matching_fraction"] >= 0.9
 
 
 def test_device_bench_without_a_device_is_a_clear_error(tiny_voice, capsys):

@@ -202,6 +202,40 @@ def test_say_no_postfilter_is_the_vocoder_alone(tiny_voice, tmp_path):
     assert out["p2"].shape == out["on"].shape and not np.array_equal(out["p2"], out["on"])
 
 
+def test_vocode_writes_the_voices_copy_synthesis_with_and_without_post_processing(tiny_voice, tmp_path, capsys):
+    import json
+    import shutil
+
+    import numpy as np
+    import soundfile as sf
+
+    from wavern.engine import Voice
+
+    pf = tmp_path / "pfvoice"
+    shutil.copytree(tiny_voice, pf)
+    meta = json.loads((pf / "voice.json").read_text())
+    meta["inference"]["postfilter"] = {"gamma_num": 0.8, "gamma_den": 0.95, "tilt": 0.3, "order": 16}
+    (pf / "voice.json").write_text(json.dumps(meta))
+    t = np.arange(int(0.3 * 22050)) / 22050
+    src = (0.3 * np.sin(2 * np.pi * 180 * t) * (1 + np.sin(2 * np.pi * 3 * t))).astype(np.float32)
+    sf.write(tmp_path / "in.wav", src, 22050, subtype="PCM_16")
+    v = Voice.load(pf)
+    try:
+        x = sf.read(tmp_path / "in.wav", dtype="float32")[0]
+        for name, extra, post in (("on", [], True), ("off", ["--no-postfilter"], False)):
+            out = tmp_path / f"{name}.wav"
+            assert main(["vocode", str(tmp_path / "in.wav"), "-o", str(out), "--voice", str(pf), *extra]) == 0
+            assert f"wrote {out} (0.30 s)" in capsys.readouterr().err
+            got, sr = sf.read(out, dtype="int16")
+            ref = np.clip(np.round(v.vocode(x, postfilter=post) * 32768.0), -32768, 32767).astype(np.int16)
+            assert sr == 22050 and got.shape == (src.size,) and np.abs(got.astype(int) - ref).max() <= 1
+            assert np.abs(got).max() > 0
+    finally:
+        v.close()
+    on, off = (sf.read(tmp_path / f"{n}.wav", dtype="int16")[0] for n in ("on", "off"))
+    assert not np.array_equal(on, off)  # the post-filter was applied, then not
+
+
 def test_say_pitch_flags(tiny_voice, tiny_prosody_voice, tmp_path, capsys):
     import numpy as np
     import soundfile as sf

@@ -158,13 +158,16 @@ def test_sigterm_stops_a_batch_like_ctrl_c_and_workers_die_with_their_driver(tmp
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
     # A process watching its parent (as pool workers do) lives while the parent does, and exits when the
     # parent dies without cleaning up.
-    child = ("import os, time; from wavern.proc import exit_with_parent; print(os.getpid(), flush=True); "
-             "exit_with_parent(poll_s=0.2); time.sleep(600)")
-    parent = subprocess.Popen([sys.executable, "-c", "import os, subprocess, sys, time; subprocess.Popen([sys.executable, "
-                               f"'-c', {child!r}]); time.sleep(4); os._exit(0)"], stdout=subprocess.PIPE, text=True)
+    # No sleeps to race with: the child says its pid once it watches, the parent dies when told.
+    child = ("import os, time; from wavern.proc import exit_with_parent; exit_with_parent(poll_s=0.2); "
+             "print(os.getpid(), flush=True); time.sleep(600)")
+    parent = subprocess.Popen([sys.executable, "-c", "import os, subprocess, sys; subprocess.Popen([sys.executable, "
+                               f"'-c', {child!r}]); sys.stdin.readline(); os._exit(0)"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     pid = int(parent.stdout.readline())
-    time.sleep(1.0)
     assert parent.poll() is None and _alive(pid)
+    parent.stdin.write("go\n")
+    parent.stdin.flush()
     parent.wait(timeout=60)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and _alive(pid):
@@ -263,6 +266,54 @@ def test_ledger_drops_a_torn_line_and_compacts(tmp_path):
     led.append({"id": "b", "status": "ok", "files": ["b.wav"]})
     assert not led.finished("b", tmp_path)  # its file is missing
     assert [json.loads(line)["id"] for line in p.read_text().splitlines()] == ["a", "b"]
+
+
+def test_a_full_disk_while_recording_a_row_stops_the_batch_and_keeps_what_was_recorded(tiny_voice, tmp_path,
+                                                                                        monkeypatch):
+    from wavern.errors import DiskFullError
+
+    inp = tmp_path / "t.txt"
+    inp.write_text("One.\nTwo.\nThree.\n")
+    out = tmp_path / "o"
+    ledger = out / RESULTS_NAME
+    real_open = open
+    state = {"rows": 0}
+
+    class HalfWritten:  # the ledger's second row finds the disk full halfway through its line
+        def __init__(self, f):
+            self.f = f
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def write(self, text):
+            state["rows"] += 1
+            if state["rows"] == 2:
+                self.f.write(text[: len(text) // 2])
+                self.f.flush()
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return self.f.write(text)
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+    def fake_open(path, mode="r", *a, **kw):
+        f = real_open(path, mode, *a, **kw)
+        return HalfWritten(f) if Path(path) == ledger and mode == "a" else f
+
+    monkeypatch.setattr("builtins.open", fake_open)
+    with pytest.raises(DiskFullError, match="disk full while recording results"):
+        run_batch(read_inputs([str(inp)]), out_dir=out, voice=str(tiny_voice), workers=1)
+    monkeypatch.setattr("builtins.open", real_open)
+    done = ResultsLedger(ledger)
+    assert done.dropped_lines == 1 and set(done.rows) == {"t-00001"} and done.finished("t-00001", out)
+    calls = record_rendered(monkeypatch)
+    s = run_batch(read_inputs([str(inp)]), out_dir=out, voice=str(tiny_voice), workers=1)
+    assert (s.skipped, s.done) == (1, 2) and calls == ["t-00002", "t-00003"]
+    assert ResultsLedger(ledger).dropped_lines == 0  # the torn line was compacted away
 
 
 # ---------------------------------------------------------------------------------- the batch

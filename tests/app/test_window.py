@@ -91,6 +91,8 @@ def test_typed_text_is_spoken_measured_drawn_and_highlighted(qtbot, window):
     qtbot.keyClicks(w.editor, text)
     assert w.editor.toPlainText() == text
     before = set(w._jobs)
+    first_chunk: dict[int, int] = {}  # each request's first stream position
+    w.worker.chunkReady.connect(lambda view: first_chunk.setdefault(view.job_id, view.position))
     w.speak_action.trigger()
     (job,) = set(w._jobs) - before
     qtbot.waitUntil(lambda: w.worker.sink is not None, timeout=WAIT_MS)
@@ -111,9 +113,10 @@ def test_typed_text_is_spoken_measured_drawn_and_highlighted(qtbot, window):
     assert w.dashboard.plot.items[-1] is stats
     # the views hold the audio's envelope at its stream position
     qtbot.waitUntil(lambda: not w.worker.meters().busy, timeout=WAIT_MS)
-    end = w.worker.meters().position
-    env = w.history.envelope(end, ref.size // ENVELOPE_SAMPLES)
-    assert np.isfinite(env).all() and np.nanmax(env) > 0
+    start = first_chunk[job]
+    assert start % ENVELOPE_SAMPLES == 0 and w.worker.meters().position >= start + ref.size
+    env = w.history.envelope(start + ref.size, -(-ref.size // ENVELOPE_SAMPLES))
+    np.testing.assert_array_equal(env, envelope(ref))  # min and max of every 64 samples, as played
     # word highlights: every timed word maps to its characters in the editor
     words = [x for x in w._words if x[2] == job]
     spoken = []
@@ -358,10 +361,20 @@ def test_export_last_and_whole_text(qtbot, window, tmp_path):
     assert not list(tmp_path.glob(".*.part"))
 
 
-def test_no_device_says_so_and_offers_export(window):
-    assert window.device_combo.currentData() == -1
-    assert "silent" in window.output_label.text().lower()
-    assert window.export_last_action.isEnabled() and window.export_all_action.isEnabled()
+def test_no_device_says_so_and_offers_export(qapp, tiny_voice, tmp_path, monkeypatch):
+    # not silent by choice: the machine has no usable output device
+    monkeypatch.setattr("wavern.app.window.usable_output_devices", lambda rate: [])
+    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+    w = MainWindow(voice_path=tiny_voice, settings=settings, config_dir=tmp_path / "config")
+    try:
+        _wait(lambda: w.voice_state is not None)
+        assert w.worker.silent and w.device_combo.currentData() == -1
+        assert w.output_label.text() == "No audio device: speech plays silently in real time; use Export to hear it"
+        assert w.export_last_action.isEnabled() and w.export_all_action.isEnabled()
+    finally:
+        w.close()
+        w.deleteLater()
+        QApplication.processEvents()
 
 
 # ----------------------------------------------------------------------------- settings and closing
@@ -479,10 +492,31 @@ def test_envelope_and_history_drop_stale_slots():
     assert np.isnan(h.envelope(640 + 1024, 16)).all()  # overwritten by the wrap: not shown
 
 
-def test_window_paints(window):
-    img = window.grab()
-    assert img.width() > 0 and img.height() > 0
+def test_window_paints_the_audio_it_played(qtbot, window):
+    from wavern.app.widgets.scope import ScopeHistory
+
+    _speak_and_wait(qtbot, window, "Paint this sentence.")
     assert window.waveform.isVisible() and window.spectrogram.isVisible()
+    views = (window.waveform, window.spectrogram)
+
+    def grabs() -> list[bytes]:
+        out = []
+        for view in views:
+            view.position = window.worker.meters().position  # where the views scroll to
+            img = view.grab().toImage()
+            out.append(bytes(img.constBits())[:img.sizeInBytes()])
+        return out
+
+    heard = grabs()
+    saved = [view.history for view in views]
+    try:
+        for view in views:
+            view.history = ScopeHistory(sample_rate=saved[0].sample_rate)  # nothing heard
+        empty = grabs()
+    finally:
+        for view, history in zip(views, saved):
+            view.history = history
+    assert heard[0] != empty[0] and heard[1] != empty[1]  # the trace and the spectrogram are drawn
 
 
 
