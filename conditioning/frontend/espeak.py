@@ -233,6 +233,13 @@ class _Library:
     def set_voice(self, voice: str) -> None:
         if voice == self.voice:
             return
+        if "+" in voice:  # espeak ignores a variant it lacks (the plain language speaks): refuse it
+            variant = voice.split("+", 1)[1]
+            if "+" in variant or "/" in variant or not (Path(self.data_path) / "voices" / "!v" / variant).is_file():
+                self.voice = None
+                raise ParameterError(
+                    f"espeak-ng has no voice variant {variant!r} (in {voice!r}); variants are files of "
+                    f"{Path(self.data_path) / 'voices' / '!v'}, e.g. 'm1'..'m7', 'f1'..'f5'")
         err = self.lib.espeak_SetVoiceByName(voice.encode())
         if err != _EE_OK:
             self.voice = None

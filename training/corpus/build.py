@@ -26,6 +26,7 @@ import json
 import logging
 import multiprocessing
 import os
+import re
 import shutil
 import time
 from collections.abc import Sequence
@@ -193,15 +194,16 @@ def build_corpus(
     jobs = int(jobs) if jobs is not None else (os.cpu_count() or 1)
     if jobs < 1:
         raise ParameterError(f"jobs must be >= 1, found {jobs}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ParameterError(f"seed must be a non-negative integer, found {seed!r}")
     out = Path(out_dir)
-    if ((out / "corpus.json").exists() or (out / "metadata.jsonl").exists()) and not overwrite:
-        raise CorpusError(f"{str(out)!r} already holds a corpus; replace it with overwrite=True "
-                          f"(`wavern corpus build --overwrite`) or build into another folder")
+    _check_out_dir(out, overwrite)
     sent_path = Path(sentences_path) if sentences_path is not None else default_sentences_path()
     sentences = read_sentences(sent_path)
     _check_voices(voice_list)
     specs = plan_utterances(sentences, utterances=utterances, seed=seed, voices=voice_list,
                             vary_prosody=single_voice is None)
+    _check_sentences(sentences, {spec.text for spec in specs}, sent_path)
     # Everything is checked: only now is an old corpus removed. metadata.jsonl goes first, so a
     # corpus is never half old and half new; it is written last (after corpus.json), so its presence
     # means a complete corpus.
@@ -272,12 +274,63 @@ def build_corpus(
             "prosody_fallbacks": fallbacks}
 
 
+# What a corpus folder holds (records.py); anything else means the folder is not (only) a corpus.
+_CORPUS_ENTRIES = frozenset({"corpus.json", "metadata.jsonl", "metadata.jsonl.part", "wavs", "mels"})
+_CORPUS_FILE_RE = re.compile(r"s\d+-\d{6}\.(?:wav|npy)(?:\.tmp)?")  # (.tmp: a killed build's)
+
+
+def _check_out_dir(out: Path, overwrite: bool) -> None:
+    """Refuse a folder with anything but a wavern corpus in it (its wavs/ and mels/ are removed
+    before the build: an LJSpeech folder lost its recordings), and an existing corpus unless
+    ``overwrite``."""
+    if out.exists() and not out.is_dir():
+        raise CorpusError(f"{str(out)!r} is a file, not a folder")
+    if not out.is_dir():
+        return
+    foreign = sorted(set(os.listdir(out)) - _CORPUS_ENTRIES)
+    for sub in ("wavs", "mels"):
+        if (out / sub).is_dir():
+            foreign += [f"{sub}/{n}" for n in sorted(os.listdir(out / sub)) if not _CORPUS_FILE_RE.fullmatch(n)]
+        elif (out / sub).exists():
+            foreign.append(sub)
+    if foreign:
+        listed = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise CorpusError(f"{str(out)!r} holds files that are not part of a wavern corpus ({listed}); build into "
+                          f"an empty or new folder (nothing was changed)")
+    if ((out / "corpus.json").exists() or (out / "metadata.jsonl").exists()) and not overwrite:
+        raise CorpusError(f"{str(out)!r} already holds a corpus; replace it with overwrite=True "
+                          f"(`wavern corpus build --overwrite`) or build into another folder")
+
+
+def _check_sentences(sentences: Sequence[str], used: set[str], path: Path) -> None:
+    """Every sentence the plan uses has something to say (before an old corpus is removed)."""
+    from wavern.conditioning.frontend.sentences import segment
+
+    for line, text in enumerate(sentences, start=1):  # (line among the non-empty lines)
+        if text in used:
+            try:
+                segment(text)
+            except ParameterError as e:
+                raise CorpusError(f"{path}: sentence {line} ({text[:60]!r}) cannot be spoken: {e}") from None
+
+
+# Speaks every English phoneme class the symbol table holds; a voice that needs symbols it lacks
+# (another language) would fill its utterances with <unk>.
+_PROBE = ("The quick brown fox jumps over the lazy dog; she thought the vision was pure and "
+          "measured, and judge Hugh sang along with the young boy at noon.")
+
+
 def _check_voices(voices: Sequence[str]) -> None:
-    """Fail early (in this process) on a voice espeak-ng does not know."""
-    from wavern.conditioning.frontend.espeak import synthesize
+    """Fail early (in this process) on a voice espeak-ng does not know, or one whose phonemes the
+    symbol table lacks."""
+    from wavern.conditioning.frontend import analyze
+    from wavern.conditioning.frontend.phonemes import UNK
 
     for v in dict.fromkeys(voices):
-        synthesize("", voice=v)
+        symbols = analyze(_PROBE, voice=v).symbols
+        if UNK in symbols:
+            raise ParameterError(f"voice {v!r} speaks phonemes the symbol table does not have ({symbols.count(UNK)} "
+                                 f"unknown in a test sentence): the corpus is English, use an English voice")
 
 
 def _progress(enabled: bool, total: int):

@@ -102,7 +102,9 @@ def test_empty_text():
 @pytest.mark.parametrize(
     "kwargs",
     [{"voice": "xx-nonexistent"}, {"rate": 20}, {"rate": 1000}, {"pitch": -1}, {"pitch_range": 101},
-     {"rate": 1.5}, {"pitch": True}],
+     {"rate": 1.5}, {"pitch": True},
+     # variants espeak would ignore, speaking the plain language under the wrong name
+     {"voice": "en-us+zzz"}, {"voice": "en-us+F3"}, {"voice": "en-us+f3+m1"}, {"voice": "en-us+../en"}],
 )
 def test_bad_parameters(kwargs):
     with pytest.raises(ParameterError):

@@ -128,6 +128,51 @@ def test_an_overwrite_with_bad_arguments_keeps_the_old_corpus(built, tmp_path):
     assert _files(c) == before
 
 
+def test_a_folder_that_is_not_a_wavern_corpus_is_left_alone(built, tmp_path):
+    lj = tmp_path / "LJSpeech"  # another dataset's layout: its recordings must survive
+    (lj / "wavs").mkdir(parents=True)
+    (lj / "wavs" / "LJ001-0001.wav").write_bytes(b"RIFF recordings")
+    (lj / "metadata.csv").write_text("LJ001-0001|Printing|Printing\n")
+    before = _files(lj)
+    for overwrite in (False, True):
+        with pytest.raises(CorpusError, match=r"not part of a wavern corpus \(metadata.csv, wavs/LJ001-0001.wav\)"):
+            build_corpus(lj, utterances=1, overwrite=overwrite, progress=False)
+    assert _files(lj) == before
+    mixed = tmp_path / "mixed"  # a corpus with a foreign file among its wavs
+    shutil.copytree(built[0], mixed)
+    (mixed / "wavs" / "mine.wav").write_bytes(b"x")
+    with pytest.raises(CorpusError, match="wavs/mine.wav"):
+        build_corpus(mixed, utterances=1, overwrite=True, progress=False)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(CorpusError, match="is a file"):
+        build_corpus(tmp_path / "file", utterances=1, progress=False)
+    with pytest.raises(ParameterError, match="seed must be a non-negative integer"):
+        build_corpus(tmp_path / "s", utterances=1, seed=-1, progress=False)
+
+
+def test_a_sentence_that_cannot_be_spoken_is_refused_before_the_old_corpus_goes(built, tmp_path):
+    c = tmp_path / "c"
+    shutil.copytree(built[0], c)
+    before = _files(c)
+    sentences = tmp_path / "s.txt"
+    sentences.write_text("A fine sentence.\n***\n")
+    with pytest.raises(CorpusError, match=r"s.txt: sentence 2 \('\*\*\*'\) cannot be spoken"):
+        build_corpus(c, utterances=2, sentences_path=sentences, overwrite=True, progress=False)
+    assert _files(c) == before
+
+
+@pytest.mark.parametrize(("voice", "message"), [
+    ("en-us+zzz", "no voice variant 'zzz'"),  # espeak would speak plain en-us under this name
+    ("en-US+F3", "no voice variant 'F3'"),
+    ("en-us+f3+m1", "no voice variant 'f3\\+m1'"),
+    ("fr+m1", "the corpus is English"),  # its phonemes are <unk> to the symbol table
+])
+def test_unknown_variants_and_other_languages_are_refused(tmp_path, voice, message):
+    with pytest.raises(ParameterError, match=message):
+        build_corpus(tmp_path / "c", utterances=1, voices=[voice], progress=False)
+    assert not (tmp_path / "c").exists()
+
+
 def test_metadata_is_written_last_so_its_presence_means_a_complete_corpus(tmp_path, monkeypatch):
     """A build killed after the audio but before corpus.json leaves no metadata.jsonl behind."""
     import json as json_mod
@@ -230,6 +275,11 @@ def test_truncated_mel_is_refused_on_read(built, tmp_path):
 # sha256 of the 6 wav files (sorted by name) of build_corpus(utterances=6, seed=0, jobs=1), as
 # built by every version of wavern since the default voice's training corpus was made.
 GOLDEN_SEED0_6 = "c4734fdffd22522582a0fa76e195ae14bde3f94961348d83a8c0a4b1822be655"
+# ... and of its metadata.jsonl (tokens, durations, word spans) and corpus.json (the symbol table's
+# order among them): a same-length reordering of the table or another pause name would otherwise
+# pass every other test and silently change a rebuilt corpus (recorded session 13).
+GOLDEN_SEED0_6_META = "682e0d325d709df7f789229b21af8af9d06156d1e46aa3f9a1442258929e1aff"
+GOLDEN_SEED0_6_CORPUS_JSON = "2e3af22d97a8a866981c6f567ac6b9a5ae1074b44d1a9c07415fe93578800f2f"
 
 
 def test_build_bytes_have_not_changed(tmp_path):
@@ -243,6 +293,11 @@ def test_build_bytes_have_not_changed(tmp_path):
     h = hashlib.sha256()
     for p in sorted((tmp_path / "c" / "wavs").iterdir()):
         h.update(p.read_bytes())
+    digest = {name: hashlib.sha256((tmp_path / "c" / name).read_bytes()).hexdigest()
+              for name in ("metadata.jsonl", "corpus.json")}
+    assert digest == {"metadata.jsonl": GOLDEN_SEED0_6_META, "corpus.json": GOLDEN_SEED0_6_CORPUS_JSON}, (
+        "corpus records changed (tokens, durations, symbol table): a rebuilt corpus would not match the one "
+        "the default voice trained on; if intended, record it in assets/training/README.md and update the hashes")
     assert h.hexdigest() == GOLDEN_SEED0_6, (
         "corpus bytes changed: a rebuilt corpus would no longer be the one the default voice trained on; "
         "if that is intended, record it in assets/training/README.md and update this hash")
