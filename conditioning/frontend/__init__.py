@@ -180,7 +180,7 @@ def _sentence_tokens(sentence: Sentence, names: list[str], positions: list[int],
     # 2. lexicon overrides replace a word's phonemes (its total duration spread evenly)
     for w, word in enumerate(words):
         if word.phonemes:
-            items = _apply_override(items, w, split_ipa(word.phonemes, table))
+            items = _apply_override(items, w, split_ipa(word.phonemes, table), words)
     # 3. name pauses by the punctuation around them; a word boundary wherever espeak starts a
     #    new word (its phoneme events point at the word's first character) without a pause
     out: list[tuple[str, int, int]] = []
@@ -199,17 +199,28 @@ def _sentence_tokens(sentence: Sentence, names: list[str], positions: list[int],
     return out
 
 
-def _apply_override(items: list[list], w: int, symbols: list[str]) -> list[list]:
+def _apply_override(items: list[list], w: int, symbols: list[str], words: Sequence[Word]) -> list[list]:
     idx = [i for i, it in enumerate(items) if it[0] is not None and it[1] == w]
     if not idx or not symbols:
-        log.debug("lexicon override for word %d not applied (espeak gave it no phonemes)", w)
+        log.warning("lexicon entry for %r not applied: espeak spoke it as part of the word before it",
+                    words[w].text)
+        return items
+    nxt = w + 1
+    if nxt < len(words) and words[nxt].spoken and not any(it[1] == nxt for it in items if it[0] is not None):
+        # espeak joined the next word to this one ("there are"): their phonemes cannot be told
+        # apart, and replacing them all would drop the next word
+        log.warning("lexicon entry for %r not applied: espeak joins it with %r", words[w].text, words[nxt].text)
         return items
     lo, hi = idx[0], idx[-1] + 1
     total = sum(it[2] for it in items[lo:hi] if it[0] is not None)
     pauses = [it for it in items[lo:hi] if it[0] is None]  # keep any pause inside the word
-    share, extra = divmod(total, len(symbols))
+    n_sounds = sum(s != WORD for s in symbols) or 1  # a word boundary inside the entry lasts 0
+    share, extra = divmod(total, n_sounds)
     pos = items[lo][3]
-    new = [[s, w, share + (1 if i < extra else 0), pos] for i, s in enumerate(symbols)]
+    new, k = [], 0
+    for s in symbols:
+        new.append([s, w, 0 if s == WORD else share + (1 if k < extra else 0), pos])
+        k += s != WORD
     return items[:lo] + new + pauses + items[hi:]
 
 

@@ -18,6 +18,7 @@ import errno
 import json
 import logging
 import os
+import stat
 import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -108,6 +109,25 @@ def _entry(word: str, value: object) -> LexiconEntry:
         f"lexicon entry {word!r} must be a string or an object with 'phonemes', got {type(value).__name__}")
 
 
+def _mode_of(path: Path) -> int:
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return 0o644  # a new file: readable by all, as a plain open() under the usual umask makes it
+
+
+def _unknown_phonemes(ipa: str) -> list[str]:
+    from .phonemes import SymbolTable, unknown_ipa
+
+    global _TABLE
+    if _TABLE is None:
+        _TABLE = SymbolTable.default()
+    return unknown_ipa(ipa, _TABLE)
+
+
+_TABLE = None  # the default symbol table, made on first use
+
+
 class Lexicon:
     """Case-insensitive word -> :class:`LexiconEntry` map with JSON load/save.
 
@@ -124,7 +144,10 @@ class Lexicon:
             key = _key(word)
             if key in self._entries:
                 log.warning("lexicon: %r repeats an earlier entry (case-insensitive); the later one wins", word)
-            self._entries[key] = _entry(word, value)
+            self._entries[key] = entry = _entry(word, value)
+            if entry.phonemes is not None and (bad := _unknown_phonemes(entry.phonemes)):
+                log.warning("lexicon entry %r: phonemes %r hold %s, which no English phoneme matches; spoken as "
+                            "unknown", word, entry.phonemes, ", ".join(map(repr, bad)))
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Lexicon:
@@ -143,8 +166,16 @@ class Lexicon:
             raise ParameterError(f"lexicon file {str(path)!r} does not exist") from None
         except (OSError, UnicodeDecodeError) as exc:
             raise ParameterError(f"cannot read lexicon file {str(path)!r}: {exc}") from None
+        def pairs(items: list) -> dict:
+            seen = set()
+            for k, _ in items:
+                if k in seen:
+                    log.warning("lexicon file %s: %r appears twice; the later entry wins", path, k)
+                seen.add(k)
+            return dict(items)
+
         try:
-            data = json.loads(raw)
+            data = json.loads(raw, object_pairs_hook=pairs)
         except json.JSONDecodeError as exc:
             raise ParameterError(
                 f"lexicon file {str(path)!r} is not valid JSON: {exc.msg} at line {exc.lineno} "
@@ -172,6 +203,7 @@ class Lexicon:
             fd, tmp = tempfile.mkstemp(prefix=".lexicon-", suffix=".tmp", dir=path.parent)
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(text)
+            os.chmod(tmp, _mode_of(path))  # mkstemp makes 0600; keep the file's own mode
             os.replace(tmp, path)
             tmp = None
         except OSError as exc:
@@ -199,7 +231,8 @@ class Lexicon:
         Raises
         ------
         ParameterError
-            Both are None, or either is empty, too long or not a string.
+            Both are None, or either is empty, too long or not a string, or the phonemes hold a
+            sound the voices' symbol table lacks (it would be spoken as ``<unk>``).
         """
         if respelling is None and phonemes is None:
             raise ParameterError(f"lexicon entry {word!r}: give a respelling or phonemes (both are None)")
@@ -208,7 +241,11 @@ class Lexicon:
             value["respelling"] = respelling
         if phonemes is not None:
             value["phonemes"] = phonemes
-        self._entries[_key(word)] = _entry(word, value)
+        entry = _entry(word, value)
+        if entry.phonemes is not None and (bad := _unknown_phonemes(entry.phonemes)):
+            raise ParameterError(f"lexicon entry {word!r}: phonemes {entry.phonemes!r} hold {', '.join(map(repr, bad))}, "
+                                 f"which no English phoneme matches (use IPA such as 'təˈmɑːtoʊ')")
+        self._entries[_key(word)] = entry
 
     def remove(self, word: str) -> bool:
         """Remove the entry for `word`; return whether there was one."""

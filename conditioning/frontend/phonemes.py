@@ -41,6 +41,8 @@ __all__ = [
     "SymbolTable",
     "pause_symbol",
     "split_ipa",
+    "normalize_ipa",
+    "unknown_ipa",
 ]
 
 log = logging.getLogger(__name__)
@@ -202,21 +204,66 @@ class SymbolTable:
         return out
 
 
+# Dictionary IPA written the usual ways, as espeak writes it: brackets, slashes, syllable dots,
+# optional-sound parentheses and tie bars dropped; ASCII look-alikes and r-coloured or dark
+# variants mapped to the table's symbols.
+_IPA_DROP = str.maketrans("", "", "/[]().\u0361\u035c\u203f")
+_IPA_MAP = {":": "ː", "g": "ɡ", "'": "ˈ", "\u02bc": "ˈ", "ɝ": "ɜː", "ɫ": "l", "ʧ": "tʃ", "ʤ": "dʒ"}
+
+
+def normalize_ipa(ipa: str, table: SymbolTable) -> str:
+    """Dictionary IPA -> espeak's IPA: :data:`_IPA_DROP` and :data:`_IPA_MAP`, and each stress mark
+    moved from the start of its syllable to the vowel it stresses (``"ʃɪˈvɔːn"`` -> ``"ʃɪvˈɔːn"``:
+    the table's stressed symbols are vowels); a mark with no vowel after it in its word is dropped."""
+    vowel_starts = {s[1] for s in table.symbols if s[:1] in STRESS_MARKS and len(s) > 1}
+    text = "".join(_IPA_MAP.get(c, c) for c in ipa.translate(_IPA_DROP))
+    out: list[str] = []
+    pending = ""
+    for c in text:
+        if c in STRESS_MARKS:
+            pending = c
+        elif c.isspace():
+            pending = ""
+            out.append(c)
+        elif pending and c in vowel_starts:
+            out.append(pending + c)
+            pending = ""
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def unknown_ipa(ipa: str, table: SymbolTable) -> list[str]:
+    """The pieces of ``ipa`` (after :func:`normalize_ipa`) that :func:`split_ipa` cannot map to a
+    phoneme of ``table`` (they would be spoken as ``<unk>``)."""
+    bad = []
+    for piece in _split(normalize_ipa(ipa, table), table):
+        if isinstance(piece, tuple):
+            bad.append(piece[0])
+    return bad
+
+
 def split_ipa(ipa: str, table: SymbolTable) -> list[str]:
     """Split an IPA string (a lexicon entry) into table symbols by greedy longest match.
 
-    Stress marks attach to the vowel that follows them (``"ˈæ"``), spaces become word
-    boundaries, and characters that start no known symbol fall back through
-    :meth:`SymbolTable.canonical`. A compound symbol that is a vowel plus ``l`` or ``ɹ``
-    (``"əl"``, ``"ɑːɹ"``) is taken only where no vowel follows, as espeak does: ``"həlˈoʊ"``
-    is ``h ə l ˈoʊ`` but ``"lˈɪɾəl"`` ends in ``əl``.
+    The string is first brought to espeak's conventions (:func:`normalize_ipa`). Stress marks
+    attach to the vowel that follows them (``"ˈæ"``), spaces become word boundaries, and
+    characters that start no known symbol fall back through :meth:`SymbolTable.canonical` (never
+    to a pause). A compound symbol that is a vowel plus ``l`` or ``ɹ`` (``"əl"``, ``"ɑːɹ"``) is
+    taken only where no vowel follows, as espeak does: ``"həlˈoʊ"`` is ``h ə l ˈoʊ`` but
+    ``"lˈɪɾəl"`` ends in ``əl``.
     """
+    return [p[1] if isinstance(p, tuple) else p for p in _split(normalize_ipa(ipa, table), table)]
+
+
+def _split(text: str, table: SymbolTable) -> list:
+    """:func:`split_ipa`'s pieces: a symbol, or (the unknown text, its fallback symbol)."""
     longest = max(len(s) for s in table.symbols)
     vowels = {s[1:] for s in table.symbols if s[:1] in STRESS_MARKS}
     vowel_starts = {v[0] for v in vowels} | set(STRESS_MARKS)
-    out: list[str] = []
+    out: list = []
     i = 0
-    text = ipa.strip()
+    text = text.strip()
     while i < len(text):
         if text[i].isspace():
             if out and out[-1] != WORD:
@@ -228,7 +275,7 @@ def split_ipa(ipa: str, table: SymbolTable) -> list[str]:
             compound = n > 1 and piece[-1] in "lɹ" and piece[:-1].lstrip("ˈˌ") in vowels
             if compound and i + n < len(text) and text[i + n] in vowel_starts:
                 continue
-            if piece in table and piece not in (PAD, BOS, EOS, UNK):
+            if piece in table and piece not in (PAD, BOS, EOS, UNK) and piece not in PAUSE_SYMBOLS:
                 out.append(piece)
                 i += n
                 break
@@ -236,6 +283,8 @@ def split_ipa(ipa: str, table: SymbolTable) -> list[str]:
             stress = text[i] if text[i] in STRESS_MARKS else ""
             j = i + 1 if stress else i
             # an unknown vowel after a stress mark: keep the mark with the next character
-            out.append(table.canonical(stress + text[j:j + 1]) if j < len(text) else table.canonical(stress))
+            unknown = stress + text[j:j + 1]
+            fallback = table.canonical(unknown)
+            out.append(fallback if fallback != UNK and fallback not in PAUSE_SYMBOLS else (unknown, UNK))
             i = j + 1
     return out

@@ -97,3 +97,32 @@ def test_lookup_of_odd_input_is_none():
     lex = Lexicon({"a": "b"})
     assert lex.lookup("") is None
     assert lex.lookup("two words") is None
+
+
+def test_set_refuses_phonemes_no_english_phoneme_matches_and_load_warns(tmp_path, caplog):
+    import logging
+
+    lex = Lexicon()
+    with pytest.raises(ParameterError, match=r"'ɬ'.*no English phoneme"):
+        lex.set("Llanelli", phonemes="ɬanˈɛɬi")
+    lex.set("Siobhan", phonemes="ʃɪˈvɔːn")  # dictionary IPA is fine
+    assert "siobhan" in lex and "llanelli" not in lex
+    path = tmp_path / "lexicon.json"
+    path.write_text('{"Llanelli": {"phonemes": "ɬanˈɛɬi"}, "GIF": "jif", "GIF": "gif"}', encoding="utf-8")
+    with caplog.at_level(logging.WARNING):
+        loaded = Lexicon.load(path)  # a file is loaded, its problems named
+    assert "llanelli" in loaded and loaded.lookup("gif").respelling == "gif"
+    assert "'ɬ'" in caplog.text and "'GIF' appears twice" in caplog.text
+
+
+def test_save_keeps_the_files_mode(tmp_path):
+    import os
+    import stat
+
+    path = tmp_path / "lexicon.json"
+    Lexicon({"a": "ay"}).save(path)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o644  # (mkstemp's 0600 before)
+    os.chmod(path, 0o664)
+    Lexicon({"b": "bee"}).save(path)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o664
+

@@ -20,6 +20,7 @@ from wavern.conditioning.frontend.phonemes import (
     SymbolTable,
     pause_symbol,
     split_ipa,
+    unknown_ipa,
 )
 from wavern.errors import ParameterError
 
@@ -177,6 +178,55 @@ def test_lexicon_override_replaces_a_words_tokens():
     assert [s for s, k in zip(u.symbols, u.word_of) if k == w] == ["t", "ə", "m", "ˈɑː", "t", "əʊ"]
     assert int(r.durations.sum()) == r.audio.size
     assert u.symbols != plain.utterance.symbols
+
+
+@pytest.mark.parametrize(("written", "espeak_style"), [
+    ("ʃɪˈvɔːn", "ʃɪvˈɔːn"),  # stress before the syllable, as dictionaries write it
+    ("təˈmɑːtoʊ", "təmˈɑːtoʊ"),
+    ("tə.ˈmɑː.təʊ", "təmˈɑːtəʊ"),  # syllable dots are no pauses
+    ("/təˈmeɪtoʊ/", "təmˈeɪtoʊ"),
+    ("[ˈhɛloʊ]", "hˈɛloʊ"),
+    ("ˈt͡ʃɪp", "tʃˈɪp"),  # a tie bar
+    ("ˈgɝl", "ɡˈɜːl"),  # ASCII g, r-coloured vowel
+    ("ˈbɑ:l", "bˈɑːl"),  # ASCII colon
+    ("ˈɛndʒɪn ˈɛks", "ˈɛndʒɪn ˈɛks"),
+])
+def test_dictionary_ipa_splits_as_espeaks_ipa(written, espeak_style):
+    table = SymbolTable.default()
+    assert split_ipa(written, table) == split_ipa(espeak_style, table)
+    assert UNK not in split_ipa(written, table) and not set(split_ipa(written, table)) & set(PAUSE_SYMBOLS)
+    assert unknown_ipa(written, table) == []
+    assert unknown_ipa("ɬaʁ", table) == ["ɬ", "ʁ"]  # no English phoneme: named, spoken as <unk>
+
+
+def test_an_override_tomato_in_dictionary_ipa_keeps_its_stress_and_no_pause():
+    r = render("Say tomato now.", lexicon=Lexicon({"tomato": {"phonemes": "tə.ˈmɑː.təʊ"}}))
+    u = r.utterance
+    _check_structure(u)
+    w = [x.text for x in u.words].index("tomato")
+    assert [s for s, k in zip(u.symbols, u.word_of) if k == w] == ["t", "ə", "m", "ˈɑː", "t", "əʊ"]
+
+
+def test_a_multi_word_entry_gives_its_word_boundary_no_duration():
+    r = render("I like nginx a lot.", lexicon=Lexicon({"nginx": {"phonemes": "ˈɛndʒɪn ˈɛks"}}))
+    u = r.utterance
+    _check_structure(u)
+    w = [x.text for x in u.words].index("nginx")
+    idx = np.flatnonzero(u.word_of == w)
+    inner = [i for i in range(idx[0], idx[-1] + 1) if u.symbols[i] == WORD]
+    assert len(inner) == 1 and r.durations[inner[0]] == 0
+    assert int(r.durations.sum()) == r.audio.size
+
+
+def test_an_override_on_words_espeak_joins_keeps_every_word(caplog):
+    plain = analyze("There are many.")
+    assert not any(k == 1 for k in plain.word_of)  # espeak speaks "there are" as one word
+    for word in ("there", "are"):
+        with caplog.at_level(logging.WARNING):
+            u = analyze("There are many.", lexicon=Lexicon({word: {"phonemes": "ðˈɛɹ"}}))
+        assert u.symbols == plain.symbols  # not applied (was: "are" gone, or silently ignored)
+        assert "not applied" in caplog.text
+        caplog.clear()
 
 
 def test_unknown_phoneme_in_a_small_table_does_not_crash(caplog):
