@@ -216,3 +216,17 @@ def test_realtime_options_are_checked(tiny_voice, capsys):
     assert "--realtime must be > 0" in capsys.readouterr().err
     assert bench_module_main(["--voice", str(tiny_voice), "--realtime", "1", "--device"]) == 2
     assert "--device" in capsys.readouterr().err
+
+
+def test_unwritable_json_or_plot_paths_are_refused_before_the_run(tiny_voice, tmp_path, monkeypatch, capsys):
+    import wavern.app.bench as bench
+
+    def no_run(*a, **kw):
+        raise AssertionError("the bench ran before its output paths were checked")
+
+    monkeypatch.setattr(bench, "run_bench", no_run)
+    for flag, out, message in (("--json", tmp_path / "missing" / "x.json", "does not exist"),
+                               ("--plot", tmp_path, "is a folder")):
+        assert cli.main(["bench", "--voice", str(tiny_voice), flag, str(out)]) == 2
+        err = capsys.readouterr().err
+        assert f"{flag} {out}" in err and message in err
