@@ -12,6 +12,7 @@ command line) and concatenates the sections, so docs/BENCHMARKS.md is never edit
 from __future__ import annotations
 
 import argparse
+import re
 import subprocess
 import sys
 import time
@@ -44,16 +45,26 @@ def _nest(md: str) -> str:
     return re.sub(r"^(#+) ", repl, md, flags=re.M)
 
 
+def _relink(text: str) -> str:
+    """A section's relative links (``![..](latency.png)``) point from docs/bench/; here, from docs/."""
+    text = re.sub(r"\]\(\.\./([^)\s]+)\)", r"](\1)", text)  # ../X from docs/bench is X from docs/
+    return re.sub(r"\]\((?![a-z]+:|/|#|\.\./)([^)\s]+)\)", r"](bench/\1)", text)
+
+
 def gather() -> Path:
     sections = sorted((ROOT / "docs" / "bench").glob("*.md"), key=lambda p: (
         ORDER.index(p.stem) if p.stem in ORDER else len(ORDER), p.stem))
     out = ROOT / "docs" / "BENCHMARKS.md"
     parts = ["# Benchmarks\n",
              "Every number below was measured by the command shown with it, on this project's 2-core "
-             "development machine (shared, noisy: medians of several runs). Regenerate everything with "
-             "`make bench`; this file is assembled from `docs/bench/*.md` by `bench/run_all.py`.\n"]
+             "development machine (shared, noisy: medians of several runs). This file is assembled from "
+             "`docs/bench/*.md` by `bench/run_all.py`. `make bench` reruns the scripts in its `ORDER` "
+             f"({', '.join(ORDER)}) with their default arguments; a section measured with other arguments "
+             "(e.g. `--against REV`, `--empty-cache`) or by another script (acoustic, block shapes, optimizers, "
+             "the LPC vocoder's experiments, the GPU run) names its own command, which is the one that "
+             "reproduces it.\n"]
     for p in sections:
-        parts.append(_nest(p.read_text().strip()) + "\n")
+        parts.append(_relink(_nest(p.read_text().strip())) + "\n")
     out.write_text("\n".join(parts))
     return out
 
