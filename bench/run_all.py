@@ -47,8 +47,13 @@ def _nest(md: str) -> str:
 
 def _relink(text: str) -> str:
     """A section's relative links (``![..](latency.png)``) point from docs/bench/; here, from docs/."""
-    text = re.sub(r"\]\(\.\./([^)\s]+)\)", r"](\1)", text)  # ../X from docs/bench is X from docs/
-    return re.sub(r"\]\((?![a-z]+:|/|#|\.\./)([^)\s]+)\)", r"](bench/\1)", text)
+    def fix(m: re.Match) -> str:
+        link = m[1]
+        if re.match(r"[a-z]+:|/|#", link):
+            return m[0]
+        return f"]({link[3:]})" if link.startswith("../") else f"](bench/{link})"  # ../X from docs/bench: X
+
+    return re.sub(r"\]\(([^)\s]+)\)", fix, text)
 
 
 def gather() -> Path:
