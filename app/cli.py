@@ -164,7 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--volume", type=_float_in(0.0, 4.0), default=1.0, help="output gain (1 = unchanged)")
     s.add_argument("--temperature", type=_float_in(0.05, 2.0), default=None,
                    help="sampling temperature of the vocoder (default: the voice's)")
-    s.add_argument("--device", metavar="NAME|INDEX", help="audio output device (default: the system's)")
+    s.add_argument("--device", metavar="NAME|INDEX",
+                   help="audio output device (default: the system's; one named here that cannot be opened is an "
+                        "error, not the hello.wav fallback)")
     s.add_argument("--no-postfilter", action="store_true",
                    help="skip the voice's post-processing, formant post-filter and mel matching (hear the "
                         "vocoder alone)")

@@ -85,7 +85,11 @@ def say(text: str, *, out: str | None, voice: str | None, speed: float = 1.0, vo
         try:
             sink = DeviceSink(sample_rate=v.sample_rate, device=device)
         except AudioDeviceError as e:
-            print(f"wavern: no audio device ({e}); writing {FALLBACK_WAV} instead", file=sys.stderr)
+            if device is not None:  # the device asked for by name: its problem, not a file nobody asked for
+                raise AudioDeviceError(f"--device {device}: {e}") from None
+            replacing = " (replacing the one there)" if FALLBACK_WAV.exists() else ""
+            print(f"wavern: no audio device ({e}); writing {FALLBACK_WAV}{replacing} instead; --out names "
+                  f"another file", file=sys.stderr)
             sink = FileSink(FALLBACK_WAV, sample_rate=v.sample_rate)
     stats = play(chunks, sink)
     if isinstance(sink, FileSink):

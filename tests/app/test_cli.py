@@ -64,6 +64,14 @@ def test_say_nothing_leaves_no_file_behind(tiny_voice, tmp_path, capsys, monkeyp
         assert list(tmp_path.iterdir()) == [], args
     assert main(["say", "Something.", "--voice", str(tiny_voice)]) == 0  # the fallback itself still writes
     assert [p.name for p in tmp_path.iterdir()] == ["hello.wav"]
+    assert "writing" in capsys.readouterr().err
+    assert main(["say", "Again.", "--voice", str(tiny_voice)]) == 0
+    assert "(replacing the one there)" in capsys.readouterr().err  # not silently
+    # a device asked for by name that cannot be opened is an error, not a file nobody asked for
+    before = (tmp_path / "hello.wav").read_bytes()
+    assert main(["say", "Device test.", "--voice", str(tiny_voice), "--device", "foo"]) == 2
+    assert "--device foo: no audio output device found" in capsys.readouterr().err
+    assert (tmp_path / "hello.wav").read_bytes() == before
 
 
 def test_bad_voice_folder_is_clear_error(capsys, tmp_path):
