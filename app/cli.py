@@ -60,7 +60,8 @@ def cmd_say(args: argparse.Namespace) -> int:
     text = read_text_arg(args.text, args.file)
     return say(text, out=args.out, voice=args.voice, speed=args.speed, volume=args.volume,
                temperature=args.temperature, device=args.device, postfilter=False if args.no_postfilter else None,
-               pitch=args.pitch, pitch_range=args.pitch_range, speaker=args.speaker, passes=args.passes)
+               pitch=args.pitch, pitch_range=args.pitch_range, speaker=args.speaker, passes=args.passes,
+               lexicon=args.lexicon)
 
 
 def cmd_vocode(args: argparse.Namespace) -> int:
@@ -164,6 +165,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--volume", type=_float_in(0.0, 4.0), default=1.0, help="output gain (1 = unchanged)")
     s.add_argument("--temperature", type=_float_in(0.05, 2.0), default=None,
                    help="sampling temperature of the vocoder (default: the voice's)")
+    s.add_argument("--lexicon", metavar="PATH",
+                   help="pronunciations (lexicon.json; default: ~/.config/wavern/lexicon.json, the window's "
+                        "'Fix word' table, when it exists)")
     s.add_argument("--device", metavar="NAME|INDEX",
                    help="audio output device (default: the system's; one named here that cannot be opened is an "
                         "error, not the hello.wav fallback)")
@@ -195,6 +199,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--jobs", type=int, default=None, help="worker processes (default: CPU count)")
     s.add_argument("--voice", metavar="NAME|PATH")
     s.add_argument("--paragraphs", action="store_true", help="split text files on blank lines, not on lines")
+    s.add_argument("--lexicon", metavar="PATH",
+                   help="pronunciations (lexicon.json; default: ~/.config/wavern/lexicon.json when it exists); "
+                        "a change renders finished items again")
     s.add_argument("--sidecar", action="append", choices=["srt", "vtt", "json"], default=None,
                    help="also write word timings beside each file (repeatable): SRT/VTT cue per word, "
                         "or <id>.words.json")

@@ -276,10 +276,11 @@ class RenderWorker:
         voices: voice key -> a folder path, or the folder's files as ``{name: bytes}`` (for Ray
             nodes that do not share the driver's disk; written to a temp folder on first use).
         fold_frames, overlap_frames: the vocoder's folding (:func:`wavern.engine.batch.render_frames`).
+        lexicon: pronunciations every voice uses, in lexicon.json's form (``Lexicon.to_json``), or None.
     """
 
     def __init__(self, voices: dict[str, str | dict[str, bytes]], *, fold_frames: int | None = None,
-                 overlap_frames: int | None = None):
+                 overlap_frames: int | None = None, lexicon: dict | None = None):
         import torch
 
         from wavern.engine import batch
@@ -291,6 +292,7 @@ class RenderWorker:
         self._loaded: dict[str, object] = {}
         self._fold = batch.DEFAULT_FOLD_FRAMES if fold_frames is None else fold_frames
         self._overlap = batch.DEFAULT_OVERLAP_FRAMES if overlap_frames is None else overlap_frames
+        self._lexicon = lexicon
         self._tmp = None
 
     def _voice(self, key: str):
@@ -310,6 +312,10 @@ class RenderWorker:
                     (folder / name).write_bytes(data)
                 src = folder
             v = self._loaded[key] = Voice.load(src)
+            if self._lexicon is not None:
+                from wavern.conditioning.frontend.lexicon import Lexicon
+
+                v.lexicon = Lexicon(self._lexicon)
         return v
 
     def render(self, job: dict) -> dict:
@@ -354,11 +360,12 @@ class RenderWorker:
 _WORKER: RenderWorker | None = None
 
 
-def _pool_init(voices: dict, fold_frames: int | None, overlap_frames: int | None, log_level: int) -> None:
+def _pool_init(voices: dict, fold_frames: int | None, overlap_frames: int | None, log_level: int,
+               lexicon: dict | None = None) -> None:
     global _WORKER
     logging.basicConfig(level=log_level, format="%(levelname)s %(name)s: %(message)s")
     exit_with_parent()  # a driver killed outright: this worker stops instead of rendering for nobody
-    _WORKER = RenderWorker(voices, fold_frames=fold_frames, overlap_frames=overlap_frames)
+    _WORKER = RenderWorker(voices, fold_frames=fold_frames, overlap_frames=overlap_frames, lexicon=lexicon)
 
 
 def _pool_render(jobs: list[dict]) -> list[dict]:
@@ -423,18 +430,20 @@ class _Grouper:
         return group
 
 
-def _run_inline(grouper: _Grouper, voices: dict, fold: int | None, overlap: int | None) -> Iterator[dict]:
-    worker = RenderWorker(voices, fold_frames=fold, overlap_frames=overlap)
+def _run_inline(grouper: _Grouper, voices: dict, fold: int | None, overlap: int | None,
+                lexicon: dict | None = None) -> Iterator[dict]:
+    worker = RenderWorker(voices, fold_frames=fold, overlap_frames=overlap, lexicon=lexicon)
     while group := grouper.next_group():
         yield from worker.render_group(group)
 
 
-def _run_pool(grouper: _Grouper, voices: dict, fold: int | None, overlap: int | None, n: int) -> Iterator[dict]:
+def _run_pool(grouper: _Grouper, voices: dict, fold: int | None, overlap: int | None, n: int,
+              lexicon: dict | None = None) -> Iterator[dict]:
     import multiprocessing
 
     ctx = multiprocessing.get_context("spawn")  # no fork of a process holding threads (torch, numba)
     ex = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_pool_init,
-                             initargs=(voices, fold, overlap, logging.getLogger().level))
+                             initargs=(voices, fold, overlap, logging.getLogger().level, lexicon))
     running: set = set()
     try:
         while True:
@@ -468,7 +477,7 @@ def _voice_files(path: str) -> dict[str, bytes]:
 
 
 def _run_ray(grouper: _Grouper, voices: dict, fold: int | None, overlap: int | None, n: int | None,
-             address: str) -> Iterator[dict]:
+             address: str, lexicon: dict | None = None) -> Iterator[dict]:
     try:
         import ray
     except ImportError:
@@ -485,7 +494,8 @@ def _run_ray(grouper: _Grouper, voices: dict, fold: int | None, overlap: int | N
         if n is None:
             n = max(1, int(ray.cluster_resources().get("CPU", 1)))
         actor_cls = ray.remote(num_cpus=1)(RenderWorker)
-        actors = [actor_cls.remote(shipped, fold_frames=fold, overlap_frames=overlap) for _ in range(n)]
+        actors = [actor_cls.remote(shipped, fold_frames=fold, overlap_frames=overlap, lexicon=lexicon)
+                  for _ in range(n)]
         grouper.workers = n
         idle = list(actors)
         running: dict = {}
@@ -543,13 +553,14 @@ def _request_key(job: Job, voice_path: str, audio_name: str) -> str:
     return hashlib.sha1(what.encode("utf-8")).hexdigest()[:16]
 
 
-def _render_key(voice_path: str, fold_frames: int, overlap_frames: int) -> str:
+def _render_key(voice_path: str, fold_frames: int, overlap_frames: int, lexicon: dict | None = None) -> str:
     """What decides every item's audio besides its request: the voice's files (a voice folder
-    updated in place) and the vocoder's folding. Kept in its own ledger field so that rows from
-    before it existed stay finished."""
+    updated in place), the vocoder's folding and the lexicon's entries. Kept in its own ledger
+    field so that rows from before it existed stay finished."""
     import hashlib
 
-    h = hashlib.sha1(json.dumps([fold_frames, overlap_frames]).encode("utf-8"))
+    what = [fold_frames, overlap_frames] + ([lexicon] if lexicon else [])
+    h = hashlib.sha1(json.dumps(what, sort_keys=True, ensure_ascii=False).encode("utf-8"))
     folder = Path(voice_path)
     files = sorted(p for p in folder.iterdir() if p.suffix in (".json", ".safetensors") and p.is_file()) \
         if folder.is_dir() else [folder]
@@ -621,7 +632,7 @@ def _failed_row(job: Job, message: str, worker: str | None = None) -> dict:
 def run_batch(jobs: list[Job], *, out_dir: Path, fmt: str = "wav", voice: str | None = None,
               sidecars: Iterable[str] = (), workers: int | None = 1, ray_address: str | None = None,
               fold_frames: int | None = None, overlap_frames: int | None = None,
-              group_segments: int = GROUP_SEGMENTS, progress: bool = False) -> BatchSummary:
+              group_segments: int = GROUP_SEGMENTS, progress: bool = False, lexicon=None) -> BatchSummary:
     """Render ``jobs`` into ``out_dir``, skipping finished ones; see the module docstring.
 
     Args:
@@ -629,6 +640,8 @@ def run_batch(jobs: list[Job], *, out_dir: Path, fmt: str = "wav", voice: str | 
         ray_address: ``"local"`` (start or join a local Ray), or a cluster address; None = no Ray.
         group_segments: a worker renders items in groups of about this many vocoder segments,
             generated as shared batches (1 = one item at a time). Audio does not depend on it.
+        lexicon: a :class:`~wavern.conditioning.frontend.lexicon.Lexicon` every item is read with, or
+            None; finished items are rendered again when its entries change.
 
     Raises:
         DiskFullError: the disk filled up; items finished so far are kept and recorded.
@@ -656,6 +669,7 @@ def run_batch(jobs: list[Job], *, out_dir: Path, fmt: str = "wav", voice: str | 
     default_voice = str(resolve_voice(voice))
     voices: dict[str, str] = {}
     render_keys: dict[str, str] = {}  # voice path -> _render_key
+    lex_json = lexicon.to_json() if lexicon is not None and len(lexicon) else None
     fold = DEFAULT_FOLD_FRAMES if fold_frames is None else fold_frames
     overlap = DEFAULT_OVERLAP_FRAMES if overlap_frames is None else overlap_frames
     todo: list[tuple[Job, str, dict]] = []
@@ -684,7 +698,7 @@ def run_batch(jobs: list[Job], *, out_dir: Path, fmt: str = "wav", voice: str | 
         request = _request_key(job, vpath, audio_name)
         if vpath not in render_keys:
             try:
-                render_keys[vpath] = _render_key(vpath, fold, overlap)
+                render_keys[vpath] = _render_key(vpath, fold, overlap, lex_json)
             except OSError as e:
                 raise ParameterError(f"voice {vpath}: cannot read it ({e.strerror or e})") from None
         render = render_keys[vpath]
@@ -706,11 +720,11 @@ def run_batch(jobs: list[Job], *, out_dir: Path, fmt: str = "wav", voice: str | 
     n_workers = min(workers or 1, len(payload)) if ray_address is None else (workers or 1)
     grouper = _Grouper(payload, workers=max(1, n_workers), segments=group_segments, fold_frames=fold_frames)
     if ray_address is not None:
-        results = _run_ray(grouper, voices, fold_frames, overlap_frames, workers, ray_address)
+        results = _run_ray(grouper, voices, fold_frames, overlap_frames, workers, ray_address, lex_json)
     elif n_workers > 1:
-        results = _run_pool(grouper, voices, fold_frames, overlap_frames, n_workers)
+        results = _run_pool(grouper, voices, fold_frames, overlap_frames, n_workers, lex_json)
     else:
-        results = _run_inline(grouper, voices, fold_frames, overlap_frames)
+        results = _run_inline(grouper, voices, fold_frames, overlap_frames, lex_json)
     bar = _progress(len(payload), progress)
     try:
         for res in results:
@@ -793,14 +807,27 @@ def render_main(args) -> int:
     if workers is not None and workers < 1:
         raise ParameterError(f"--jobs must be >= 1, found {workers}")
     quiet = getattr(args, "quiet", False)
+    from wavern.app.voices import load_lexicon
+
+    lexicon = load_lexicon(getattr(args, "lexicon", None))
     with _sigterm_interrupts():
         summary = run_batch(jobs, out_dir=Path(args.out_dir), fmt=args.format, voice=args.voice,
                             sidecars=getattr(args, "sidecar", None) or (), workers=workers, ray_address=ray_address,
                             fold_frames=getattr(args, "fold_frames", None),
-                            progress=not quiet and sys.stderr.isatty())
+                            progress=not quiet and sys.stderr.isatty(), lexicon=lexicon)
     if not quiet:
         print(f"{summary.done} rendered, {summary.skipped} already done, {summary.failed} failed of "
               f"{summary.items}; {summary.audio_s:.1f} s of audio in {summary.wall_s:.1f} s "
               f"({summary.x_real_time:.1f}x real time); results in {Path(args.out_dir) / RESULTS_NAME}",
               file=sys.stderr)
+        if summary.failed:
+            from wavern.engine.batch import ResultsLedger
+
+            ids = {j.id for j in jobs}
+            failed = [r for r in ResultsLedger(Path(args.out_dir) / RESULTS_NAME).rows.values()
+                      if r.get("status") == "failed" and r.get("id") in ids]
+            for r in failed[:10]:
+                print(f"  failed {r['id']}: {r.get('error')}", file=sys.stderr)
+            if len(failed) > 10:
+                print(f"  ... and {len(failed) - 10} more (see {RESULTS_NAME})", file=sys.stderr)
     return 1 if summary.failed else 0

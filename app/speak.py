@@ -63,11 +63,13 @@ def read_text_arg(text: str | None, file: str | None) -> str:
 def say(text: str, *, out: str | None, voice: str | None, speed: float = 1.0, volume: float = 1.0,
         temperature: float | None = None, device: str | None = None, postfilter: bool | None = None,
         pitch: float | None = None, pitch_range: float | None = None, speaker: str | None = None,
-        passes: int | None = None) -> int:
-    """Speak ``text``: to the sound card, to a file, or as raw s16le to stdout."""
-    from wavern.app.voices import resolve_voice
+        passes: int | None = None, lexicon: str | None = None) -> int:
+    """Speak ``text``: to the sound card, to a file, or as raw s16le to stdout. ``lexicon``: a
+    lexicon.json (default: the user's, :func:`wavern.app.voices.user_lexicon`, when there is one)."""
+    from wavern.app.voices import load_lexicon, resolve_voice
 
     path = resolve_voice(voice)
+    lex = load_lexicon(lexicon)
     if out is not None and out != "-":
         check_output(out)
     from wavern.engine import SpeakConfig, Voice
@@ -76,6 +78,7 @@ def say(text: str, *, out: str | None, voice: str | None, speed: float = 1.0, vo
     cfg = SpeakConfig(speed=speed, volume=volume, temperature=temperature, postfilter=postfilter, pitch=pitch,
                       pitch_range=pitch_range, speaker=speaker, passes=passes)  # bad settings fail before loading
     v = Voice.load(path)
+    v.lexicon = lex
     chunks = v.stream(text, cfg)  # checks the text (ParameterError for nothing to say) before a file is opened
     if out == "-":
         sink = RawStdoutSink(sys.stdout.buffer)

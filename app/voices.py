@@ -13,7 +13,8 @@ from pathlib import Path
 
 from wavern.errors import ParameterError, VoiceFileError
 
-__all__ = ["VoiceInfo", "voice_dirs", "find_voices", "voice_info", "resolve_voice", "DEFAULT_VOICE"]
+__all__ = ["VoiceInfo", "voice_dirs", "find_voices", "voice_info", "resolve_voice", "DEFAULT_VOICE",
+           "user_config_dir", "user_lexicon", "load_lexicon"]
 
 #: Name of the voice used when none is asked for; the first valid shipped voice otherwise.
 DEFAULT_VOICE = "default"
@@ -101,3 +102,32 @@ def resolve_voice(name_or_path: str | None) -> Path:
         raise VoiceFileError("no voice installed; run the README's first command (./setup.sh) to build one")
     names = ", ".join(v.name for v in voices) or "none"
     raise ParameterError(f"unknown voice '{wanted}'; installed voices: {names}")
+
+
+def user_config_dir() -> Path:
+    """``$XDG_CONFIG_HOME/wavern`` (``~/.config/wavern``): the user's lexicon.json (the window's
+    "Fix word" table, which `say` and `render` read too)."""
+    base = os.environ.get("XDG_CONFIG_HOME") or ""
+    return (Path(base) if os.path.isabs(base) else Path.home() / ".config") / "wavern"
+
+
+def user_lexicon() -> Path:
+    return user_config_dir() / "lexicon.json"
+
+
+def load_lexicon(path: str | None):
+    """``--lexicon``: the file given, or the user's lexicon.json when there is one (None without).
+
+    Raises:
+        ParameterError: the file given is missing, or a file is not a valid lexicon.
+    """
+    from wavern.conditioning.frontend.lexicon import Lexicon
+
+    if path is None:
+        p = user_lexicon()
+        if not p.is_file():
+            return None
+    else:
+        p = Path(path).expanduser()
+    return Lexicon.load(p)
+

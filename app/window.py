@@ -112,7 +112,22 @@ def text_index(text: str, position: int) -> int:
 
 
 def _config_dir() -> Path:
-    return Path(QStandardPaths.writableLocation(QStandardPaths.StandardLocation.AppConfigLocation))
+    """``~/.config/wavern`` (:func:`wavern.app.voices.user_config_dir`, shared with `say` and `render`);
+    a lexicon saved by an older window in Qt's per-application folder (``~/.config/wavern/wavern``)
+    moves there."""
+    from wavern.app.voices import user_config_dir
+
+    new = user_config_dir()
+    old = Path(QStandardPaths.writableLocation(QStandardPaths.StandardLocation.AppConfigLocation))
+    if old != new and (old / "lexicon.json").is_file() and not (new / "lexicon.json").exists():
+        try:
+            new.mkdir(parents=True, exist_ok=True)
+            (old / "lexicon.json").replace(new / "lexicon.json")
+            log.info("moved %s to %s", old / "lexicon.json", new / "lexicon.json")
+        except OSError as e:
+            log.warning("could not move %s to %s (%s); using it where it is", old / "lexicon.json", new, e)
+            return old
+    return new
 
 
 class _Slider(QWidget):

@@ -5,6 +5,10 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# `say`, `render` and the window read the user's lexicon.json from here: never the real user's
+import tempfile  # noqa: E402
+
+os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="wavern-test-config-")
 sys.path.insert(0, str(Path(__file__).parent))
 
 

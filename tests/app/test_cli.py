@@ -286,3 +286,33 @@ def test_say_speaker_flag(tiny_voice, tmp_path, capsys):
     code = main(["say", "No.", "--voice", str(tiny_voice), "--out", str(tmp_path / "x.wav"), "--speaker", "nobody"])
     err = capsys.readouterr().err
     assert code == EXIT_USER_ERROR and "unknown speaker 'nobody'" in err and err.count("\n") == 1
+
+
+def test_say_reads_the_users_lexicon_or_the_one_given(tiny_voice, tmp_path, monkeypatch, capsys):
+    import json
+
+    import soundfile as sf
+
+    from wavern.app.voices import user_lexicon
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    assert user_lexicon() == tmp_path / "config" / "wavern" / "lexicon.json"
+    text = "Read the zyzzyva aloud."
+
+    def say(name, *extra):
+        out = tmp_path / f"{name}.wav"
+        assert main(["say", text, "--voice", str(tiny_voice), "--out", str(out), *extra]) == 0
+        return sf.read(out, dtype="int16")[0]
+
+    plain = say("plain")
+    user_lexicon().parent.mkdir(parents=True)
+    user_lexicon().write_text(json.dumps({"zyzzyva": "zizzy vah"}), encoding="utf-8")
+    fixed = say("fixed")  # the window's "Fix word" table, read by default
+    assert fixed.shape != plain.shape or (fixed != plain).any()
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"zyzzyva": {"phonemes": "zˈɪzɪvə"}}), encoding="utf-8")
+    given = say("given", "--lexicon", str(other))
+    assert given.shape != fixed.shape or (given != fixed).any()
+    assert main(["say", text, "--voice", str(tiny_voice), "--out", str(tmp_path / "x.wav"), "--lexicon",
+                 str(tmp_path / "missing.json")]) == 2
+    assert "does not exist" in capsys.readouterr().err

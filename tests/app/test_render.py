@@ -619,3 +619,38 @@ def test_items_set_pitch_by_field_or_flag_and_a_changed_pitch_renders_again(tiny
     # a voice without the prosody input fails such items with the reason
     s = run_batch(jobs[:1], out_dir=tmp_path / "plain", voice=str(tiny_voice), workers=1)
     assert s.failed == 1 and "cannot change its pitch" in rows_of(tmp_path / "plain")[0]["error"]
+
+
+def test_render_reads_a_lexicon_renders_again_when_it_changes_and_lists_failures(tiny_voice, tmp_path, monkeypatch,
+                                                                                capsys):
+    calls = record_rendered(monkeypatch)
+    inp = tmp_path / "t.txt"
+    inp.write_text("Read the zyzzyva aloud.\nPlain words here.\n!!!\n")
+    lex = tmp_path / "lexicon.json"
+    out = tmp_path / "o"
+
+    def run(*extra) -> list[str]:
+        calls.clear()
+        assert cli.main(["render", str(inp), "--out-dir", str(out), "--voice", str(tiny_voice), "--jobs", "1",
+                         *extra]) == 1  # the third line has nothing to say
+        return sorted(calls)
+
+    assert run() == ["t-00001", "t-00002", "t-00003"]
+    err = capsys.readouterr().err
+    assert "failed t-00003: " in err and "nothing to say" in err  # on the console, not only in the ledger
+    plain = sf.read(out / "t-00001.wav", dtype="int16")[0]
+    lex.write_text(json.dumps({"zyzzyva": "zizzy vah"}), encoding="utf-8")
+    assert run("--lexicon", str(lex)) == ["t-00001", "t-00002", "t-00003"]  # another lexicon: everything again
+    fixed = sf.read(out / "t-00001.wav", dtype="int16")[0]
+    assert fixed.shape != plain.shape or (fixed != plain).any()
+    assert run("--lexicon", str(lex)) == ["t-00003"]  # (failed items are tried again)
+    # the same through pool workers
+    calls.clear()
+    lex.write_text(json.dumps({"zyzzyva": "zeezee vah"}), encoding="utf-8")
+    assert cli.main(["render", str(inp), "--out-dir", str(tmp_path / "p"), "--voice", str(tiny_voice), "--jobs",
+                     "2", "--lexicon", str(lex), "-q"]) == 1
+    inline = tmp_path / "i"
+    assert cli.main(["render", str(inp), "--out-dir", str(inline), "--voice", str(tiny_voice), "--jobs", "1",
+                     "--lexicon", str(lex), "-q"]) == 1
+    for name in ("t-00001.wav", "t-00002.wav"):
+        assert (tmp_path / "p" / name).read_bytes() == (inline / name).read_bytes()

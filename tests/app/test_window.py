@@ -9,6 +9,7 @@ Timing is asserted in chunks and samples, never in wall-clock time.
 
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -685,3 +686,19 @@ def test_a_change_of_speed_replaces_the_words_still_to_come(qtbot, window):
         assert len({ca for _, ca in mine}) == len(mine)  # each word once: the re-sent ones replaced the old
     finally:
         w.speed.set_value(1.0)
+
+
+def test_the_lexicon_lives_in_the_config_folder_say_and_render_read(qapp, tmp_path, monkeypatch):
+    from PySide6.QtCore import QStandardPaths
+
+    from wavern.app.window import _config_dir
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    old = Path(QStandardPaths.writableLocation(QStandardPaths.StandardLocation.AppConfigLocation))
+    assert _config_dir() == tmp_path / "wavern"
+    if old != tmp_path / "wavern":  # a lexicon an older window saved in Qt's per-application folder moves
+        old.mkdir(parents=True, exist_ok=True)
+        (old / "lexicon.json").write_text('{"gif": "jif"}', encoding="utf-8")
+        assert _config_dir() == tmp_path / "wavern"
+        assert (tmp_path / "wavern" / "lexicon.json").read_text(encoding="utf-8") == '{"gif": "jif"}'
+        assert not (old / "lexicon.json").exists()
