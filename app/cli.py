@@ -161,10 +161,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", "-o", metavar="PATH|-", help="write audio here instead of playing; '-' = raw s16le stdout")
     s.add_argument("--voice", metavar="NAME|PATH", help="voice name (see `wavern voices`) or folder")
     s.add_argument("--speaker", metavar="NAME", help="one of the voice's speakers (`wavern voices --speakers`)")
-    s.add_argument("--speed", type=_float_in(0.25, 4.0), default=1.0, help="speaking rate, bigger = faster")
-    s.add_argument("--volume", type=_float_in(0.0, 4.0), default=1.0, help="output gain (1 = unchanged)")
+    s.add_argument("--speed", type=_float_in(0.25, 4.0), default=1.0, help="speaking rate in [0.25, 4], bigger = faster")
+    s.add_argument("--volume", type=_float_in(0.0, 4.0), default=1.0,
+                   help="output gain in [0, 4] (1 = unchanged; above 1 loud passages clip)")
     s.add_argument("--temperature", type=_float_in(0.05, 2.0), default=None,
-                   help="sampling temperature of the vocoder (default: the voice's)")
+                   help="sampling temperature of the vocoder in [0.05, 2] (default: the voice's); well below "
+                        "the default the voice turns quiet and dull")
     s.add_argument("--lexicon", metavar="PATH",
                    help="pronunciations (lexicon.json; default: ~/.config/wavern/lexicon.json, the window's "
                         "'Fix word' table, when it exists)")

@@ -110,11 +110,22 @@ def _seed_for(item_id: str) -> int:
     return zlib.crc32(item_id.encode("utf-8")) & 0x7FFFFFFF
 
 
+#: The fields a manifest row may have; others are named once per input (a typo such as "sped"
+#: would otherwise change nothing, silently).
+MANIFEST_FIELDS = ("id", "text", "speed", "seed", "pitch", "pitch_range", "voice", "out", "speaker")
+_warned_fields: set[tuple[str, str]] = set()
+
+
 def _manifest_job(rec: object, default_id: str, source: str) -> Job:
     """A :class:`Job` from one manifest record; value problems become ``problem``, not errors."""
     if not isinstance(rec, dict):
         return Job(default_id, "", source=source, problem=f"a manifest row must be an object, found "
                                                           f"{type(rec).__name__}")
+    where = source.rsplit(":", 1)[0]
+    for key in rec:
+        if key not in MANIFEST_FIELDS and (where, str(key)) not in _warned_fields:
+            _warned_fields.add((where, str(key)))
+            log.warning("%s: field %r is not one wavern reads (%s); ignored", source, key, ", ".join(MANIFEST_FIELDS))
     raw_id = rec.get("id")
     item_id = default_id if raw_id is None or str(raw_id).strip() == "" else str(raw_id).strip()
     text = rec.get("text")

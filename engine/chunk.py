@@ -83,7 +83,7 @@ class SpeakConfig:
     def __post_init__(self):
         if self.passes is not None and (not isinstance(self.passes, int) or isinstance(self.passes, bool)
                                         or not 0 <= self.passes <= 32):
-            raise ParameterError(f"passes must be an integer in [0, 32] or None, found {self.passes!r}")
+            raise ParameterError(f"passes must be an integer in [0, 32] (unset: the voice's own), found {self.passes!r}")
         if self.postfilter is not None and not isinstance(self.postfilter, bool):
             raise ParameterError(f"postfilter must be True, False or None, found {self.postfilter!r}")
         if not SPEED_RANGE[0] <= self.speed <= SPEED_RANGE[1]:

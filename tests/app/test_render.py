@@ -654,3 +654,15 @@ def test_render_reads_a_lexicon_renders_again_when_it_changes_and_lists_failures
                      "--lexicon", str(lex), "-q"]) == 1
     for name in ("t-00001.wav", "t-00002.wav"):
         assert (tmp_path / "p" / name).read_bytes() == (inline / name).read_bytes()
+
+
+def test_an_unknown_manifest_field_is_named_once(tmp_path, caplog):
+    import logging
+
+    inp = tmp_path / "m.jsonl"
+    inp.write_text("\n".join(json.dumps({"id": f"a{i}", "text": "Hi.", "sped": 2, "volume": 3}) for i in range(3)))
+    with caplog.at_level(logging.WARNING):
+        jobs = read_inputs([str(inp)])
+    assert [j.speed for j in jobs] == [1.0, 1.0, 1.0]
+    named = [r.getMessage() for r in caplog.records if "is not one wavern reads" in r.getMessage()]
+    assert len(named) == 2 and "'sped'" in named[0] and "'volume'" in named[1] and "m.jsonl:1" in named[0]
