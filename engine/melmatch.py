@@ -35,7 +35,7 @@ from typing import Callable
 
 import numpy as np
 
-from wavern.dsp import DEFAULT_MEL, MelConfig, _window, slaney_filterbank
+from wavern.dsp import DEFAULT_MEL, MelConfig, _window, slaney_filterbank, soft_limit
 from wavern.engine.postfilter import LazyJit, settings_from_dict
 from wavern.errors import ParameterError
 
@@ -191,8 +191,8 @@ class MelMatchStream:
         return self._out(y)
 
     def _out(self, y: np.ndarray) -> np.ndarray:
-        if self._int16 is not False:
-            return np.clip(np.rint(np.asarray(y, np.float64) * 32768.0), -32768, 32767).astype(np.int16)
+        if self._int16 is not False:  # peaks the gains pushed past full scale bend rather than clip
+            return np.clip(np.rint(soft_limit(y) * 32768.0), -32768, 32767).astype(np.int16)
         return np.asarray(y, np.float32)
 
 

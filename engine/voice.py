@@ -47,7 +47,7 @@ from typing import Iterator
 
 import numpy as np
 
-from wavern.dsp import DEFAULT_MEL, copy_features, int16_to_float
+from wavern.dsp import DEFAULT_MEL, copy_features, int16_to_float, soft_limit
 from wavern.engine.chunk import PAUSE_RANGE, SPEED_RANGE, VOLUME_RANGE, AudioChunk, SpeakConfig
 from wavern.engine.voicefile import read_voice_json
 from wavern.errors import ParameterError, VoiceFileError
@@ -551,7 +551,7 @@ class Voice:
                timings) -> AudioChunk:
         audio = int16_to_float(samples)
         if control.volume != 1.0:
-            audio = np.clip(audio * np.float32(control.volume), -1.0, 1.0)
+            audio = soft_limit(audio * np.float32(control.volume)).astype(np.float32)
         return AudioChunk(audio, self.sample_rate, position, span, sentence_index=s_idx, word_timings=timings)
 
     def _respeed(self, utt, part, speaker, speed, done, n_total, postfilter=None, prosody=None):

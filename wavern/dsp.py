@@ -46,6 +46,7 @@ __all__ = [
     "mulaw_log_slope",
     "LTP_MAX_LAG",
     "LTP_MAX_TAPS",
+    "soft_limit",
     "LTP_INPUT_SCALE",
     "ltp_params",
     "PHASE_INPUT_GAIN",
@@ -518,6 +519,21 @@ def griffin_lim(mel: np.ndarray, cfg: MelConfig = DEFAULT_MEL, *, n_iter: int = 
 def float_to_int16(x: np.ndarray) -> np.ndarray:
     """Float audio in [-1, 1] → int16 (clipped, rounded)."""
     return np.clip(np.round(np.asarray(x, np.float64) * 32768.0), -32768, 32767).astype(np.int16)
+
+
+def soft_limit(x: np.ndarray, knee: float = 0.9) -> np.ndarray:
+    """Float audio with peaks above ``knee`` bent smoothly towards full scale instead of clipped:
+    ``|x| <= knee`` unchanged; above, ``knee + (1 - knee) tanh((|x| - knee) / (1 - knee))`` (slope 1
+    at the knee, never reaching 1), so loud passages (a volume above 1, mel matching's gains) do not
+    square off. float64 out."""
+    x = np.asarray(x, np.float64)
+    a = np.abs(x)
+    over = a > knee
+    if not over.any():
+        return x
+    out = x.copy()
+    out[over] = np.sign(x[over]) * (knee + (1.0 - knee) * np.tanh((a[over] - knee) / (1.0 - knee)))
+    return out
 
 
 def int16_to_float(x: np.ndarray) -> np.ndarray:

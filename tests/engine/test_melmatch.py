@@ -454,3 +454,19 @@ def test_a_measured_mel_takes_the_voices_measured_setting(tiny_voice, tmp_path):
     finally:
         for v in (both, one, off):
             v.close()
+
+
+def test_int16_output_bends_peaks_the_gains_push_past_full_scale():
+    from wavern.dsp import soft_limit
+
+    n = HOP * 40
+    t = np.arange(n) / 22050
+    x = (0.6 * np.sin(2 * np.pi * 200 * t)).astype(np.float32)
+    mel = log_mel(x)[:n // HOP] + np.log(1.8)  # asks for 1.8 times the level: peaks past full scale
+    mm = MelMatch(MelMatchConfig(cap=4.0, floor=1e-3))
+    as_float = mm.apply(x, mel)
+    assert np.abs(as_float).max() > 1.02
+    as_int = mm.apply(np.round(x * 32768).astype(np.int16), mel)
+    want = np.rint(soft_limit(mm.apply(np.round(x * 32768).astype(np.int16).astype(np.float64) / 32768.0, mel)) * 32768)
+    np.testing.assert_array_equal(as_int, np.clip(want, -32768, 32767).astype(np.int16))
+    assert np.abs(as_int.astype(int)).max() < 32767  # bent, not squared off

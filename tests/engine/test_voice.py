@@ -143,6 +143,16 @@ def _sentence_end(voice, text: str, index: int) -> int:
     return chunks[-1].start_sample + chunks[-1].samples.size
 
 
+def test_a_loud_volume_bends_peaks_instead_of_clipping_them(voice):
+    from wavern.dsp import soft_limit
+
+    text = "Louder words here."
+    plain = np.concatenate([c.samples for c in voice.stream(text, SpeakConfig(), seed=2)])
+    loud = np.concatenate([c.samples for c in voice.stream(text, SpeakConfig(volume=4.0), seed=2)])
+    np.testing.assert_allclose(loud, soft_limit(plain.astype(np.float64) * 4.0), atol=1e-6, rtol=0)
+    assert not np.allclose(loud, np.clip(plain * 4.0, -1.0, 1.0), atol=1e-3)  # (it was clipped)
+
+
 def test_a_control_without_speed_or_volume_takes_the_requests(voice):
     text = "Quick words here."
     fast = sum(c.samples.size for c in voice.stream(text, SpeakConfig(speed=2.0), seed=1))

@@ -169,3 +169,19 @@ def test_lpc_prediction_is_the_predictor_sum_sample_by_sample():
         row = a[min(t // 256, a.shape[0] - 1)]
         want[t] = -sum(row[k] * float(s[t - k]) for k in range(1, 9) if t >= k)
     np.testing.assert_allclose(lpc_prediction(s, a, 256), want, rtol=0, atol=1e-9)
+
+
+def test_soft_limit_leaves_the_signal_below_its_knee_and_bends_peaks_below_full_scale():
+    from wavern.dsp import soft_limit
+
+    x = np.linspace(-4.0, 4.0, 80001)
+    y = soft_limit(x)
+    inside = np.abs(x) <= 0.9
+    assert np.array_equal(y[inside], x[inside])  # untouched below the knee
+    assert np.all(np.abs(y) <= 1.0) and np.all(np.diff(y) >= 0)  # never past full scale, order kept
+    assert np.all(np.abs(y[np.abs(x) < 2.0]) < 1.0) and np.all(np.diff(y[np.abs(x) < 2.0]) > 0)
+    assert np.array_equal(soft_limit(-x), -y)
+    slope = np.diff(y) / np.diff(x)
+    k = np.searchsorted(x, 0.9)
+    assert abs(slope[k] - 1.0) < 1e-3 and slope[-1] < 1e-3  # slope 1 at the knee, flat far above it
+    assert soft_limit(np.array([0.95]))[0] == pytest.approx(0.9 + 0.1 * np.tanh(0.5))
