@@ -9,7 +9,8 @@ magnitudes ``m̂_tb``, and scales the frame's spectrum bin by bin by the band ga
     g_tb = clip(m_tb / m̂_tb, floor, cap),    m_tb = exp(log-mel of the conditioning)
 
 spread over the FFT bins through the filterbank (a bin's gain: its bands' gains weighted by
-the bin's filter values; bins above ``fmax`` take the top band's). With ``smooth`` = w > 0 the
+the bin's filter values; bins above ``fmax`` take the top band's, the DC bin the bottom band's,
+never above 1). With ``smooth`` = w > 0 the
 logs of a frame's gains are first averaged over the bands by a Gaussian of w bands: the band
 envelope moves to the mel's and the harmonics inside it stay, for a mel (the acoustic model's)
 smoother across the bands than speech. The frames are overlap-added
