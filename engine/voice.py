@@ -376,11 +376,12 @@ class Voice:
             return speaker
         return self.espeak_voice
 
-    def analyze(self, text: str, *, speaker: str | None = None):
+    def analyze(self, text: str, *, speaker: str | None = None, sentences=None, lexicon=_VOICES_OWN):
+        """The front end's :class:`Utterance` of ``text`` (or of those of its ``sentences``) for a speaker."""
         from wavern.conditioning.frontend import analyze
 
         return analyze(text, voice=self.espeak_voice_for(speaker or self.default_speaker), table=self.table,
-                       lexicon=self.lexicon)
+                       lexicon=self.lexicon if lexicon is _VOICES_OWN else lexicon, sentences=sentences)
 
     @property
     def has_prosody(self) -> bool:
@@ -397,29 +398,33 @@ class Voice:
         return prosody
 
     def sentence_parts(self, text: str, *, speaker: str, speed: float, after: int = -1,
-                       sentences: list | None = None, prosody=None) -> Iterator[SpokenPart]:
+                       sentences: list | None = None, prosody=None, lexicon=_VOICES_OWN) -> Iterator[SpokenPart]:
         """The request's sentences as mel, in order, analysed block by block (:func:`plan_blocks`).
 
         Both the stream and the offline renderer (``engine.batch``) take their mel from here, so
         they say the same thing. ``after``: skip the sentences up to and including this index
         (blocks wholly before it are not even analysed). ``sentences``: ``segment(text)`` when
-        the caller already has it. ``prosody``: :meth:`prosody_of` the request.
+        the caller already has it. ``prosody``: :meth:`prosody_of` the request. ``lexicon``: the
+        one the request reads with (default: the voice's :attr:`lexicon` now).
         """
         from wavern.conditioning.acoustic import stream_mel
         from wavern.conditioning.frontend import segment
 
+        if lexicon is _VOICES_OWN:  # one lexicon for the whole request, whatever is assigned meanwhile
+            lexicon = self.lexicon
         if sentences is None:
-            sentences = segment(text, lexicon=self.lexicon)  # ParameterError for nothing to say
+            sentences = segment(text, lexicon=lexicon)  # ParameterError for nothing to say
         for first, end in plan_blocks(len(sentences)):
             if end - 1 <= after:
                 continue
-            a, b = sentences[first].start, sentences[end - 1].end
-            utt = self.analyze(text[a:b], speaker=speaker)
+            # the block's own sentences, not its text segmented again (which can split otherwise
+            # and so number, or drop, sentences wrongly); their spans are the request's
+            utt = self.analyze(text, speaker=speaker, sentences=sentences[first:end], lexicon=lexicon)
             for part in stream_mel(self.acoustic, utt.ids, utt.is_global, utt.sentence_of, speaker=speaker,
                                    speed=speed, prosody=prosody):
                 index = first + int(part.sentence)
                 if index > after:
-                    yield SpokenPart(utt, a, index, part)
+                    yield SpokenPart(utt, 0, index, part)
 
     def stream(self, text: str, config: SpeakConfig | None = None, *, control: StreamControl | None = None,
                seed: int = 0) -> Iterator[AudioChunk]:
@@ -446,19 +451,21 @@ class Voice:
         prosody = self.prosody_of(cfg)
         from wavern.conditioning.frontend import segment
 
-        sentences = segment(text, lexicon=self.lexicon)  # refuse bad text now, not at the first next()
+        lexicon = self.lexicon  # the request's, for all its sentences (a later assignment: the next request's)
+        sentences = segment(text, lexicon=lexicon)  # refuse bad text now, not at the first next()
         postfilter = self.postfilter if cfg.postfilter is not False else None
         melmatch = self.melmatch_for(cfg)
         return self._stream(text, sentences, speaker, temperature, pause_s, control, seed, postfilter, prosody,
-                            melmatch)
+                            melmatch, lexicon)
 
     def _stream(self, text, sentences, speaker, temperature, pause_s, control, seed,
-                postfilter=None, prosody=None, melmatch=None) -> Iterator[AudioChunk]:
+                postfilter=None, prosody=None, melmatch=None, lexicon=None) -> Iterator[AudioChunk]:
         voc = self.vocoder
         hop = voc.hop
         speed = control.speed
         use_threads(self.threads, blas=False)  # the first sentence's acoustic pass runs on this thread
-        mels = self.sentence_parts(text, speaker=speaker, speed=speed, sentences=sentences, prosody=prosody)
+        mels = self.sentence_parts(text, speaker=speaker, speed=speed, sentences=sentences, prosody=prosody,
+                                   lexicon=lexicon)
         pending = None  # the next sentence, being prepared by the worker
         state = voc.new_state(seed=seed)
         pf_state = postfilter.new_state() if postfilter is not None else None
@@ -502,7 +509,7 @@ class Voice:
                             concurrent.futures.wait([pending])
                         mels.close()
                         mels = self.sentence_parts(text, speaker=speaker, speed=speed, after=s_idx,
-                                                   sentences=sentences, prosody=prosody)
+                                                   sentences=sentences, prosody=prosody, lexicon=lexicon)
                         pending = self._prepare_next(mels)
                         if done >= n_total:  # the switch came with the sentence's last chunk
                             break

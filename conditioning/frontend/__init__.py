@@ -317,15 +317,25 @@ def render(
 
 
 def analyze(
-    text: str, *, voice: str = "en-us", lexicon: Lexicon | None = None, table: SymbolTable | None = None
+    text: str, *, voice: str = "en-us", lexicon: Lexicon | None = None, table: SymbolTable | None = None,
+    sentences: Sequence[Sentence] | None = None,
 ) -> Utterance:
     """Text → :class:`Utterance` (tokens, ids, global flags, word and sentence maps).
 
     The token sequence equals the one :func:`render` (and so the corpus) produces for the same
     text and espeak voice. Only espeak's phoneme events are taken
     (:func:`espeak.phoneme_events`: no audio kept, about half the time of a rendering).
+
+    ``sentences``: some of ``segment(text)``'s sentences (spans in ``text``), to analyse just
+    those: a slice of the text segmented again can split otherwise (a rule that reads the
+    line before the slice), so a caller working block by block passes the sentences it has.
     """
-    voice, table, sentences = _prepare(text, voice, lexicon, table)
+    if sentences is not None:
+        if not isinstance(text, str):
+            raise ParameterError(f"text must be a str, found {type(text).__name__}")
+        voice, table, sentences = _check_voice(voice), table or _default_table(), tuple(sentences)
+    else:
+        voice, table, sentences = _prepare(text, voice, lexicon, table)
     out = _Tokens()
     for s, sentence in enumerate(sentences):
         out.words.extend(sentence.words)

@@ -143,6 +143,47 @@ def _sentence_end(voice, text: str, index: int) -> int:
     return chunks[-1].start_sample + chunks[-1].samples.size
 
 
+def test_blocks_keep_the_requests_sentences_and_a_change_of_speed_skips_none(voice):
+    # The line-length rule for "go\nOn" reads the line before it: a block's text segmented again split
+    # "Then words go" from "On here." (five sentences for four, indices repeated) and a change of speed
+    # in "On here." skipped the block holding "Third one."
+    from wavern.conditioning.frontend import segment
+
+    text = "This opening sentence of the text is rather long indeed. Then words go\nOn here. Third one. Fourth one."
+    sentences = [s.text for s in segment(text)]
+    assert len(sentences) == 4
+    plain = list(voice.stream(text, seed=1))
+    assert sorted({c.sentence_index for c in plain}) == [0, 1, 2, 3]
+    assert [text[slice(*c.text_span)] for c in plain if c.samples.size][-1] == "Fourth one."
+    control = StreamControl()
+    heard, switched = [], False
+    for c in voice.stream(text, control=control, seed=1):
+        span = text[slice(*c.text_span)]
+        if not heard or heard[-1] != span:
+            heard.append(span)
+        if not switched and span == "Then words go\nOn here.":
+            control.speed, switched = 1.5, True
+    assert switched and heard == sentences
+
+
+def test_a_lexicon_assigned_during_a_stream_is_the_next_requests(voice):
+    from wavern.conditioning.frontend.lexicon import Lexicon
+
+    text = "First one here. Tomato soup. Tomato again. Tomato once more. Tomato last."
+    before = np.concatenate([c.samples for c in voice.stream(text, seed=1)])
+    got = []
+    try:
+        for i, c in enumerate(voice.stream(text, seed=1)):
+            got.append(c.samples)
+            if i == 0:
+                voice.lexicon = Lexicon({"tomato": "banana split"})
+        after = np.concatenate([c.samples for c in voice.stream(text, seed=1)])
+    finally:
+        voice.lexicon = None
+    assert np.array_equal(np.concatenate(got), before)  # the running stream kept its own
+    assert after.shape != before.shape or not np.array_equal(after, before)  # the next one reads the new
+
+
 def test_a_loud_volume_bends_peaks_instead_of_clipping_them(voice):
     from wavern.dsp import soft_limit
 
