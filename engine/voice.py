@@ -548,7 +548,7 @@ class Voice:
                         yield AudioChunk(gap, self.sample_rate, position_total, span, sentence_index=s_idx)
                         position_total += gap.size
                 # The next sentence: from the worker, or (an empty sentence: nobody asked) right here.
-                spoken, pending = (next(mels, None) if pending is None else pending.result()), None
+                spoken, pending = (next(mels, None) if pending is None else _result(pending, mels)), None
         finally:
             if pending is not None and not pending.cancel():
                 concurrent.futures.wait([pending])  # the worker may be inside `mels`; let it finish
@@ -680,6 +680,15 @@ class Voice:
         for _ in self.stream("Hi. Yes.", SpeakConfig()):  # two sentences: the worker thread runs torch too
             pass
         return time.perf_counter() - t
+
+
+def _result(pending: concurrent.futures.Future, mels):
+    """The worker's next sentence; here, when Voice.close cancelled the job before it started
+    (it waited behind another stream's work)."""
+    try:
+        return pending.result()
+    except concurrent.futures.CancelledError:
+        return _prepare(mels)
 
 
 def _prepare(mels):

@@ -166,6 +166,28 @@ def test_blocks_keep_the_requests_sentences_and_a_change_of_speed_skips_none(voi
     assert switched and heard == sentences
 
 
+def test_close_while_the_next_sentence_waits_behind_other_work_still_finishes_the_stream(tiny_voice):
+    import threading
+
+    v = Voice.load(tiny_voice)
+    text = "One. Two. Three."
+    ref = v.synthesize(text, seed=4)
+    gate = threading.Event()
+    v._executor.submit(gate.wait)  # another stream's work holds the voice's one worker
+    out, closed_mid_stream = [], False
+    try:
+        for c in v.stream(text, seed=4):
+            out.append(c.samples)
+            if c.sentence_index == 0 and not v._closed and v._executor._work_queue.qsize() > 0:
+                v.close()  # cancels the queued next-sentence job (it raised CancelledError)
+                closed_mid_stream = True
+                gate.set()
+    finally:
+        gate.set()
+        v.close()
+    assert closed_mid_stream and np.array_equal(np.concatenate(out), ref)
+
+
 def test_a_lexicon_assigned_during_a_stream_is_the_next_requests(voice):
     from wavern.conditioning.frontend.lexicon import Lexicon
 
