@@ -433,9 +433,15 @@ class SpeechWorker(QObject):
                       self._paused, busy, speaking)
 
     def shutdown(self, timeout_s: float = 10.0) -> None:
-        """Stop everything and join the threads (called from ``closeEvent``)."""
+        """Stop everything, exports included (a half-written one is removed), and join the threads
+        (called from ``closeEvent``)."""
         self.stop()
         with self._lock:
+            self._queue.clear()
+            if self._current is not None:  # an export, which stop() leaves alone
+                self._current.cancelled = True
+                if self._control is not None:
+                    self._control.stop()
             self._quit = True
             self._wake.notify()
         self._thread.join(timeout_s)

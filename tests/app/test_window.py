@@ -702,3 +702,22 @@ def test_the_lexicon_lives_in_the_config_folder_say_and_render_read(qapp, tmp_pa
         assert _config_dir() == tmp_path / "wavern"
         assert (tmp_path / "wavern" / "lexicon.json").read_text(encoding="utf-8") == '{"gif": "jif"}'
         assert not (old / "lexicon.json").exists()
+
+
+def test_shutdown_stops_a_running_export_and_leaves_no_part_file(qapp, tiny_voice, tmp_path):
+    from PySide6.QtCore import Qt
+
+    from wavern.app.worker import SpeechWorker
+
+    w = SpeechWorker(silent=True, clock_speed=50.0)
+    events: dict = {}
+    w.voiceLoaded.connect(lambda s: events.setdefault("loaded", s), Qt.ConnectionType.DirectConnection)
+    w.exported.connect(lambda j, p: events.setdefault("exported", p), Qt.ConnectionType.DirectConnection)
+    w.load_voice(str(tiny_voice))
+    _wait(lambda: "loaded" in events)
+    out = tmp_path / "long.wav"
+    w.export(" ".join(f"Sentence number {i} keeps the voice busy for a while." for i in range(40)), out)
+    _wait(lambda: any(tmp_path.glob(".long.wav*")))  # the export is writing
+    w.shutdown(timeout_s=30.0)
+    assert not w.alive  # it stopped (it ran on past the join's timeout, closing the voice under it)
+    assert list(tmp_path.iterdir()) == [] and "exported" not in events
