@@ -478,6 +478,14 @@ class SpeechWorker(QObject):
                 else:
                     self._export(job)
             except Exception as e:  # noqa: BLE001 - report it and keep the worker alive
+                if isinstance(e, AudioDeviceError) and job.kind == "speak":  # the device went away mid-speech
+                    with self._lock:
+                        sink, self._sink = self._sink, None
+                        self.silent = True
+                    if sink is not None:
+                        sink.abort()
+                    self.outputChanged.emit(f"No audio device ({e}); playing silently in real time. "
+                                            f"Export to hear it.")
                 if not isinstance(e, WavernError):
                     log.exception("request %d (%s) failed", job.id, job.kind)
                 message = str(e) if isinstance(e, WavernError) else f"internal error: {e!r}"

@@ -52,6 +52,10 @@ class AudioRing:
 
     # ----------------------------------------------------------------- producer side
     @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
     def queued(self) -> int:
         """Samples written but not yet played."""
         return self._write - self._read

@@ -245,6 +245,11 @@ def list_output_devices() -> list[dict]:
         return []
 
 
+#: How long a device may go without a callback, while wavern waits for room in its ring, before
+#: it counts as gone (a callback comes every ~12 ms; a busy machine may delay some by 100s of ms).
+DEVICE_STALL_S = 2.0
+
+
 class DeviceSink(Sink):
     """Plays through a sounddevice ``OutputStream`` fed from a preallocated ring buffer.
 
@@ -302,10 +307,33 @@ class DeviceSink(Sink):
         return self.ring.underruns
 
     def write(self, samples: np.ndarray) -> None:
+        """Queue ``samples``, waiting while the ring is full.
+
+        Raises:
+            AudioDeviceError: the device stopped asking for audio (unplugged, suspended): no
+                callback for :data:`DEVICE_STALL_S` while the ring was full. (Paused, the card
+                still calls back, reading silence.)
+        """
         x = np.asarray(samples, np.float32)
         if self._resampler is not None:
             x = self._resampler.process(x)
-        _write_playing(self.ring, x)
+        ring = self.ring
+        x = x.reshape(-1)
+        if ring.prefill and x.size:
+            ring.finished = False  # before the copy, as _write_playing
+        done, seen, since = 0, ring.callbacks, time.monotonic()
+        while True:
+            n = ring.write(x[done:], timeout_s=0.05)
+            done += n
+            if n:
+                ring.finished = False
+            if done >= x.size or ring.closed:
+                return
+            if ring.callbacks != seen:
+                seen, since = ring.callbacks, time.monotonic()
+            elif time.monotonic() - since > DEVICE_STALL_S:
+                raise AudioDeviceError(f"the audio device stopped taking audio (no callback for "
+                                       f"{DEVICE_STALL_S:g} s): unplugged or suspended?")
 
     def end_request(self) -> None:
         """The request's audio is all written: running dry after it is not an underrun."""

@@ -3,6 +3,7 @@
 import errno
 import io
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -379,3 +380,69 @@ def test_closing_a_paused_paced_sink_drops_its_queue_instead_of_waiting_forever(
     closer.join(timeout=30)  # a safety net for a hang, not a speed threshold: paused, it plays nothing
     assert not closer.is_alive() and not sink._thread.is_alive()
     assert sink.ring.queued > 0  # dropped, not played out
+
+
+def _fake_sounddevice(monkeypatch, state):
+    """A sounddevice with one 22050 Hz output whose stream calls back from a thread while
+    ``state['plugged']``."""
+    import sys
+    import threading
+    import types
+
+    sd = types.ModuleType("sounddevice")
+
+    def query_devices(device=None, kind=None):
+        d = {"name": "fake", "max_output_channels": 2, "default_samplerate": 22050.0}
+        return d if kind else [d]
+
+    class OutputStream:
+        def __init__(self, samplerate, channels, dtype, device, blocksize, callback):
+            self.bs, self.cb, self.active, self._quit = blocksize, callback, False, threading.Event()
+
+        def start(self):
+            self.active = True
+
+            def run():
+                buf = np.zeros((self.bs, 1), np.float32)
+                while not self._quit.is_set() and state["plugged"]:
+                    self.cb(buf, self.bs, None, None)
+                    time.sleep(0.001)
+                self.active = False
+
+            threading.Thread(target=run, daemon=True).start()
+
+        def stop(self):
+            self._quit.set()
+
+        abort = stop
+
+        def close(self):
+            pass
+
+    sd.query_devices, sd.OutputStream = query_devices, OutputStream
+    sd.check_output_settings = lambda **kw: None
+    monkeypatch.setitem(sys.modules, "sounddevice", sd)
+
+
+def test_a_device_that_stops_calling_back_is_an_error_not_a_hang(monkeypatch):
+    import wavern.engine.sinks as sinks
+    from wavern.errors import AudioDeviceError
+
+    state = {"plugged": True}
+    _fake_sounddevice(monkeypatch, state)
+    monkeypatch.setattr(sinks, "DEVICE_STALL_S", 0.3)
+    sink = sinks.DeviceSink(sample_rate=22050, buffer_s=0.1)
+    sink.write(np.full(22050, 0.1, np.float32))  # a second through a 0.1 s ring: the card keeps taking it
+    sink.pause(True)  # paused, the card still calls back (reading silence): waiting is not a failure
+    done = threading.Event()
+    threading.Thread(target=lambda: (sink.write(np.full(8192, 0.1, np.float32)), done.set()), daemon=True).start()
+    time.sleep(0.6)
+    assert not done.is_set()  # waiting for room past the stall time, the device alive
+    sink.pause(False)
+    assert done.wait(10)
+    state["plugged"] = False  # unplugged: no more callbacks
+    t0 = time.monotonic()
+    with pytest.raises(AudioDeviceError, match="stopped taking audio"):
+        sink.write(np.full(22050, 0.1, np.float32))
+    assert time.monotonic() - t0 < 30  # (a bound on the test, not a speed claim)
+    sink.abort()
