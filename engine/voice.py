@@ -582,13 +582,19 @@ class Voice:
         starts = np.concatenate([[0], np.cumsum(frames)])
         t0 = int(part.token_start)
         out = []
+        prev = None
         for w in np.unique(utt.word_of[t0:t0 + frames.size]):
             if w < 0:
                 continue
             idx = np.flatnonzero(utt.word_of[t0:t0 + frames.size] == w)
+            a, b = offset + int(starts[idx[0]]) * hop, offset + int(starts[idx[-1] + 1]) * hop
+            if prev is not None:  # words espeak spoke inside the one before ("of the"): its time, shared
+                for m in range(prev[0] + 1, int(w)):
+                    out.append(WordTiming(char_offset + utt.words[m].start, char_offset + utt.words[m].end,
+                                          prev[1], prev[2]))
             word = utt.words[int(w)]
-            out.append(WordTiming(char_offset + word.start, char_offset + word.end,
-                                  offset + int(starts[idx[0]]) * hop, offset + int(starts[idx[-1] + 1]) * hop))
+            out.append(WordTiming(char_offset + word.start, char_offset + word.end, a, b))
+            prev = (int(w), a, b)
         return tuple(out)
 
     # ------------------------------------------------------------------ conveniences

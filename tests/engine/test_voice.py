@@ -188,6 +188,20 @@ def test_close_while_the_next_sentence_waits_behind_other_work_still_finishes_th
     assert closed_mid_stream and np.array_equal(np.concatenate(out), ref)
 
 
+def test_every_word_gets_a_timing_even_one_espeak_speaks_inside_the_word_before(voice):
+    text = "One of the best. It is in the house to the left."
+    utt = voice.analyze(text)
+    merged = [w.text for i, w in enumerate(utt.words) if i not in set(utt.word_of.tolist())]
+    assert merged  # espeak joins some ("of the", "in the"): they have no phonemes of their own
+    timings = [t for c in voice.stream(text, seed=0) for t in c.word_timings]
+    assert [text[t.char_start:t.char_end] for t in timings] == [w.text for w in utt.words]
+    by_word = {(t.char_start, t.char_end): (t.start_sample, t.end_sample) for t in timings}
+    for i, w in enumerate(utt.words):  # a joined word shares the time of the word it was spoken in
+        if w.text in merged and i not in set(utt.word_of.tolist()):
+            host = utt.words[max(j for j in utt.word_of.tolist() if 0 <= j < i)]
+            assert by_word[(w.start, w.end)] == by_word[(host.start, host.end)]
+
+
 def test_a_lexicon_assigned_during_a_stream_is_the_next_requests(voice):
     from wavern.conditioning.frontend.lexicon import Lexicon
 
