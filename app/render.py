@@ -110,9 +110,8 @@ def _seed_for(item_id: str) -> int:
     return zlib.crc32(item_id.encode("utf-8")) & 0x7FFFFFFF
 
 
-#: The fields a manifest row may have; others are named once per input (a typo such as "sped"
-#: would otherwise change nothing, silently).
-MANIFEST_FIELDS = ("id", "text", "speed", "seed", "pitch", "pitch_range", "voice", "out", "speaker")
+# A manifest field other than _MANIFEST_FIELDS is named once per input (a typo such as "sped"
+# would otherwise change nothing, silently).
 _warned_fields: set[tuple[str, str]] = set()
 
 
@@ -123,9 +122,10 @@ def _manifest_job(rec: object, default_id: str, source: str) -> Job:
                                                           f"{type(rec).__name__}")
     where = source.rsplit(":", 1)[0]
     for key in rec:
-        if key not in MANIFEST_FIELDS and (where, str(key)) not in _warned_fields:
+        if key not in _MANIFEST_FIELDS and (where, str(key)) not in _warned_fields:
             _warned_fields.add((where, str(key)))
-            log.warning("%s: field %r is not one wavern reads (%s); ignored", source, key, ", ".join(MANIFEST_FIELDS))
+            what = "values beyond the header's columns" if key is None else f"field {key!r}"
+            log.warning("%s: %s: not read by wavern (it reads %s); ignored", source, what, ", ".join(_MANIFEST_FIELDS))
     raw_id = rec.get("id")
     item_id = default_id if raw_id is None or str(raw_id).strip() == "" else str(raw_id).strip()
     text = rec.get("text")
@@ -140,10 +140,13 @@ def _manifest_job(rec: object, default_id: str, source: str) -> Job:
             problem = problem or f"field 'speed' must be a number, found {rec['speed']!r}"
     seed = _seed_for(item_id)
     if rec.get("seed") not in (None, ""):
-        try:
-            seed = int(rec["seed"])
-        except (TypeError, ValueError):
-            problem = problem or f"field 'seed' must be an integer, found {rec['seed']!r}"
+        raw = rec["seed"]
+        if isinstance(raw, str) and raw.strip().lstrip("+-").isdigit():
+            raw = int(raw.strip())  # (a CSV's seeds are text)
+        if isinstance(raw, int) and not isinstance(raw, bool) and 0 <= raw < 2**63:
+            seed = raw
+        else:  # 1.5 or true were truncated to 1, 1e400 raised OverflowError
+            problem = problem or f"field 'seed' must be an integer in [0, 2**63), found {rec['seed']!r}"
     prosody = {}
     for field in ("pitch", "pitch_range"):
         if rec.get(field) not in (None, ""):
@@ -194,9 +197,10 @@ def _jsonl_jobs(text: str, stem: str, name: str) -> list[Job]:
             continue
         try:
             rec = json.loads(line)
-        except json.JSONDecodeError as e:  # recorded as failed; the other rows are rendered
+        except (json.JSONDecodeError, RecursionError) as e:  # recorded as failed; the other rows are rendered
+            why = e.msg if isinstance(e, json.JSONDecodeError) else "nested too deeply"
             jobs.append(Job(f"{stem}-{i:05d}", "", source=f"{name}:{i}", problem=(
-                f"not a JSON object ({e.msg}); every line of a JSONL manifest must be one object like "
+                f"not a JSON object ({why}); every line of a JSONL manifest must be one object like "
                 f"{{\"id\": \"a\", \"text\": \"Hello.\"}}")))
             continue
         jobs.append(_manifest_job(rec, f"{stem}-{i:05d}", f"{name}:{i}"))
@@ -210,7 +214,10 @@ def _csv_jobs(text: str, stem: str, name: str) -> list[Job]:
         raise ParameterError(f"{name}: a CSV manifest needs a header row with a 'text' column (and optionally "
                              f"{', '.join(f for f in _MANIFEST_FIELDS if f != 'text')}); found {fields}")
     reader.fieldnames = fields
-    return [_manifest_job(rec, f"{stem}-{i:05d}", f"{name}:{i}") for i, rec in enumerate(reader, start=2)]
+    try:
+        return [_manifest_job(rec, f"{stem}-{i:05d}", f"{name}:{i}") for i, rec in enumerate(reader, start=2)]
+    except csv.Error as e:  # a field over csv's size limit, a NUL byte, ...
+        raise ParameterError(f"{name}: line {reader.line_num}: {e}") from None
 
 
 def read_inputs(inputs: Iterable[str], *, paragraphs: bool = False, stdin: io.TextIOBase | None = None) -> list[Job]:
@@ -662,6 +669,9 @@ def run_batch(jobs: list[Job], *, out_dir: Path, fmt: str = "wav", voice: str | 
 
     t0 = time.perf_counter()
     sidecars = list(dict.fromkeys(sidecars))
+    for flag, v in (("--fold-frames", fold_frames), ("overlap_frames", overlap_frames)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < (1 if flag == "--fold-frames" else 0)):
+            raise ParameterError(f"{flag} must be an integer >= {1 if flag == '--fold-frames' else 0}, found {v!r}")
     out_dir = Path(out_dir)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -747,8 +757,10 @@ def run_batch(jobs: list[Job], *, out_dir: Path, fmt: str = "wav", voice: str | 
                                       by_payload[res["id"]]["render"])
                 except DiskFullError:
                     raise
-                except OSError as e:  # this item's path is unusable ("x.wav" a folder, "sub" a file)
-                    row = _failed_row(job, f"cannot write {audio_name}: {e.strerror or e}", res.get("worker"))
+                except (OSError, WavernError) as e:  # this item's path is unusable ("x.wav" a folder, "sub" a
+                    # file, a read-only mount, a name too long): the item fails, the batch goes on
+                    why = e.strerror or e if isinstance(e, OSError) else str(e)
+                    row = _failed_row(job, f"cannot write {audio_name}: {why}", res.get("worker"))
                     summary.failed += 1
                 else:
                     summary.done += 1

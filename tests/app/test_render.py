@@ -664,5 +664,47 @@ def test_an_unknown_manifest_field_is_named_once(tmp_path, caplog):
     with caplog.at_level(logging.WARNING):
         jobs = read_inputs([str(inp)])
     assert [j.speed for j in jobs] == [1.0, 1.0, 1.0]
-    named = [r.getMessage() for r in caplog.records if "is not one wavern reads" in r.getMessage()]
+    named = [r.getMessage() for r in caplog.records if "not read by wavern" in r.getMessage()]
     assert len(named) == 2 and "'sped'" in named[0] and "'volume'" in named[1] and "m.jsonl:1" in named[0]
+
+
+def test_hostile_manifest_values_fail_their_item_or_the_call_with_a_clear_error(tiny_voice, tmp_path):
+    deep = "[" * 100000 + "]" * 100000
+    inp = tmp_path / "m.jsonl"
+    inp.write_text("\n".join([
+        json.dumps({"id": "ok", "text": "Fine."}),
+        '{"id": "deep", "text": ' + deep + "}",
+        '{"id": "huge", "text": "Hi.", "seed": 1e400}',
+        json.dumps({"id": "half", "text": "Hi.", "seed": 1.5}),
+        json.dumps({"id": "bool", "text": "Hi.", "seed": True}),
+        json.dumps({"id": "strseed", "text": "Hi.", "seed": "7"}),
+    ]))
+    jobs = {j.id: j for j in read_inputs([str(inp)])}
+    assert "nested too deeply" in jobs["m-00002"].problem  # (was RecursionError)
+    for k in ("huge", "half", "bool"):
+        assert "field 'seed' must be an integer" in jobs[k].problem, k  # (1e400: OverflowError; 1.5, true: 1)
+    assert jobs["strseed"].problem is None and jobs["strseed"].seed == 7
+    big = tmp_path / "big.csv"
+    big.write_text("id,text\na," + "x" * 200_000 + "\n")
+    with pytest.raises(ParameterError, match=r"big.csv: line \d+: field larger than field limit"):
+        read_inputs([str(big)])
+    with pytest.raises(ParameterError, match="--fold-frames must be an integer >= 1"):
+        run_batch([jobs["ok"]], out_dir=tmp_path / "o", voice=str(tiny_voice), fold_frames=0)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a read-only folder needs root")
+def test_an_item_whose_folder_is_read_only_fails_alone(tiny_voice, tmp_path):
+    out = tmp_path / "o"
+    (out / "sub").mkdir(parents=True)
+    r = subprocess.run(["mount", "--bind", "-o", "ro", str(out / "sub"), str(out / "sub")], capture_output=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot bind-mount here: {r.stderr.decode().strip()}")
+    try:
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(out / "sub")], capture_output=True)
+        jobs = [Job("a", "First.", out="sub/a.wav", seed=0), Job("b", "Second.", seed=0), Job("c", "Third.", seed=0)]
+        s = run_batch(jobs, out_dir=out, voice=str(tiny_voice), workers=1)
+        rows = {r["id"]: r for r in rows_of(out)}
+        assert (s.done, s.failed) == (2, 1) and rows["b"]["status"] == rows["c"]["status"] == "ok"
+        assert rows["a"]["status"] == "failed" and "cannot write sub/a.wav" in rows["a"]["error"]
+    finally:
+        subprocess.run(["umount", str(out / "sub")], check=False)
