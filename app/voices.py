@@ -8,6 +8,7 @@ Search order: ``$WAVERN_VOICES`` (``os.pathsep``-separated folders), the user fo
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from pathlib import Path
 
@@ -18,6 +19,7 @@ __all__ = ["VoiceInfo", "voice_dirs", "find_voices", "voice_info", "resolve_voic
 
 #: Name of the voice used when none is asked for; the first valid shipped voice otherwise.
 DEFAULT_VOICE = "default"
+log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,9 +44,12 @@ def voice_dirs() -> list[Path]:
 
 def _card(path: Path) -> str:
     card = path / "MODEL_CARD.md"
-    if not card.is_file():
+    try:
+        text = card.read_text(errors="replace") if card.is_file() else ""
+    except OSError:  # unreadable: no card to show
         return ""
-    paras = [p.strip() for p in card.read_text(errors="replace").split("\n\n") if p.strip()]
+    text = "".join(c if c.isprintable() or c in "\n\t" else " " for c in text)  # no escape codes to the terminal
+    paras = [p.strip() for p in text.split("\n\n") if p.strip()]
     body = [p for p in paras if not p.startswith("#")]
     return " ".join(body[0].split()) if body else ""
 
@@ -70,10 +75,17 @@ def find_voices() -> list[VoiceInfo]:
     seen: set[str] = set()
     out: list[VoiceInfo] = []
     for d in voice_dirs():
-        if not d.is_dir():
+        try:
+            subs = sorted(d.iterdir()) if d.is_dir() else []
+        except OSError as e:  # a search folder the user may not read
+            log.warning("voice folder %s: cannot list it (%s)", d, e.strerror or e)
             continue
-        for sub in sorted(d.iterdir()):
-            if not (sub / "voice.json").is_file() or sub.name in seen:
+        for sub in subs:
+            try:
+                holds = (sub / "voice.json").exists()
+            except OSError:
+                holds = True  # unreadable: listed, and voice_info says why
+            if not holds or sub.name in seen:
                 continue
             seen.add(sub.name)
             out.append(voice_info(sub))
@@ -85,7 +97,10 @@ def resolve_voice(name_or_path: str | None) -> Path:
     if name_or_path:
         p = Path(name_or_path).expanduser()
         looks_like_path = os.sep in name_or_path or name_or_path.startswith(".")
-        if (p / "voice.json").is_file():
+        try:
+            if (p / "voice.json").exists():
+                return p  # (Voice.load says what is wrong with it, unreadable included)
+        except OSError:
             return p
         if looks_like_path:
             raise VoiceFileError(f"{p} is not a voice folder (no voice.json in it)")

@@ -7,6 +7,7 @@ what was expected. The runtime's :class:`wavern.dsp.MelConfig` must equal the vo
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -40,12 +41,19 @@ def read_voice_json(folder: str | Path, *, runtime_mel: MelConfig = DEFAULT_MEL)
             or a broken symbol table.
     """
     path = Path(folder) / "voice.json"
-    if not path.is_file():
+    try:
+        exists = path.is_file()
+        raw = path.read_text(encoding="utf-8") if exists else ""
+    except OSError as e:  # a folder or file the user may not read
+        raise VoiceFileError(f"{path}: cannot read it ({e.strerror or e})") from None
+    except UnicodeDecodeError as e:
+        raise VoiceFileError(f"{path}: not valid JSON ({e})") from None
+    if not exists:
         raise VoiceFileError(f"{path} not found: a voice is a folder with voice.json, acoustic.safetensors "
                              f"and vocoder.safetensors")
     try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as e:  # (ValueError: also a 5000-digit number)
+        meta = json.loads(raw)
+    except (ValueError, RecursionError) as e:  # (ValueError: also a 5000-digit number)
         raise VoiceFileError(f"{path}: not valid JSON ({e})") from None
     if not isinstance(meta, dict):
         raise VoiceFileError(f"{path}: expected a JSON object, found {type(meta).__name__}")
@@ -60,6 +68,9 @@ def read_voice_json(folder: str | Path, *, runtime_mel: MelConfig = DEFAULT_MEL)
     if meta["format_version"] != FORMAT_VERSION:
         raise VoiceFileError(f"{path}: field 'format_version' is {meta['format_version']}, this wavern reads "
                              f"version {FORMAT_VERSION}; upgrade wavern or re-export the voice")
+    missing = [f.name for f in dataclasses.fields(MelConfig) if isinstance(meta["dsp"], dict) and f.name not in meta["dsp"]]
+    if missing:  # (an empty "dsp" validated as the defaults, then the engine read a field it lacks)
+        raise VoiceFileError(f"{path}: field 'dsp' lacks {', '.join(missing)}")
     try:
         mel = MelConfig.from_dict(meta["dsp"])
     except (ParameterError, TypeError) as e:

@@ -1,6 +1,7 @@
 """Voice discovery: the search path, model cards, broken voices listed with their error."""
 
 import json
+from pathlib import Path
 
 from wavern.app.voices import find_voices, resolve_voice, voice_info
 
@@ -46,3 +47,31 @@ def test_voices_list_their_speakers(tiny_prosody_voice, tmp_path, monkeypatch, c
     assert "9 speaker(s), default en-us+m3; pitch and pitch range can be set" in out and "en-us+m9" not in out
     assert main(["voices", "--speakers"]) == 0
     assert "en-us+m9" in capsys.readouterr().out
+
+
+def test_unreadable_or_incomplete_voices_are_listed_as_invalid_not_a_crash(tiny_voice, tmp_path, monkeypatch):
+    import json
+    import shutil
+
+    from wavern.app.voices import find_voices
+
+    root = tmp_path / "voices"
+    shutil.copytree(tiny_voice, root / "good")
+    shutil.copytree(tiny_voice, root / "nodsp")
+    meta = json.loads((root / "nodsp" / "voice.json").read_text())
+    meta["dsp"] = {}  # validated as the defaults, then the engine read a field it lacked
+    (root / "nodsp" / "voice.json").write_text(json.dumps(meta))
+    shutil.copytree(tiny_voice, root / "locked")
+    real_read = Path.read_text
+
+    def read_text(self, *a, **kw):  # (root reads anything: the permission error is simulated)
+        if self.parent.name == "locked":
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_read(self, *a, **kw)
+
+    monkeypatch.setattr(Path, "read_text", read_text)
+    monkeypatch.setenv("WAVERN_VOICES", str(root))
+    found = {v.name: v for v in find_voices() if v.path.parent == root}
+    assert found["good"].error is None
+    assert "field 'dsp' lacks sample_rate" in found["nodsp"].error
+    assert "cannot read it (Permission denied)" in found["locked"].error and found["locked"].card == ""
