@@ -56,12 +56,14 @@ def _prosody_args(s: argparse.ArgumentParser, *, per_item: bool = False) -> None
 
 def cmd_say(args: argparse.Namespace) -> int:
     from wavern.app.speak import read_text_arg, say
+    from wavern.proc import sigterm_interrupts
 
     text = read_text_arg(args.text, args.file)
-    return say(text, out=args.out, voice=args.voice, speed=args.speed, volume=args.volume,
-               temperature=args.temperature, device=args.device, postfilter=False if args.no_postfilter else None,
-               pitch=args.pitch, pitch_range=args.pitch_range, speaker=args.speaker, passes=args.passes,
-               lexicon=args.lexicon)
+    with sigterm_interrupts():  # SIGTERM unwinds as Ctrl-C: no half-written --out left behind
+        return say(text, out=args.out, voice=args.voice, speed=args.speed, volume=args.volume,
+                   temperature=args.temperature, device=args.device,
+                   postfilter=False if args.no_postfilter else None, pitch=args.pitch, pitch_range=args.pitch_range,
+                   speaker=args.speaker, passes=args.passes, lexicon=args.lexicon)
 
 
 def cmd_vocode(args: argparse.Namespace) -> int:

@@ -37,9 +37,7 @@ import json
 import logging
 import os
 import re
-import signal
 import sys
-import threading
 import time
 import unicodedata
 import zlib
@@ -49,7 +47,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from wavern.errors import DiskFullError, ParameterError, WavernError
-from wavern.proc import exit_with_parent
+from wavern.proc import exit_with_parent, sigterm_interrupts
 
 __all__ = ["Job", "read_inputs", "render_main", "run_batch", "RenderWorker", "BatchSummary", "RESULTS_NAME",
            "GROUP_SEGMENTS"]
@@ -799,23 +797,6 @@ def _progress(total: int, enabled: bool):
     return tqdm(total=total, unit="item", file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
 
 
-@contextlib.contextmanager
-def _sigterm_interrupts():
-    """SIGTERM stops the batch as Ctrl-C does: the workers are stopped, finished items kept."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def render_main(args) -> int:
     """`wavern render` (argparse namespace from ``wavern.app.cli``); returns the exit status."""
     jobs = read_inputs(args.inputs, paragraphs=getattr(args, "paragraphs", False))
@@ -833,7 +814,7 @@ def render_main(args) -> int:
     from wavern.app.voices import load_lexicon
 
     lexicon = load_lexicon(getattr(args, "lexicon", None))
-    with _sigterm_interrupts():
+    with sigterm_interrupts():
         summary = run_batch(jobs, out_dir=Path(args.out_dir), fmt=args.format, voice=args.voice,
                             sidecars=getattr(args, "sidecar", None) or (), workers=workers, ray_address=ray_address,
                             fold_frames=getattr(args, "fold_frames", None),

@@ -50,9 +50,15 @@ def read_text_arg(text: str | None, file: str | None) -> str:
         if file == "-":
             return _decode(sys.stdin.buffer.read(), "stdin")
         p = Path(file)
-        if not p.is_file():
-            raise ParameterError(f"--file {file}: no such file")
-        return _decode(p.read_bytes(), f"--file {file}")
+        if p.is_dir():
+            raise ParameterError(f"--file {file} is a folder")
+        try:  # a pipe or a process substitution (<(...)) reads too, not only a regular file
+            data = p.read_bytes()
+        except FileNotFoundError:
+            raise ParameterError(f"--file {file}: no such file") from None
+        except OSError as e:
+            raise ParameterError(f"--file {file}: cannot read it ({e.strerror or e})") from None
+        return _decode(data, f"--file {file}")
     if text is None:
         if not sys.stdin.isatty():
             return _decode(sys.stdin.buffer.read(), "stdin")

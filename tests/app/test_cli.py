@@ -316,3 +316,31 @@ def test_say_reads_the_users_lexicon_or_the_one_given(tiny_voice, tmp_path, monk
     assert main(["say", text, "--voice", str(tiny_voice), "--out", str(tmp_path / "x.wav"), "--lexicon",
                  str(tmp_path / "missing.json")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_say_reads_a_pipe_as_file_and_sigterm_leaves_no_partial_output(tiny_voice, tmp_path, capsys):
+    import os
+    import signal
+    import threading
+    import time
+    from pathlib import Path
+
+    fifo = tmp_path / "text.fifo"  # what a shell's <(echo ...) hands over: not a regular file
+    os.mkfifo(fifo)
+    threading.Thread(target=lambda: fifo.write_text("Through a pipe."), daemon=True).start()
+    assert main(["say", "--file", str(fifo), "--voice", str(tiny_voice), "--out", str(tmp_path / "p.wav")]) == 0
+    assert (tmp_path / "p.wav").is_file()  # (it said "no such file")
+    assert main(["say", "--file", str(tmp_path), "--voice", str(tiny_voice), "--out", str(tmp_path / "q.wav")]) == 2
+    assert "is a folder" in capsys.readouterr().err
+    out = tmp_path / "long.wav"
+    text = " ".join(f"Sentence number {i} takes a while to say." for i in range(200))
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "-m", "wavern.app.cli", "say", text, "--voice", str(tiny_voice), "--out",
+                             str(out)], cwd=root, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob(".long.wav*")):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read().decode()
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+    assert proc.returncode != 0 and not list(tmp_path.glob("*long.wav*"))  # (a .long.wav.part stayed)

@@ -149,10 +149,10 @@ def test_an_output_folder_that_cannot_be_written_is_a_clear_error(tiny_voice, tm
 
 
 def test_sigterm_stops_a_batch_like_ctrl_c_and_workers_die_with_their_driver(tmp_path):
-    from wavern.app.render import _sigterm_interrupts
+    from wavern.proc import sigterm_interrupts
 
     with pytest.raises(KeyboardInterrupt):
-        with _sigterm_interrupts():
+        with sigterm_interrupts():
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(5)
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
