@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -26,6 +27,8 @@ def check_output(out: str) -> Path:
         raise ParameterError(f"output {out} is a folder; give a file name such as {p / 'speech.wav'}")
     if not p.parent.is_dir():
         raise ParameterError(f"output {out}: folder {p.parent} does not exist")
+    if not os.access(p.parent, os.W_OK):
+        raise ParameterError(f"output {out}: folder {p.parent} is not writable")
     format_for(p)
     return p
 

@@ -19,6 +19,7 @@ chunks of margin at the cost of making the second chunk (a few ms).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import logging
@@ -122,10 +123,13 @@ class FileSink(Sink):
             self._f = sf.SoundFile(str(self._tmp), "w", samplerate=sample_rate, channels=1, format=fmt,
                                    subtype=subtype)
         except (OSError, sf.LibsndfileError) as e:
-            self._tmp.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # (a read-only folder refuses the unlink too)
+                self._tmp.unlink(missing_ok=True)
             if _disk_full(e, self.path):
                 raise DiskFullError(f"disk full: cannot create {self.path}") from None
-            raise AudioDeviceError(f"cannot write {self.path}: {e}") from None
+            writable = os.access(self.path.parent, os.W_OK)
+            raise AudioDeviceError(f"cannot write {self.path}: " + (
+                str(e) if writable else f"its folder {self.path.parent} is not writable")) from None
 
     def write(self, samples: np.ndarray) -> None:
         try:
