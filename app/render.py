@@ -234,7 +234,10 @@ def read_inputs(inputs: Iterable[str], *, paragraphs: bool = False, stdin: io.Te
     jobs: list[Job] = []
     for inp in inputs:
         if inp == "-":
-            text = (stdin or sys.stdin).read().removeprefix("\ufeff")
+            source = stdin or sys.stdin
+            if source is None:
+                raise ParameterError("input -: standard input is closed")
+            text = source.read().removeprefix("\ufeff")
             name, stem = "<stdin>", "stdin"
             kind = "jsonl" if text.lstrip().startswith("{") else "text"
         else:

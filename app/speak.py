@@ -51,6 +51,8 @@ def read_text_arg(text: str | None, file: str | None) -> str:
         raise ParameterError("give the text either as an argument or with --file, not both")
     if file is not None:
         if file == "-":
+            if sys.stdin is None:
+                raise ParameterError("--file -: standard input is closed")
             return _decode(sys.stdin.buffer.read(), "stdin")
         p = Path(file)
         if p.is_dir():
@@ -63,7 +65,7 @@ def read_text_arg(text: str | None, file: str | None) -> str:
             raise ParameterError(f"--file {file}: cannot read it ({e.strerror or e})") from None
         return _decode(data, f"--file {file}")
     if text is None:
-        if not sys.stdin.isatty():
+        if sys.stdin is not None and not sys.stdin.isatty():
             return _decode(sys.stdin.buffer.read(), "stdin")
         raise ParameterError("nothing to say: give TEXT, --file PATH, or pipe text on stdin")
     return text
@@ -90,6 +92,8 @@ def say(text: str, *, out: str | None, voice: str | None, speed: float = 1.0, vo
     v.lexicon = lex
     chunks = v.stream(text, cfg)  # checks the text (ParameterError for nothing to say) before a file is opened
     if out == "-":
+        if sys.stdout is None:
+            raise ParameterError("--out -: standard output is closed")
         sink = RawStdoutSink(sys.stdout.buffer)
     elif out is not None:
         sink = FileSink(Path(out), sample_rate=v.sample_rate)

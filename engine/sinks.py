@@ -173,10 +173,21 @@ class RawStdoutSink(Sink):
 
     def write(self, samples: np.ndarray) -> None:
         x = np.clip(np.round(np.asarray(samples, np.float64) * 32768.0), -32768, 32767).astype("<i2")
-        self._stream.write(x.tobytes())
+        self._io(self._stream.write, x.tobytes())
 
     def close(self) -> None:
-        self._stream.flush()
+        self._io(self._stream.flush)
+
+    @staticmethod
+    def _io(call, *args) -> None:
+        try:
+            call(*args)
+        except BrokenPipeError:
+            raise  # the reader went away (`| head -c 100`): the CLI ends quietly
+        except OSError as e:
+            if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise DiskFullError("disk full while writing the audio to stdout") from None
+            raise AudioDeviceError(f"cannot write the audio to stdout ({e.strerror or e})") from None
 
 
 class StreamingResampler:

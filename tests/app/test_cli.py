@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -358,3 +359,22 @@ def test_say_into_a_read_only_folder_is_a_clear_error(tiny_voice, tmp_path, caps
         assert f"folder {ro} is not writable" in capsys.readouterr().err  # (an OSError traceback before)
     finally:
         subprocess.run(["umount", str(ro)], check=False)
+
+
+
+def test_closed_or_full_standard_streams_are_clear_errors(tiny_voice, tmp_path):
+    import shlex
+
+    root = Path(__file__).resolve().parents[2]
+    cli = [sys.executable, "-m", "wavern.app.cli"]
+    voice = ["--voice", str(tiny_voice)]
+    runs = [  # (command, shell redirections, message); tracebacks before (OSError, AttributeError)
+        (cli + ["say", "Hi there.", "--out", "-"] + voice, "> /dev/full", "disk full while writing the audio to stdout"),
+        (cli + ["say", "Hi there.", "--out", "-"] + voice, ">&-", "standard output is closed"),
+        (cli + ["say", "--file", "-", "--out", str(tmp_path / "x.wav")] + voice, "<&-", "standard input is closed"),
+        (cli + ["render", "-", "--out-dir", str(tmp_path / "o")] + voice, "<&-", "standard input is closed"),
+    ]
+    for cmd, redirect, message in runs:
+        r = subprocess.run(["bash", "-c", f"{shlex.join(cmd)} {redirect}"], cwd=root, capture_output=True, timeout=120)
+        err = r.stderr.decode()
+        assert r.returncode == 2 and message in err and "Traceback" not in err, (redirect, err)
