@@ -378,3 +378,28 @@ def test_closed_or_full_standard_streams_are_clear_errors(tiny_voice, tmp_path):
         r = subprocess.run(["bash", "-c", f"{shlex.join(cmd)} {redirect}"], cwd=root, capture_output=True, timeout=120)
         err = r.stderr.decode()
         assert r.returncode == 2 and message in err and "Traceback" not in err, (redirect, err)
+
+
+def test_train_help_offers_only_what_each_trainer_reads():
+    import dataclasses
+    import importlib
+
+    from wavern.app.train_cli import _ALIASES, _COMMON, TRAINERS
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command").choices["train"]
+    trainers = next(a for a in sub._actions if a.dest is not None and hasattr(a, "choices") and a.choices).choices
+    for name, (module, cls, _, _) in TRAINERS.items():
+        mod = importlib.import_module(module)
+        fields = {f.name for f in dataclasses.fields(getattr(mod, cls))}
+        offered = {o for a in trainers[name]._actions for o in a.option_strings}
+        for flag, field, _, help_ in _COMMON:
+            has = any(a in fields for a in _ALIASES.get(field, (field,)))
+            assert (flag in offered) == has, (name, flag)  # (train voice offered --lr, then refused it)
+        if "--optimizer" in offered:
+            choices = [c.strip() for c in next(h for f, _, _, h in _COMMON if f == "--optimizer").split("|")]
+            assert tuple(choices) == tuple(mod.OPTIMIZERS), name  # (it offered sgd)
+    for bad in ("inf", "nan", "0", "-1e-3"):
+        with pytest.raises(SystemExit) as e:
+            main(["train", "acoustic", "--lr", bad])
+        assert e.value.code == 2
