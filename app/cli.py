@@ -15,16 +15,11 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from wavern.app.bench_options import add_bench_arguments
-from wavern.errors import WavernError
+from wavern.errors import ParameterError, WavernError
 
 __all__ = ["main", "build_parser"]
 
 EXIT_USER_ERROR = 2
-EXIT_UNFINISHED = 3
-
-
-class Unfinished(Exception):
-    """Raised by a handler whose feature is not built yet; the message says what it will do."""
 
 
 def _float_in(lo: float, hi: float) -> Callable[[str], float]:
@@ -73,29 +68,30 @@ def cmd_vocode(args: argparse.Namespace) -> int:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    try:
-        from wavern.app.render import render_main
-    except ImportError:
-        raise Unfinished("`wavern render` will render many texts (text files, JSONL/CSV manifests, stdin) to "
-                         "audio files in --out-dir with worker processes, resumably; it is not built yet") from None
+    from wavern.app.render import render_main
+
     return render_main(args)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    try:
-        from wavern.app.bench import bench_main
-    except ImportError:
-        raise Unfinished("`wavern bench` will measure time to first audio, RTF and buffer headroom through the "
-                         "real streaming path (optionally against the torch reference loop); not built yet") from None
+    from wavern.app.bench import bench_main
+
     return bench_main(args)
 
 
 def cmd_gui(args: argparse.Namespace) -> int:
+    import os
+
+    if sys.platform.startswith("linux") and not os.environ.get("QT_QPA_PLATFORM") \
+            and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        # (Qt aborts the process, exit 134, with no word of why)
+        raise ParameterError("no display to open the window on (DISPLAY and WAYLAND_DISPLAY are unset); run it "
+                             "in a desktop session, or use `wavern say` / `wavern render` here")
     try:
         from wavern.app.window import run_window
-    except ImportError:
-        raise Unfinished("`wavern gui` will open the desktop window (type, hear, watch waveform, spectrogram and "
-                         "latency); not built yet") from None
+    except ImportError as e:
+        raise ParameterError(f"the window cannot start: {e} (PySide6 or a system library it needs is "
+                             f"missing; ./setup.sh installs them)") from None
     return run_window(voice=args.voice)
 
 
@@ -266,9 +262,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except WavernError as e:
         print(f"wavern: error: {e}", file=sys.stderr)
         return EXIT_USER_ERROR
-    except Unfinished as e:
-        print(f"wavern: not available yet: {e}", file=sys.stderr)
-        return EXIT_UNFINISHED
     except KeyboardInterrupt:
         print("wavern: interrupted", file=sys.stderr)
         return 130

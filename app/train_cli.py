@@ -140,15 +140,8 @@ def _checked_value(cls: type, name: str, value: Any) -> Any:
 def run_train(args: argparse.Namespace) -> int:
     import importlib
 
-    from wavern.app.cli import Unfinished
-
-    module_name, cls_name, fn_name, what = TRAINERS[args.model]
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as e:
-        if e.name and e.name.startswith("wavern"):
-            raise Unfinished(f"`wavern train {args.model}` will {what}; not built yet") from None
-        raise
+    module_name, cls_name, fn_name, _ = TRAINERS[args.model]
+    module = importlib.import_module(module_name)
     cfg = config_from_args(getattr(module, cls_name), args)
     result = getattr(module, fn_name)(cfg)
     if isinstance(result, dict):

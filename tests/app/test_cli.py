@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from wavern.app.cli import EXIT_UNFINISHED, EXIT_USER_ERROR, build_parser, main
+from wavern.app.cli import EXIT_USER_ERROR, build_parser, main
 
 SUBCOMMANDS = ["say", "render", "bench", "gui", "voices", "corpus", "train", "vocode", "doctor"]
 
@@ -403,3 +403,11 @@ def test_train_help_offers_only_what_each_trainer_reads():
         with pytest.raises(SystemExit) as e:
             main(["train", "acoustic", "--lr", bad])
         assert e.value.code == 2
+
+
+def test_gui_without_a_display_says_so(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "platform", "linux")
+    for var in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM"):
+        monkeypatch.delenv(var, raising=False)
+    assert main(["gui"]) == 2  # (Qt aborted the process: exit 134, no word of why)
+    assert "no display to open the window on" in capsys.readouterr().err
