@@ -44,7 +44,7 @@ def read_audio(path: Path, *, sample_rate: int) -> np.ndarray:
     if not path.is_file():
         raise ParameterError(f"{path}: no such file")
     try:
-        data, sr = sf.read(str(path), dtype="float32", always_2d=True)
+        data, sr = sf.read(os.fsencode(path), dtype="float32", always_2d=True)
     except (sf.LibsndfileError, RuntimeError, ValueError) as e:
         raise ParameterError(f"{path}: not a readable audio file ({e})") from None
     if data.shape[0] == 0:
@@ -89,7 +89,7 @@ def write_audio(path: Path, samples: np.ndarray, sample_rate: int) -> Path:
         x = x.astype(np.float32) / 32768.0
     tmp = path.with_name(f".{path.name}.part")
     try:
-        with sf.SoundFile(str(tmp), "w", samplerate=sample_rate, channels=1, format=fmt, subtype=subtype) as f:
+        with sf.SoundFile(os.fsencode(tmp), "w", samplerate=sample_rate, channels=1, format=fmt, subtype=subtype) as f:
             f.write(np.asarray(x, np.float32))
         _fsync(tmp)  # the data is on disk before the name is: a crash leaves the old file or the whole new one
         os.replace(tmp, path)

@@ -120,7 +120,7 @@ class FileSink(Sink):
         fmt, subtype = format_for(self.path)
         self._tmp = self.path.with_name(f".{self.path.name}.part")
         try:
-            self._f = sf.SoundFile(str(self._tmp), "w", samplerate=sample_rate, channels=1, format=fmt,
+            self._f = sf.SoundFile(os.fsencode(self._tmp), "w", samplerate=sample_rate, channels=1, format=fmt,
                                    subtype=subtype)
         except (OSError, sf.LibsndfileError) as e:
             with contextlib.suppress(OSError):  # (a read-only folder refuses the unlink too)

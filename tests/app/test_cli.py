@@ -411,3 +411,12 @@ def test_gui_without_a_display_says_so(monkeypatch, capsys):
         monkeypatch.delenv(var, raising=False)
     assert main(["gui"]) == 2  # (Qt aborted the process: exit 134, no word of why)
     assert "no display to open the window on" in capsys.readouterr().err
+
+
+def test_output_and_input_paths_that_are_not_utf8_work(tiny_voice, tmp_path):
+    import os
+
+    odd = tmp_path / os.fsdecode(b"caf\xe9.wav")  # a Latin-1 name on a UTF-8 system (UnicodeEncodeError before)
+    assert main(["say", "Hi.", "--voice", str(tiny_voice), "--out", str(odd)]) == 0
+    assert os.fsencode(odd) in [os.fsencode(p) for p in tmp_path.iterdir()]
+    assert main(["vocode", str(odd), "-o", str(tmp_path / os.fsdecode(b"\xff.flac")), "--voice", str(tiny_voice)]) == 0
