@@ -236,8 +236,11 @@ def build_corpus(
                 if bar is not None:
                     bar.update(len(results))
     except OSError as exc:
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise DiskFullError(f"disk full while writing the corpus to {str(out)!r}") from exc
+        # numpy reports a short write ("44240 requested and 5088 written") without an errno
+        short = exc.errno is None and "requested and" in str(exc)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT) or short or _nearly_full(out):
+            raise DiskFullError(f"disk full while writing the corpus to {str(out)!r}: free space and build again "
+                                f"(the partial corpus there is replaced)") from None
         raise
     finally:
         if bar is not None:
@@ -300,6 +303,13 @@ def _check_out_dir(out: Path, overwrite: bool) -> None:
     if ((out / "corpus.json").exists() or (out / "metadata.jsonl").exists()) and not overwrite:
         raise CorpusError(f"{str(out)!r} already holds a corpus; replace it with overwrite=True "
                           f"(`wavern corpus build --overwrite`) or build into another folder")
+
+
+def _nearly_full(folder: Path) -> bool:
+    try:
+        return shutil.disk_usage(folder).free < (1 << 20)
+    except OSError:
+        return False
 
 
 def _check_sentences(sentences: Sequence[str], used: set[str], path: Path) -> None:
