@@ -49,6 +49,7 @@ import numpy as np
 
 from wavern.app.bench_options import add_bench_arguments
 from wavern.errors import ParameterError
+from wavern.fileio import check_output_file
 
 __all__ = ["ChunkTiming", "SentenceRun", "Playback", "measure_sentence", "simulate_playback", "busy_processes",
            "run_bench", "bench_main", "bench_sentences", "add_bench_arguments", "SCHEMA", "SCHEMA_VERSION"]
@@ -583,15 +584,6 @@ def write_plot(res: dict, path: str | os.PathLike) -> Path:
     return out
 
 
-def _check_writable(flag: str, out: Path) -> None:
-    if out.is_dir():
-        raise ParameterError(f"{flag} {out} is a folder; give a file name")
-    if not out.parent.is_dir():
-        raise ParameterError(f"{flag} {out}: folder {out.parent} does not exist")
-    if not os.access(out.parent, os.W_OK):
-        raise ParameterError(f"{flag} {out}: folder {out.parent} is not writable")
-
-
 def bench_main(args) -> int:
     """`wavern bench` (argparse namespace from ``wavern.app.cli``); returns the exit status."""
     from wavern.app.voices import resolve_voice
@@ -600,7 +592,7 @@ def bench_main(args) -> int:
     sentences = bench_sentences(getattr(args, "sentences", None))
     for flag, out in (("--json", args.json), ("--plot", getattr(args, "plot", None))):
         if out:  # before the run, not after its minutes
-            _check_writable(flag, Path(out))
+            check_output_file(flag, out)
     res = run_bench(path, sentences, repeat=getattr(args, "repeat", 1), device=bool(args.device), load=args.load,
                     compare=args.compare, compare_frames=getattr(args, "compare_frames", 20),
                     realtime_s=getattr(args, "realtime", None), buffer_s=getattr(args, "buffer", 4.0))

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from pathlib import Path
 
 from wavern.errors import AudioDeviceError, ParameterError
+from wavern.fileio import check_output_file
 
 __all__ = ["read_text_arg", "say", "vocode_file", "FALLBACK_WAV"]
 
@@ -22,13 +22,7 @@ def check_output(out: str) -> Path:
     a folder, a missing folder, or a type other than WAV, FLAC or OGG."""
     from wavern.engine.audio_io import format_for
 
-    p = Path(out)
-    if p.is_dir():
-        raise ParameterError(f"output {out} is a folder; give a file name such as {p / 'speech.wav'}")
-    if not p.parent.is_dir():
-        raise ParameterError(f"output {out}: folder {p.parent} does not exist")
-    if not os.access(p.parent, os.W_OK):
-        raise ParameterError(f"output {out}: folder {p.parent} is not writable")
+    p = check_output_file("output", out)
     format_for(p)
     return p
 

@@ -11,9 +11,9 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from wavern.errors import DiskFullError
+from wavern.errors import DiskFullError, ParameterError
 
-__all__ = ["atomic_write"]
+__all__ = ["atomic_write", "check_output_file"]
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> Path:
@@ -36,3 +36,18 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> Path
         tmp.unlink(missing_ok=True)
         raise
     return path
+
+
+def check_output_file(what: str, path: str | os.PathLike) -> Path:
+    """``path`` as a file a command may write, refused before the work that would fill it:
+    a folder, a missing folder, or a folder that cannot be written. ``what`` names it in the
+    message (``"--json"``, ``"output"``)."""
+    p = Path(path)
+    if p.is_dir():
+        raise ParameterError(f"{what} {p} is a folder; give a file name such as {p / 'out.wav'}")
+    if not p.parent.is_dir():
+        raise ParameterError(f"{what} {p}: folder {p.parent} does not exist")
+    if not os.access(p.parent, os.W_OK):
+        raise ParameterError(f"{what} {p}: folder {p.parent} is not writable")
+    return p
+

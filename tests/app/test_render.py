@@ -386,19 +386,15 @@ def test_cli_exit_codes_and_full_disk_stops_cleanly(tiny_voice, tmp_path, monkey
     assert rc == 1  # an item failed, the rest rendered
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tiny filesystem needs root")
 def test_full_disk_on_a_tiny_filesystem(voice, tiny_voice, tmp_path):
+    from mounts import tmpfs
+
     short, long_ = "Hi.", "This item is far too long to fit. " * 6
     first = render_utterance(voice, short, seed=0).samples.shape[0] * 2 + 44
     second = render_utterance(voice, long_, seed=0).samples.shape[0] * 2 + 44
     size_kb = (first + 16384) // 1024 + 8
     assert second > size_kb * 1024
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kb}k", "tmpfs", str(mnt)], capture_output=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
-    try:
+    with tmpfs(tmp_path / "mnt", size_kb) as mnt:
         jobs = [Job("a", short, seed=0), Job("b", long_, seed=0), Job("c", short, seed=0)]
         from wavern.errors import DiskFullError
 
@@ -407,8 +403,6 @@ def test_full_disk_on_a_tiny_filesystem(voice, tiny_voice, tmp_path):
         assert sorted(p.name for p in mnt.iterdir()) == ["a.wav", RESULTS_NAME]
         assert [r["id"] for r in rows_of(mnt)] == ["a"]
         assert sf.info(str(mnt / "a.wav")).frames == rows_of(mnt)[0]["samples"]
-    finally:
-        subprocess.run(["umount", str(mnt)], check=False)
 
 
 def test_killed_batch_resumes_without_redoing_or_corrupting(tiny_voice, tmp_path):

@@ -6,7 +6,6 @@ import dataclasses
 import json
 import os
 import signal
-import subprocess
 
 import numpy as np
 import pytest
@@ -585,13 +584,9 @@ def test_a_cache_that_cannot_fit_is_a_disk_full_error_not_a_bus_error(tmp_path):
     from wavern.errors import DiskFullError
     from wavern.training.vocoder_data import _reserved_memmap
 
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tiny filesystem needs root")
-    mnt = tmp_path / "tiny"
-    mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)]).returncode != 0:
-        pytest.skip("cannot mount a tmpfs here")
-    try:
+    from mounts import tmpfs
+
+    with tmpfs(tmp_path / "tiny", 256) as mnt:
         ok = _reserved_memmap(mnt / "small.npy", np.int16, (1000,))
         ok[:] = 7
         del ok
@@ -599,5 +594,3 @@ def test_a_cache_that_cannot_fit_is_a_disk_full_error_not_a_bus_error(tmp_path):
             _reserved_memmap(mnt / "big.npy", np.int16, (1_000_000,))
         assert sorted(p.name for p in mnt.iterdir()) == ["small.npy"]  # nothing left filling the disk
         assert np.load(mnt / "small.npy")[0] == 7
-    finally:
-        subprocess.run(["umount", str(mnt)])

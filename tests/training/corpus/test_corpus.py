@@ -303,20 +303,12 @@ def test_build_bytes_have_not_changed(tmp_path):
         "if that is intended, record it in assets/training/README.md and update this hash")
 
 
-@pytest.mark.skipif(__import__("os").geteuid() != 0, reason="mounting a tiny filesystem needs root")
 def test_a_disk_that_fills_during_the_build_is_a_disk_full_error(tmp_path):
-    import subprocess
+    from mounts import tmpfs
 
     from wavern.errors import DiskFullError
 
-    mnt = tmp_path / "tiny"
-    mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", str(mnt)], capture_output=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
-    try:  # room for the first utterances, not all: the workers' writes fail part-way
+    with tmpfs(tmp_path / "tiny", 300) as mnt:  # room for the first utterances, not all: writes fail part-way
         with pytest.raises(DiskFullError, match="disk full while writing the corpus"):
             build_corpus(mnt / "c", utterances=6, seed=0, jobs=1, progress=False)
         assert not (mnt / "c" / "metadata.jsonl").exists()  # never mistaken for a complete corpus
-    finally:
-        subprocess.run(["umount", str(mnt)], check=False)
