@@ -118,7 +118,9 @@ def cmd_voices(args: argparse.Namespace) -> int:
 def cmd_corpus_build(args: argparse.Namespace) -> int:
     from wavern.training.corpus import build_corpus
 
-    voices = [v.strip() for v in args.voices.split(",")] if args.voices else None
+    voices = [v.strip() for v in args.voices.split(",")] if args.voices is not None else None
+    if voices is not None and not all(voices):
+        raise ParameterError(f"--voices {args.voices!r}: an empty voice name")
     summary = build_corpus(Path(args.out), utterances=args.utterances, seed=args.seed, voices=voices,
                            jobs=args.jobs, overwrite=args.overwrite, progress=not args.quiet)
     print(" ".join(f"{k}={v}" for k, v in summary.items() if not isinstance(v, (list, dict))))

@@ -46,6 +46,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from wavern.app.speak import decode_text
 from wavern.errors import DiskFullError, ParameterError, WavernError
 from wavern.proc import exit_with_parent, sigterm_interrupts
 
@@ -242,9 +243,15 @@ def read_inputs(inputs: Iterable[str], *, paragraphs: bool = False, stdin: io.Te
             kind = "jsonl" if text.lstrip().startswith("{") else "text"
         else:
             p = Path(inp)
-            if not p.is_file():
-                raise ParameterError(f"input {inp}: no such file")
-            text = p.read_bytes().decode("utf-8-sig", errors="replace")  # (a spreadsheet's BOM dropped)
+            if p.is_dir():
+                raise ParameterError(f"input {inp} is a folder")
+            try:  # a pipe or a process substitution (<(...)) reads too
+                data = p.read_bytes()
+            except FileNotFoundError:
+                raise ParameterError(f"input {inp}: no such file") from None
+            except OSError as e:
+                raise ParameterError(f"input {inp}: cannot read it ({e.strerror or e})") from None
+            text = decode_text(data, f"input {inp}")  # as say --file: a BOM dropped, Windows-1252 named, binary refused
             name, stem = str(p), _safe_stem(p.stem)
             suffix = p.suffix.lower()
             kind = "jsonl" if suffix in (".jsonl", ".ndjson") else "csv" if suffix == ".csv" else "text"

@@ -9,7 +9,7 @@ from pathlib import Path
 from wavern.errors import AudioDeviceError, ParameterError
 from wavern.fileio import check_output_file
 
-__all__ = ["read_text_arg", "say", "vocode_file", "FALLBACK_WAV"]
+__all__ = ["read_text_arg", "decode_text", "say", "vocode_file", "FALLBACK_WAV"]
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ def check_output(out: str) -> Path:
     return p
 
 
-def _decode(data: bytes, where: str) -> str:
+def decode_text(data: bytes, where: str) -> str:
     """Text from bytes: UTF-8 (a BOM dropped); other text as Windows-1252 with a warning; binary refused."""
     if b"\x00" in data[:65536]:
         raise ParameterError(f"{where} looks like a binary file (it has NUL bytes), not text")
@@ -47,7 +47,7 @@ def read_text_arg(text: str | None, file: str | None) -> str:
         if file == "-":
             if sys.stdin is None:
                 raise ParameterError("--file -: standard input is closed")
-            return _decode(sys.stdin.buffer.read(), "stdin")
+            return decode_text(sys.stdin.buffer.read(), "stdin")
         p = Path(file)
         if p.is_dir():
             raise ParameterError(f"--file {file} is a folder")
@@ -57,10 +57,10 @@ def read_text_arg(text: str | None, file: str | None) -> str:
             raise ParameterError(f"--file {file}: no such file") from None
         except OSError as e:
             raise ParameterError(f"--file {file}: cannot read it ({e.strerror or e})") from None
-        return _decode(data, f"--file {file}")
+        return decode_text(data, f"--file {file}")
     if text is None:
         if sys.stdin is not None and not sys.stdin.isatty():
-            return _decode(sys.stdin.buffer.read(), "stdin")
+            return decode_text(sys.stdin.buffer.read(), "stdin")
         raise ParameterError("nothing to say: give TEXT, --file PATH, or pipe text on stdin")
     return text
 

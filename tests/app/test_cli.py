@@ -414,3 +414,11 @@ def test_output_and_input_paths_that_are_not_utf8_work(tiny_voice, tmp_path):
     assert main(["say", "Hi.", "--voice", str(tiny_voice), "--out", str(odd)]) == 0
     assert os.fsencode(odd) in [os.fsencode(p) for p in tmp_path.iterdir()]
     assert main(["vocode", str(odd), "-o", str(tmp_path / os.fsdecode(b"\xff.flac")), "--voice", str(tiny_voice)]) == 0
+
+
+def test_bench_buffer_and_corpus_voices_are_checked(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "--buffer", "nan"])
+    assert e.value.code == 2
+    assert main(["corpus", "build", str(tmp_path / "c"), "--utterances", "1", "--voices", ""]) == 2
+    assert "an empty voice name" in capsys.readouterr().err and not (tmp_path / "c").exists()  # (it built one)

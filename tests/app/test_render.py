@@ -702,3 +702,24 @@ def test_an_item_whose_folder_is_read_only_fails_alone(tiny_voice, tmp_path):
         assert rows["a"]["status"] == "failed" and "cannot write sub/a.wav" in rows["a"]["error"]
     finally:
         subprocess.run(["umount", str(out / "sub")], check=False)
+
+
+def test_text_inputs_are_read_as_say_reads_them(tmp_path, caplog):
+    import logging
+    import threading
+
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes("Caf\xe9 au lait.\n".encode("cp1252"))
+    with caplog.at_level(logging.WARNING):
+        (job,) = read_inputs([str(latin)])
+    assert job.text == "Café au lait." and "reading it as Windows-1252" in caplog.text  # (was 'Caf\ufffd')
+    nul = tmp_path / "nul.txt"
+    nul.write_bytes(b"a\x00b\n")
+    with pytest.raises(ParameterError, match="binary file"):
+        read_inputs([str(nul)])
+    fifo = tmp_path / "lines.fifo"  # a shell's <(...): not a regular file ('no such file' before)
+    os.mkfifo(fifo)
+    threading.Thread(target=lambda: fifo.write_text("From a pipe.\n"), daemon=True).start()
+    assert [j.text for j in read_inputs([str(fifo)])] == ["From a pipe."]
+    with pytest.raises(ParameterError, match="is a folder"):
+        read_inputs([str(tmp_path)])
