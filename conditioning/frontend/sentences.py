@@ -320,7 +320,8 @@ _CHUNK_RE = re.compile(r"\S+")
 # "divided by" on such a line and "over" otherwise ("8 / 10").
 _OPERATOR_WORDS = {"-": ("minus", "to"), "\u2013": ("minus", "to"), "\u2212": ("minus", "minus"),
                    "/": ("divided by", "over"), "*": ("times", "times")}
-_NUMBER_END_RE = re.compile(r"\d[%\u00b0]?")
+# the token before is a number ("5", "$5", "1,000", "2.5"; a percent or degrees sign after it allowed)
+_RE_WHOLE_NUMBER = re.compile(r"[-+]?[$\u00a3\u20ac\u00a5]?(?:\d[\d,]*)?\.?\d+")
 _NUMBER_NEXT_RE = re.compile(r"[ \t]+[-+\u2212]?[$\u00a3\u20ac\u00a5]?\.?\d")
 
 
@@ -330,7 +331,7 @@ def _operator_word(text: str, m: re.Match, tokens: list[_Token], equations: dict
     if words is None or not tokens:
         return None
     prev = tokens[-1]
-    if (prev.end != prev.chunk_end or _NUMBER_END_RE.search(text, prev.end - 2, prev.end) is None
+    if (prev.end != prev.chunk_end or not _RE_WHOLE_NUMBER.fullmatch(prev.norm.rstrip("%\u00b0"))
             or text[prev.end:m.start()].strip(" \t") or not _NUMBER_NEXT_RE.match(text, m.end())):
         return None
     line = _line_start(text, m.start())

@@ -218,6 +218,7 @@ TABLE = [
     ("$5 - $10", "five dollars to ten dollars"),
     ("He said - 5 times - no", "He said, five times, no"),
     ("a - b", "a, b"),
+    ("B52s - 10", "B fifty-two s, ten"),  # not a number before the hyphen: no operator
     ("$ 5 million", "five million dollars"),
     # phone numbers and addresses: digit by digit
     ("555-1234", "five five five, one two three four"),
