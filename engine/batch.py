@@ -154,7 +154,7 @@ def _prepare(voice, text: str, config: SpeakConfig | None, *, seed: int, max_cha
     # The stream's own sentence source (ParameterError for empty or unspeakable text).
     prosody = voice.prosody_of(cfg)  # ParameterError for pitch on a voice without the input
     for spoken in voice.sentence_parts(text, speaker=speaker, speed=cfg.speed, prosody=prosody):
-        utt, part, off = spoken.utt, spoken.part, spoken.char_offset
+        utt, part = spoken.utt, spoken.part
         if lazy and part.n_frames:  # the same decode passes give the same float rounding as the stream
             part.rows(0, 1)
             lazy = False
@@ -163,8 +163,8 @@ def _prepare(voice, text: str, config: SpeakConfig | None, *, seed: int, max_cha
             continue
         s_idx = spoken.sentence
         sentence = utt.sentences[min(int(part.sentence), len(utt.sentences) - 1)]
-        timings.extend(voice._word_timings(utt, part, pos, char_offset=off))  # the stream's own rule
-        spans.append(SentenceSpan(s_idx, off + sentence.start, off + sentence.end, pos, pos + T * hop))
+        timings.extend(voice._word_timings(utt, part, pos))  # the stream's own rule
+        spans.append(SentenceSpan(s_idx, sentence.start, sentence.end, pos, pos + T * hop))
         gis.append(voc.frame_inputs(part.mel))
         mels.append(part.mel)
         pos += T * hop + gap

@@ -133,14 +133,13 @@ class WordTiming:
 class SpokenPart:
     """One sentence's mel, with what is needed to place it in the original text.
 
-    utt: the front end's output for the block of sentences this one was analysed with.
-    char_offset: where that block starts in the request's text (add it to utt's spans).
+    utt: the front end's output for the block of sentences this one was analysed with (its spans
+        are the request's text's).
     sentence: index of the sentence in the whole request.
     part: the acoustic model's :class:`~wavern.conditioning.acoustic.SentenceMel`.
     """
 
     utt: object
-    char_offset: int
     sentence: int
     part: object
 
@@ -424,7 +423,7 @@ class Voice:
                                    speed=speed, prosody=prosody):
                 index = first + int(part.sentence)
                 if index > after:
-                    yield SpokenPart(utt, 0, index, part)
+                    yield SpokenPart(utt, index, part)
 
     def stream(self, text: str, config: SpeakConfig | None = None, *, control: StreamControl | None = None,
                seed: int = 0) -> Iterator[AudioChunk]:
@@ -474,12 +473,12 @@ class Voice:
         try:
             spoken = next(mels, None)  # first sentence here: no thread hand-off before the first audio
             while spoken is not None:
-                utt, part, off, s_idx = spoken.utt, spoken.part, spoken.char_offset, spoken.sentence
+                utt, part, s_idx = spoken.utt, spoken.part, spoken.sentence
                 sentence = utt.sentences[min(int(part.sentence), len(utt.sentences) - 1)]
-                span = (off + sentence.start, off + sentence.end)
+                span = (sentence.start, sentence.end)
                 n_total = part.n_frames * hop
                 if n_total:
-                    timings = self._word_timings(utt, part, position_total, char_offset=off)
+                    timings = self._word_timings(utt, part, position_total)
                     state.position = 0  # frame clock restarts per sentence; h and prev carry on
                     gi_cache = _WindowedFrameInputs(voc, part, postfilter=postfilter)  # mel decoded as needed
                     # mel matching: one segment per sentence; its output trails the vocoder's by its lead
@@ -503,7 +502,7 @@ class Voice:
                         # at the old speed (and held back by mel matching) has played
                         lands = position_total + (held.size if held is not None else 0)
                         timings = tuple(t for t in timings if t.start_sample < lands) + tuple(  # (not sent yet)
-                            t for t in self._word_timings(utt, part, lands - done, char_offset=off)
+                            t for t in self._word_timings(utt, part, lands - done)
                             if t.start_sample >= lands)
                         if pending is not None and not pending.cancel():
                             concurrent.futures.wait([pending])
@@ -576,7 +575,7 @@ class Voice:
         new_done = min(int(round(frac * p.n_frames)) * hop, n_new)
         return new_done, n_new, _WindowedFrameInputs(self.vocoder, p, postfilter=postfilter), p
 
-    def _word_timings(self, utt, part, offset: int, *, char_offset: int = 0) -> tuple[WordTiming, ...]:
+    def _word_timings(self, utt, part, offset: int) -> tuple[WordTiming, ...]:
         hop = self.vocoder.hop
         frames = np.asarray(part.durations)
         starts = np.concatenate([[0], np.cumsum(frames)])
@@ -590,10 +589,9 @@ class Voice:
             a, b = offset + int(starts[idx[0]]) * hop, offset + int(starts[idx[-1] + 1]) * hop
             if prev is not None:  # words espeak spoke inside the one before ("of the"): its time, shared
                 for m in range(prev[0] + 1, int(w)):
-                    out.append(WordTiming(char_offset + utt.words[m].start, char_offset + utt.words[m].end,
-                                          prev[1], prev[2]))
+                    out.append(WordTiming(utt.words[m].start, utt.words[m].end, prev[1], prev[2]))
             word = utt.words[int(w)]
-            out.append(WordTiming(char_offset + word.start, char_offset + word.end, a, b))
+            out.append(WordTiming(word.start, word.end, a, b))
             prev = (int(w), a, b)
         return tuple(out)
 
