@@ -207,7 +207,8 @@ def _jsonl_jobs(text: str, stem: str, name: str) -> list[Job]:
 
 
 def _csv_jobs(text: str, stem: str, name: str) -> list[Job]:
-    reader = csv.DictReader(io.StringIO(text))
+    reader = csv.DictReader(io.StringIO(text), strict=True)  # strict: a quote never closed is an error (it
+    # swallowed every later row into one item's text, silently)
     fields = [f.strip() for f in (reader.fieldnames or [])]
     if "text" not in fields:
         raise ParameterError(f"{name}: a CSV manifest needs a header row with a 'text' column (and optionally "
@@ -215,7 +216,9 @@ def _csv_jobs(text: str, stem: str, name: str) -> list[Job]:
     reader.fieldnames = fields
     try:
         return [_manifest_job(rec, f"{stem}-{i:05d}", f"{name}:{i}") for i, rec in enumerate(reader, start=2)]
-    except csv.Error as e:  # a field over csv's size limit, a NUL byte, ...
+    except csv.Error as e:  # a field over csv's size limit, a quote never closed, a NUL byte, ...
+        if "end of data" in str(e):
+            raise ParameterError(f"{name}: the file ends inside a quoted field (a quote is never closed)") from None
         raise ParameterError(f"{name}: line {reader.line_num}: {e}") from None
 
 

@@ -682,6 +682,13 @@ def test_hostile_manifest_values_fail_their_item_or_the_call_with_a_clear_error(
     big.write_text("id,text\na," + "x" * 200_000 + "\n")
     with pytest.raises(ParameterError, match=r"big.csv: line \d+: field larger than field limit"):
         read_inputs([str(big)])
+    open_quote = tmp_path / "q.csv"  # every later row went into item a's text, silently
+    open_quote.write_text('id,text\na,"Hello there.\nb,Second line.\nc,Third.\n')
+    with pytest.raises(ParameterError, match="q.csv: the file ends inside a quoted field"):
+        read_inputs([str(open_quote)])
+    inch = tmp_path / "inch.csv"  # a quote inside an unquoted field is still text
+    inch.write_text('id,text\na,A 5" screen.\nb,"Quoted, with a comma."\n')
+    assert [j.text for j in read_inputs([str(inch)])] == ['A 5" screen.', "Quoted, with a comma."]
     with pytest.raises(ParameterError, match="--fold-frames must be an integer >= 1"):
         run_batch([jobs["ok"]], out_dir=tmp_path / "o", voice=str(tiny_voice), fold_frames=0)
 
