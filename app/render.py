@@ -691,6 +691,9 @@ def run_batch(jobs: list[Job], *, out_dir: Path, fmt: str = "wav", voice: str | 
             raise DiskFullError(f"disk full: cannot create {out_dir}") from None
         raise ParameterError(f"--out-dir {out_dir}: cannot create it ({e.strerror})") from None
     ledger = ResultsLedger(out_dir / RESULTS_NAME)
+    if ledger.dropped_lines > 1 and not ledger.rows:  # (one torn line is what a killed run leaves)
+        raise ParameterError(f"{out_dir / RESULTS_NAME} is not a wavern ledger (none of its lines is a result "
+                             f"row); render into another folder, or move that file away (nothing was changed)")
     try:
         ledger.compact()  # drop a torn last line before appending
     except DiskFullError:

@@ -730,3 +730,14 @@ def test_text_inputs_are_read_as_say_reads_them(tmp_path, caplog):
     assert [j.text for j in read_inputs([str(fifo)])] == ["From a pipe."]
     with pytest.raises(ParameterError, match="is a folder"):
         read_inputs([str(tmp_path)])
+
+
+def test_a_results_file_that_is_not_a_ledger_is_left_alone(tiny_voice, tmp_path):
+    out = tmp_path / "o"
+    out.mkdir()
+    theirs = "time,score\n1,2\n3,4\n"
+    (out / RESULTS_NAME).write_text(theirs)
+    with pytest.raises(ParameterError, match="is not a wavern ledger"):
+        run_batch([Job("a", "Hi.", seed=0)], out_dir=out, voice=str(tiny_voice), workers=1)
+    assert (out / RESULTS_NAME).read_text() == theirs  # (it was rewritten, empty)
+
