@@ -49,5 +49,7 @@ def check_output_file(what: str, path: str | os.PathLike) -> Path:
         raise ParameterError(f"{what} {p}: folder {p.parent} does not exist")
     if not os.access(p.parent, os.W_OK):
         raise ParameterError(f"{what} {p}: folder {p.parent} is not writable")
+    if p.exists() and not p.is_file():  # a pipe or a device: the temp file renamed over it would replace it
+        raise ParameterError(f"{what} {p} is not a regular file (a pipe or a device?); it is left alone")
     return p
 

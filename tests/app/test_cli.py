@@ -422,3 +422,14 @@ def test_bench_buffer_and_corpus_voices_are_checked(tmp_path, capsys):
     assert e.value.code == 2
     assert main(["corpus", "build", str(tmp_path / "c"), "--utterances", "1", "--voices", ""]) == 2
     assert "an empty voice name" in capsys.readouterr().err and not (tmp_path / "c").exists()  # (it built one)
+
+
+def test_say_leaves_a_pipe_named_as_output_alone(tiny_voice, tmp_path, capsys):
+    import os
+    import stat
+
+    fifo = tmp_path / "x.wav"
+    os.mkfifo(fifo)
+    assert main(["say", "Hi.", "--voice", str(tiny_voice), "--out", str(fifo)]) == 2
+    assert "is not a regular file" in capsys.readouterr().err
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)  # (it was replaced by a regular file)
