@@ -372,14 +372,15 @@ class SpeechWorker(QObject):
     def set_live(self, *, speed: float | None = None, volume: float | None = None,
                  pause_s: float | None = None) -> None:
         """Change speed / volume / sentence pause; the running stream takes them at its next chunk."""
-        if speed is not None:
-            self.speed = float(speed)
-        if volume is not None:
-            self.volume = float(volume)
-        if pause_s is not None:
-            self.pause_s = float(pause_s)
-        control = self._control
-        if control is not None and self._live:
+        with self._lock:  # with _new_control's: a change while a request's control is made is not lost
+            if speed is not None:
+                self.speed = float(speed)
+            if volume is not None:
+                self.volume = float(volume)
+            if pause_s is not None:
+                self.pause_s = float(pause_s)
+            control = self._control if self._live else None
+        if control is not None:
             control.speed, control.volume, control.pause_s = self.speed, self.volume, self.pause_s
 
     def set_paused(self, paused: bool) -> None:
@@ -556,8 +557,8 @@ class SpeechWorker(QObject):
         """The StreamControl of the request starting now; ``live``: it follows ``set_live``."""
         from wavern.engine.voice import StreamControl
 
-        control = StreamControl(speed=self.speed, volume=self.volume, pause_s=self.pause_s)
         with self._lock:
+            control = StreamControl(speed=self.speed, volume=self.volume, pause_s=self.pause_s)
             if job.cancelled:
                 control.stop()
             self._control = control
