@@ -3,19 +3,9 @@
 
 from __future__ import annotations
 
-import argparse
+from wavern.app.argtypes import float_in
 
 __all__ = ["add_bench_arguments"]
-
-
-def _positive_seconds(raw: str) -> float:
-    try:
-        v = float(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {raw!r}") from None
-    if not 0 < v <= 3600:  # (nan was accepted)
-        raise argparse.ArgumentTypeError(f"must be a number of seconds in (0, 3600], found {raw}")
-    return v
 
 
 def add_bench_arguments(p) -> None:
@@ -33,6 +23,6 @@ def add_bench_arguments(p) -> None:
     p.add_argument("--realtime", type=float, default=None, metavar="SECONDS",
                    help="speak the sentences as one text, again and again, until SECONDS of audio are made, into a "
                         "sink that consumes at the sample rate like a sound card; counts its underruns")
-    p.add_argument("--buffer", type=_positive_seconds, default=4.0, metavar="SECONDS",
+    p.add_argument("--buffer", type=float_in(0.0, 3600.0, above=True), default=4.0, metavar="SECONDS",
                    help="ring capacity of the --realtime sink (how far generation may run ahead; rounded up to a "
                         "power of two samples: 4 s holds 5.94 s at 22050 Hz)")

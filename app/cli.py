@@ -12,27 +12,15 @@ import argparse
 import logging
 import sys
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 from wavern.app.bench_options import add_bench_arguments
+from wavern.app.argtypes import float_in
 from wavern.errors import ParameterError, WavernError
 
 __all__ = ["main", "build_parser"]
 
 EXIT_USER_ERROR = 2
-
-
-def _float_in(lo: float, hi: float) -> Callable[[str], float]:
-    def parse(s: str) -> float:
-        try:
-            x = float(s)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, found {s!r}") from None
-        if not lo <= x <= hi:
-            raise argparse.ArgumentTypeError(f"{x} is outside [{lo}, {hi}]")
-        return x
-
-    return parse
 
 
 def _prosody_args(s: argparse.ArgumentParser, *, per_item: bool = False) -> None:
@@ -161,10 +149,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", "-o", metavar="PATH|-", help="write audio here instead of playing; '-' = raw s16le stdout")
     s.add_argument("--voice", metavar="NAME|PATH", help="voice name (see `wavern voices`) or folder")
     s.add_argument("--speaker", metavar="NAME", help="one of the voice's speakers (`wavern voices --speakers`)")
-    s.add_argument("--speed", type=_float_in(0.25, 4.0), default=1.0, help="speaking rate in [0.25, 4], bigger = faster")
-    s.add_argument("--volume", type=_float_in(0.0, 4.0), default=1.0,
+    s.add_argument("--speed", type=float_in(0.25, 4.0), default=1.0, help="speaking rate in [0.25, 4], bigger = faster")
+    s.add_argument("--volume", type=float_in(0.0, 4.0), default=1.0,
                    help="output gain in [0, 4] (1 = unchanged; above 1 loud passages clip)")
-    s.add_argument("--temperature", type=_float_in(0.05, 2.0), default=None,
+    s.add_argument("--temperature", type=float_in(0.05, 2.0), default=None,
                    help="sampling temperature of the vocoder in [0.05, 2] (default: the voice's); well below "
                         "the default the voice turns quiet and dull")
     s.add_argument("--lexicon", metavar="PATH",

@@ -680,9 +680,9 @@ def run_batch(jobs: list[Job], *, out_dir: Path, fmt: str = "wav", voice: str | 
 
     t0 = time.perf_counter()
     sidecars = list(dict.fromkeys(sidecars))
-    for flag, v in (("--fold-frames", fold_frames), ("overlap_frames", overlap_frames)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < (1 if flag == "--fold-frames" else 0)):
-            raise ParameterError(f"{flag} must be an integer >= {1 if flag == '--fold-frames' else 0}, found {v!r}")
+    for name, v, least in (("--fold-frames", fold_frames, 1), ("overlap_frames", overlap_frames, 0)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < least):
+            raise ParameterError(f"{name} must be an integer >= {least}, found {v!r}")
     out_dir = Path(out_dir)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -749,7 +749,6 @@ def run_batch(jobs: list[Job], *, out_dir: Path, fmt: str = "wav", voice: str | 
     if summary.skipped:
         log.info("%d item(s) already done in %s; skipped", summary.skipped, out_dir)
     by_id = {job.id: (job, name) for job, name, _ in todo}
-    res_request = {p["id"]: p["request"] for _, _, p in todo}
     payload = [p for _, _, p in todo]
     by_payload = {p["id"]: p for p in payload}
     n_workers = min(workers or 1, len(payload)) if ray_address is None else (workers or 1)
@@ -767,13 +766,13 @@ def run_batch(jobs: list[Job], *, out_dir: Path, fmt: str = "wav", voice: str | 
             if res["ok"]:
                 grouper.learn(by_payload[res["id"]], res["rendered"].samples.shape[0])
                 try:
-                    row = _write_item(res, job, out_dir, audio_name, sidecars, res_request[res["id"]],
-                                      by_payload[res["id"]]["render"])
+                    sent = by_payload[res["id"]]
+                    row = _write_item(res, job, out_dir, audio_name, sidecars, sent["request"], sent["render"])
                 except DiskFullError:
                     raise
                 except (OSError, WavernError) as e:  # this item's path is unusable ("x.wav" a folder, "sub" a
                     # file, a read-only mount, a name too long): the item fails, the batch goes on
-                    why = e.strerror or e if isinstance(e, OSError) else str(e)
+                    why = (e.strerror or e) if isinstance(e, OSError) else str(e)
                     row = _failed_row(job, f"cannot write {audio_name}: {why}", res.get("worker"))
                     summary.failed += 1
                 else:

@@ -12,6 +12,7 @@ import dataclasses
 import json
 from typing import Any
 
+from wavern.app.argtypes import float_in
 from wavern.errors import ParameterError
 
 __all__ = ["add_train_parsers", "run_train", "config_from_args"]
@@ -34,7 +35,7 @@ _COMMON = [
     ("--run-dir", "run_dir", str, "where checkpoints and metrics.jsonl go"),
     ("--steps", "steps", int, "total optimiser steps"),
     ("--batch-size", "batch_size", int, "examples per step"),
-    ("--lr", "lr", "positive", "learning rate"),
+    ("--lr", "lr", float_in(0.0, 1e6, above=True), "learning rate"),  # (inf started training, died at step 1)
     ("--optimizer", "optimizer", str, "adam | yellowfin"),
     ("--device", "device", str, "cpu | cuda | auto"),
     ("--threads", "threads", int, "torch CPU threads"),
@@ -54,24 +55,12 @@ def add_train_parsers(sub: argparse._SubParsersAction) -> None:
         p = sub.add_parser(name, help=what, description=what + ". Fields not covered by a flag: --set name=value.")
         for flag, field, typ, help_ in _COMMON:
             if flag not in _WITHOUT.get(name, ()):
-                p.add_argument(flag, dest=field, type=_positive if typ == "positive" else typ, default=None,
-                               help=help_)
+                p.add_argument(flag, dest=field, type=typ, default=None, help=help_)
         p.add_argument("--resume", action="store_true", help="continue from the run dir's last checkpoint (the "
                        "acoustic, pretrain and voice trainers do so by default)")
         p.add_argument("--fresh", action="store_true", help="start afresh even where the run dir has a checkpoint")
         p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE",
                        help="set any other config field")
-
-
-def _positive(raw: str) -> float:
-    """A finite number above 0 (``--lr inf`` started training and died at its first step)."""
-    try:
-        v = float(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {raw!r}") from None
-    if not (v > 0 and v < float("inf")):
-        raise argparse.ArgumentTypeError(f"must be a finite number above 0, found {raw}")
-    return v
 
 
 def _parse_value(raw: str) -> Any:

@@ -102,9 +102,9 @@ def write_audio(path: Path, samples: np.ndarray, sample_rate: int) -> Path:
     except sf.LibsndfileError as e:
         with contextlib.suppress(OSError):  # keep the first error (a read-only folder fails this too)
             tmp.unlink(missing_ok=True)
-        from wavern.engine.sinks import _disk_full
+        from wavern.fileio import is_disk_full
 
-        if _disk_full(e, path):
+        if is_disk_full(e, path):
             raise DiskFullError(f"disk full while writing {path}; free space and run again") from None
         raise ParameterError(f"cannot write {path}: {e}") from None  # a missing or read-only folder
     return path

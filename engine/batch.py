@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import errno
 import json
 import logging
 import os
@@ -36,6 +35,7 @@ import numpy as np
 
 from wavern.engine.chunk import SpeakConfig
 from wavern.errors import DiskFullError, ParameterError
+from wavern.fileio import is_disk_full
 
 __all__ = ["RenderedUtterance", "SentenceSpan", "UtteranceRequest", "render_utterance", "render_utterances",
            "render_frames", "MAX_TEXT_CHARS",
@@ -343,10 +343,6 @@ def timing_json(item_id: str, text: str, rendered: RenderedUtterance) -> dict:
     }
 
 
-def _is_disk_full(e: OSError) -> bool:
-    return e.errno in (errno.ENOSPC, errno.EDQUOT)
-
-
 def write_text_atomic(path: Path, text: str) -> Path:
     """Write a text file through a temp file renamed into place; a full disk leaves nothing behind.
 
@@ -364,7 +360,7 @@ def write_text_atomic(path: Path, text: str) -> Path:
     except OSError as e:
         with contextlib.suppress(OSError):  # (on a read-only folder this fails too; keep the first error)
             tmp.unlink(missing_ok=True)
-        if _is_disk_full(e):
+        if is_disk_full(e):
             raise DiskFullError(f"disk full while writing {path}; free space and run again") from None
         raise
     return path
@@ -428,7 +424,7 @@ class ResultsLedger:
                 f.flush()
                 os.fsync(f.fileno())
         except OSError as e:
-            if _is_disk_full(e):
+            if is_disk_full(e):
                 raise DiskFullError(f"disk full while recording results in {self.path}; free space and run "
                                     f"again (finished items are kept)") from None
             raise

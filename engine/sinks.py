@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import errno
 import logging
 import math
 import os
@@ -37,6 +36,7 @@ from wavern.engine.audio_io import format_for
 from wavern.engine.chunk import AudioChunk
 from wavern.engine.ring import AudioRing
 from wavern.errors import AudioDeviceError, DiskFullError, ParameterError
+from wavern.fileio import is_disk_full
 
 __all__ = ["Sink", "NullSink", "FileSink", "RawStdoutSink", "DeviceSink", "PacedSink", "StreamingResampler",
            "PlaybackStats", "play", "list_output_devices"]
@@ -92,23 +92,6 @@ class NullSink(Sink):
         return np.concatenate(self._parts) if self._parts else np.zeros(0, np.float32)
 
 
-def _disk_full(e: BaseException, path: Path | None = None) -> bool:
-    """Whether ``e`` means "no space left". libsndfile reports a full disk as a bare "System
-    error." without errno, so then the free space of the target folder decides."""
-    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
-        return True
-    if "space" in str(e).lower():
-        return True
-    if path is not None:
-        import shutil
-
-        try:
-            return shutil.disk_usage(path.parent if not path.is_dir() else path).free < (1 << 20)
-        except OSError:
-            return False
-    return False
-
-
 class FileSink(Sink):
     """Streams to ``path`` (WAV/FLAC/OGG by suffix) through a temp file renamed on close."""
 
@@ -125,7 +108,7 @@ class FileSink(Sink):
         except (OSError, sf.LibsndfileError) as e:
             with contextlib.suppress(OSError):  # (a read-only folder refuses the unlink too)
                 self._tmp.unlink(missing_ok=True)
-            if _disk_full(e, self.path):
+            if is_disk_full(e, self.path):
                 raise DiskFullError(f"disk full: cannot create {self.path}") from None
             writable = os.access(self.path.parent, os.W_OK)
             raise AudioDeviceError(f"cannot write {self.path}: " + (
@@ -136,7 +119,7 @@ class FileSink(Sink):
             self._f.write(np.asarray(samples, np.float32))
         except Exception as e:
             self.abort()
-            if _disk_full(e, self.path):
+            if is_disk_full(e, self.path):
                 raise DiskFullError(f"disk full while writing {self.path}; nothing was left behind") from None
             raise
 
@@ -148,7 +131,7 @@ class FileSink(Sink):
             os.replace(self._tmp, self.path)
         except Exception as e:
             self._tmp.unlink(missing_ok=True)
-            if _disk_full(e, self.path):
+            if is_disk_full(e, self.path):
                 raise DiskFullError(f"disk full while finishing {self.path}") from None
             raise
         finally:
@@ -185,7 +168,7 @@ class RawStdoutSink(Sink):
         except BrokenPipeError:
             raise  # the reader went away (`| head -c 100`): the CLI ends quietly
         except OSError as e:
-            if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            if is_disk_full(e):
                 raise DiskFullError("disk full while writing the audio to stdout") from None
             raise AudioDeviceError(f"cannot write the audio to stdout ({e.strerror or e})") from None
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 from pathlib import Path
 from typing import Callable
 
 from wavern.errors import DiskFullError, ParameterError
 
-__all__ = ["atomic_write", "check_output_file"]
+__all__ = ["atomic_write", "check_output_file", "is_disk_full"]
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> Path:
@@ -52,4 +53,21 @@ def check_output_file(what: str, path: str | os.PathLike) -> Path:
     if p.exists() and not p.is_file():  # a pipe or a device: the temp file renamed over it would replace it
         raise ParameterError(f"{what} {p} is not a regular file (a pipe or a device?); it is left alone")
     return p
+
+
+def is_disk_full(e: BaseException, path: str | os.PathLike | None = None) -> bool:
+    """Whether ``e`` means "no space left": ENOSPC/EDQUOT, or a library's wording of it, or (the
+    error says nothing: libsndfile's bare "System error.", numpy's "N requested and M written")
+    less than 1 MiB free where ``path`` is written."""
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    if "space" in str(e).lower() or "requested and" in str(e):
+        return True
+    if path is not None:
+        p = Path(path)
+        try:
+            return shutil.disk_usage(p if p.is_dir() else p.parent).free < (1 << 20)
+        except OSError:
+            return False
+    return False
 

@@ -15,6 +15,7 @@ spoken text and attaches the IPA to the word as an override.
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import logging
 import os
@@ -116,16 +117,17 @@ def _mode_of(path: Path) -> int:
         return 0o644  # a new file: readable by all, as a plain open() under the usual umask makes it
 
 
+@functools.cache
+def _default_table():
+    from .phonemes import SymbolTable
+
+    return SymbolTable.default()
+
+
 def _unknown_phonemes(ipa: str) -> list[str]:
-    from .phonemes import SymbolTable, unknown_ipa
+    from .phonemes import unknown_ipa
 
-    global _TABLE
-    if _TABLE is None:
-        _TABLE = SymbolTable.default()
-    return unknown_ipa(ipa, _TABLE)
-
-
-_TABLE = None  # the default symbol table, made on first use
+    return unknown_ipa(ipa, _default_table())
 
 
 class Lexicon:

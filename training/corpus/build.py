@@ -20,7 +20,6 @@ bytes would change (tests/training/corpus: a golden hash guards them).
 from __future__ import annotations
 
 import dataclasses
-import errno
 import hashlib
 import json
 import logging
@@ -36,6 +35,7 @@ import numpy as np
 
 from wavern.dsp import DEFAULT_MEL
 from wavern.errors import CorpusError, DiskFullError, ParameterError
+from wavern.fileio import is_disk_full
 from wavern.proc import exit_with_parent
 from wavern.training.corpus.records import (
     CORPUS_FORMAT,
@@ -236,9 +236,7 @@ def build_corpus(
                 if bar is not None:
                     bar.update(len(results))
     except OSError as exc:
-        # numpy reports a short write ("44240 requested and 5088 written") without an errno
-        short = exc.errno is None and "requested and" in str(exc)
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT) or short or _nearly_full(out):
+        if is_disk_full(exc, out):  # (numpy's short write in a worker carries no errno)
             raise DiskFullError(f"disk full while writing the corpus to {str(out)!r}: free space and build again "
                                 f"(the partial corpus there is replaced)") from None
         raise
@@ -279,7 +277,7 @@ def build_corpus(
 
 # What a corpus folder holds (records.py); anything else means the folder is not (only) a corpus.
 _CORPUS_ENTRIES = frozenset({"corpus.json", "metadata.jsonl", "metadata.jsonl.part", "wavs", "mels"})
-_CORPUS_FILE_RE = re.compile(r"s\d+-\d{6}\.(?:wav|npy)(?:\.tmp)?")  # (.tmp: a killed build's)
+_CORPUS_FILE_RE = re.compile(r"s\d+-\d{6}\.(?:wav|npy)")
 
 
 def _check_out_dir(out: Path, overwrite: bool) -> None:
@@ -303,13 +301,6 @@ def _check_out_dir(out: Path, overwrite: bool) -> None:
     if ((out / "corpus.json").exists() or (out / "metadata.jsonl").exists()) and not overwrite:
         raise CorpusError(f"{str(out)!r} already holds a corpus; replace it with overwrite=True "
                           f"(`wavern corpus build --overwrite`) or build into another folder")
-
-
-def _nearly_full(folder: Path) -> bool:
-    try:
-        return shutil.disk_usage(folder).free < (1 << 20)
-    except OSError:
-        return False
 
 
 def _check_sentences(sentences: Sequence[str], used: set[str], path: Path) -> None:
