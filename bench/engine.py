@@ -4,8 +4,8 @@
     .venv/bin/python bench/engine.py --quick     # fewer samples and runs, same tables
     .venv/bin/python bench/engine.py --blocks    # only the block-shape matvec table (no doc)
 
-Random vocoders (fan-in scaled weights, blocks pruned at random to the density) stand in for
-trained ones: speed depends on shapes and density only. Times are CPU time (of the generating
+Random vocoders (fan-in scaled weights, float16 values as in a voice file, blocks pruned at random
+to the density) stand in for trained ones: speed depends on shapes and density only. Times are CPU time (of the generating
 thread, or summed over the threads for batched rendering): the machine is shared with a training
 run, so wall time would mostly measure the neighbours. Batched rendering also reports wall time.
 Medians of several runs.
@@ -45,10 +45,11 @@ C, COND_BLOCKS = 128, 3  # VocoderConfig defaults
 
 
 def random_vocoder(H: int, density: float, *, block=(16, 4), seed: int = 0):
-    """Vocoder tensors in the file's form with blocks kept at random (fraction ``density``)."""
+    """Vocoder tensors in the file's form with blocks kept at random (fraction ``density``): float16
+    values, as a voice file stores them (so the engine runs them as a voice's, ``Vocoder.half_weights``)."""
     rng = np.random.default_rng(seed)
     hh = H // 2
-    g = lambda *s, sc: (rng.standard_normal(s) * sc).astype(np.float32)  # noqa: E731
+    g = lambda *s, sc: (rng.standard_normal(s) * sc).astype(np.float16).astype(np.float32)  # noqa: E731
     dense = {"cond.conv_in.weight": g(C, 80, 5, sc=0.05), "cond.conv_in.bias": g(C, sc=0.1)}
     for i in range(COND_BLOCKS):
         dense |= {f"cond.blocks.{i}.conv1.weight": g(C, C, 3, sc=1 / np.sqrt(3 * C)),

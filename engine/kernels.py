@@ -48,7 +48,8 @@ Speed notes (measured, see docs/bench/engine.md and REFERENCES section 7):
   below 1e-7 over the clamped range.
 
 Engine block layout (converted at load from the file's, see :func:`wavern.engine.vocoder.to_engine`):
-a matrix is a tuple ``(data, rowoff, colptr, kind)``: ``data`` float32 flat, block ``k`` at
+a matrix is a tuple ``(data, rowoff, colptr, kind)``: ``data`` flat, float32 or the bits of
+float16 weights as uint16 (:func:`_w` widens them as it loads; half the bytes), block ``k`` at
 ``data[k*br*bc : (k+1)*br*bc]`` stored column by column (``bc`` columns of ``br`` rows);
 ``rowoff[k]`` uint32 first row of block ``k``; blocks of block column ``j`` are
 ``colptr[j] : colptr[j+1]`` (uint32); ``kind`` selects the block shape in :data:`BLOCK_SHAPES`.
@@ -71,7 +72,7 @@ import numpy as np  # noqa: E402
 from llvmlite import ir as llir  # noqa: E402
 from numba import njit, types  # noqa: E402
 from numba.core import cgutils  # noqa: E402
-from numba.extending import intrinsic  # noqa: E402
+from numba.extending import intrinsic, overload  # noqa: E402
 
 from wavern.dsp import PHASE_INPUT_GAIN  # noqa: E402
 from wavern.errors import ParameterError  # noqa: E402
@@ -229,6 +230,40 @@ else:
         return types.float32(types.int32), codegen
 
 
+def _half_to_float(bits):
+    """The float32 value of the IEEE half whose bits are the uint16 ``bits`` (exact)."""
+    return np.float32(np.array(bits, np.uint16).view(np.float16)[()])
+
+
+def _w(data, i):
+    """Weight ``i`` of an engine matrix's ``data`` as float32: float32 data as stored, uint16 data
+    as the IEEE half its bits are (every half is a float32, so both give the same products).
+    Under NUMBA_DISABLE_JIT this plain function runs; compiled, the overload below."""
+    v = data[i]
+    return _half_to_float(v) if data.dtype == np.uint16 else v
+
+
+if not numba.config.DISABLE_JIT:
+    @intrinsic
+    def _half_bits(typingctx, bits):
+        """The float32 value of the IEEE half whose bits are the uint16 ``bits`` (one vcvtph2ps)."""
+        if bits != types.uint16:
+            return None
+
+        def codegen(context, builder, signature, args):
+            return builder.fpext(builder.bitcast(args[0], llir.HalfType()), llir.FloatType())
+
+        return types.float32(types.uint16), codegen
+
+    @overload(_w, inline="always")
+    def _w_compiled(data, i):
+        if isinstance(data, types.Array) and data.dtype == types.float32:
+            return lambda data, i: data[i]
+        if isinstance(data, types.Array) and data.dtype == types.uint16:
+            return lambda data, i: _half_bits(data[i])
+        return None
+
+
 def _lane_fma(br: int, bc: int):
     """The lane product for a ``br`` x ``bc`` block of weights, as a numba intrinsic.
 
@@ -250,15 +285,17 @@ def _lane_fma(br: int, bc: int):
             for i in range(br):
                 acc = Y[yo + i * ys:yo + i * ys + L].copy()
                 for c in range(bc):
-                    acc = acc + w[wo + i * wr + c * wc] * xv[c]
+                    acc = acc + _w(w, wo + i * wr + c * wc) * xv[c]
                 Y[yo + i * ys:yo + i * ys + L] = acc
         return lane_fma
 
     @intrinsic
     def lane_fma(typingctx, Y, yo, ys, X, xo, xs, w, wo, wr, wc, L):
-        arrays = (Y, X, w)
-        if not all(isinstance(a, types.Array) and a.dtype == types.float32 and a.ndim == 1 for a in arrays):
+        if not all(isinstance(a, types.Array) and a.dtype == types.float32 and a.ndim == 1 for a in (Y, X)):
             return None
+        if not (isinstance(w, types.Array) and w.dtype in (types.float32, types.uint16) and w.ndim == 1):
+            return None
+        half = w.dtype == types.uint16  # float16 bits, widened at the load (:func:`_w`)
         sig = types.void(Y, yo, ys, X, xo, xs, w, wo, wr, wc, L)
 
         def codegen(context, builder, signature, args):
@@ -296,7 +333,9 @@ def _lane_fma(br: int, bc: int):
                     acc = [builder.load(p, align=4) for p in ptrs]
                     for c in range(bc):
                         w_off = builder.add(wo_, builder.add(builder.mul(wr_, const(i)), builder.mul(wc_, const(c))))
-                        w_ic = builder.load(builder.gep(w_ptr, [w_off]), align=4)
+                        w_ic = builder.load(builder.gep(w_ptr, [w_off]), align=2 if half else 4)
+                        if half:
+                            w_ic = builder.fpext(builder.bitcast(w_ic, llir.HalfType()), llir.FloatType())
                         acc = [builder.call(fmas[v], [splat(w_ic, v), xv[c][v], acc[v]]) for v in range(len(widths))]
                     for p, a in zip(ptrs, acc):
                         builder.store(a, p, align=4)
@@ -353,14 +392,14 @@ def _spmv_8x4(data, rowoff, colptr, x, xoff, y):
         for k in range(U(colptr[j]), U(colptr[j + U(1)])):
             r = U(rowoff[k])
             b = k * U(32)
-            s0 = y[r] + data[b] * x0 + data[b + U(8)] * x1 + data[b + U(16)] * x2 + data[b + U(24)] * x3
-            s1 = y[r + U(1)] + data[b + U(1)] * x0 + data[b + U(9)] * x1 + data[b + U(17)] * x2 + data[b + U(25)] * x3
-            s2 = y[r + U(2)] + data[b + U(2)] * x0 + data[b + U(10)] * x1 + data[b + U(18)] * x2 + data[b + U(26)] * x3
-            s3 = y[r + U(3)] + data[b + U(3)] * x0 + data[b + U(11)] * x1 + data[b + U(19)] * x2 + data[b + U(27)] * x3
-            s4 = y[r + U(4)] + data[b + U(4)] * x0 + data[b + U(12)] * x1 + data[b + U(20)] * x2 + data[b + U(28)] * x3
-            s5 = y[r + U(5)] + data[b + U(5)] * x0 + data[b + U(13)] * x1 + data[b + U(21)] * x2 + data[b + U(29)] * x3
-            s6 = y[r + U(6)] + data[b + U(6)] * x0 + data[b + U(14)] * x1 + data[b + U(22)] * x2 + data[b + U(30)] * x3
-            s7 = y[r + U(7)] + data[b + U(7)] * x0 + data[b + U(15)] * x1 + data[b + U(23)] * x2 + data[b + U(31)] * x3
+            s0 = y[r] + _w(data, b) * x0 + _w(data, b + U(8)) * x1 + _w(data, b + U(16)) * x2 + _w(data, b + U(24)) * x3
+            s1 = y[r + U(1)] + _w(data, b + U(1)) * x0 + _w(data, b + U(9)) * x1 + _w(data, b + U(17)) * x2 + _w(data, b + U(25)) * x3
+            s2 = y[r + U(2)] + _w(data, b + U(2)) * x0 + _w(data, b + U(10)) * x1 + _w(data, b + U(18)) * x2 + _w(data, b + U(26)) * x3
+            s3 = y[r + U(3)] + _w(data, b + U(3)) * x0 + _w(data, b + U(11)) * x1 + _w(data, b + U(19)) * x2 + _w(data, b + U(27)) * x3
+            s4 = y[r + U(4)] + _w(data, b + U(4)) * x0 + _w(data, b + U(12)) * x1 + _w(data, b + U(20)) * x2 + _w(data, b + U(28)) * x3
+            s5 = y[r + U(5)] + _w(data, b + U(5)) * x0 + _w(data, b + U(13)) * x1 + _w(data, b + U(21)) * x2 + _w(data, b + U(29)) * x3
+            s6 = y[r + U(6)] + _w(data, b + U(6)) * x0 + _w(data, b + U(14)) * x1 + _w(data, b + U(22)) * x2 + _w(data, b + U(30)) * x3
+            s7 = y[r + U(7)] + _w(data, b + U(7)) * x0 + _w(data, b + U(15)) * x1 + _w(data, b + U(23)) * x2 + _w(data, b + U(31)) * x3
             y[r] = s0
             y[r + U(1)] = s1
             y[r + U(2)] = s2
@@ -382,10 +421,10 @@ def _spmv_4x4(data, rowoff, colptr, x, xoff, y):
         for k in range(U(colptr[j]), U(colptr[j + U(1)])):
             r = U(rowoff[k])
             b = k * U(16)
-            s0 = y[r] + data[b] * x0 + data[b + U(4)] * x1 + data[b + U(8)] * x2 + data[b + U(12)] * x3
-            s1 = y[r + U(1)] + data[b + U(1)] * x0 + data[b + U(5)] * x1 + data[b + U(9)] * x2 + data[b + U(13)] * x3
-            s2 = y[r + U(2)] + data[b + U(2)] * x0 + data[b + U(6)] * x1 + data[b + U(10)] * x2 + data[b + U(14)] * x3
-            s3 = y[r + U(3)] + data[b + U(3)] * x0 + data[b + U(7)] * x1 + data[b + U(11)] * x2 + data[b + U(15)] * x3
+            s0 = y[r] + _w(data, b) * x0 + _w(data, b + U(4)) * x1 + _w(data, b + U(8)) * x2 + _w(data, b + U(12)) * x3
+            s1 = y[r + U(1)] + _w(data, b + U(1)) * x0 + _w(data, b + U(5)) * x1 + _w(data, b + U(9)) * x2 + _w(data, b + U(13)) * x3
+            s2 = y[r + U(2)] + _w(data, b + U(2)) * x0 + _w(data, b + U(6)) * x1 + _w(data, b + U(10)) * x2 + _w(data, b + U(14)) * x3
+            s3 = y[r + U(3)] + _w(data, b + U(3)) * x0 + _w(data, b + U(7)) * x1 + _w(data, b + U(11)) * x2 + _w(data, b + U(15)) * x3
             y[r] = s0
             y[r + U(1)] = s1
             y[r + U(2)] = s2
@@ -399,14 +438,14 @@ def _spmv_8x1(data, rowoff, colptr, x, xoff, y):
         for k in range(U(colptr[j]), U(colptr[j + U(1)])):
             r = U(rowoff[k])
             b = k * U(8)
-            s0 = y[r] + data[b] * x0
-            s1 = y[r + U(1)] + data[b + U(1)] * x0
-            s2 = y[r + U(2)] + data[b + U(2)] * x0
-            s3 = y[r + U(3)] + data[b + U(3)] * x0
-            s4 = y[r + U(4)] + data[b + U(4)] * x0
-            s5 = y[r + U(5)] + data[b + U(5)] * x0
-            s6 = y[r + U(6)] + data[b + U(6)] * x0
-            s7 = y[r + U(7)] + data[b + U(7)] * x0
+            s0 = y[r] + _w(data, b) * x0
+            s1 = y[r + U(1)] + _w(data, b + U(1)) * x0
+            s2 = y[r + U(2)] + _w(data, b + U(2)) * x0
+            s3 = y[r + U(3)] + _w(data, b + U(3)) * x0
+            s4 = y[r + U(4)] + _w(data, b + U(4)) * x0
+            s5 = y[r + U(5)] + _w(data, b + U(5)) * x0
+            s6 = y[r + U(6)] + _w(data, b + U(6)) * x0
+            s7 = y[r + U(7)] + _w(data, b + U(7)) * x0
             y[r] = s0
             y[r + U(1)] = s1
             y[r + U(2)] = s2
@@ -466,38 +505,38 @@ def _spmm4_8x4(data, rowoff, colptr, X, xoff, Y):
             for k in range(U(colptr[j]), U(colptr[j + U(1)])):
                 r = U(rowoff[k])
                 o = k * U(32)
-                as0 = Y[q, r] + data[o] * a0 + data[o + U(8)] * a1 + data[o + U(16)] * a2 + data[o + U(24)] * a3
-                as1 = Y[q, r + U(1)] + data[o + U(1)] * a0 + data[o + U(9)] * a1 + data[o + U(17)] * a2 + data[o + U(25)] * a3
-                as2 = Y[q, r + U(2)] + data[o + U(2)] * a0 + data[o + U(10)] * a1 + data[o + U(18)] * a2 + data[o + U(26)] * a3
-                as3 = Y[q, r + U(3)] + data[o + U(3)] * a0 + data[o + U(11)] * a1 + data[o + U(19)] * a2 + data[o + U(27)] * a3
-                as4 = Y[q, r + U(4)] + data[o + U(4)] * a0 + data[o + U(12)] * a1 + data[o + U(20)] * a2 + data[o + U(28)] * a3
-                as5 = Y[q, r + U(5)] + data[o + U(5)] * a0 + data[o + U(13)] * a1 + data[o + U(21)] * a2 + data[o + U(29)] * a3
-                as6 = Y[q, r + U(6)] + data[o + U(6)] * a0 + data[o + U(14)] * a1 + data[o + U(22)] * a2 + data[o + U(30)] * a3
-                as7 = Y[q, r + U(7)] + data[o + U(7)] * a0 + data[o + U(15)] * a1 + data[o + U(23)] * a2 + data[o + U(31)] * a3
-                bs0 = Y[q1, r] + data[o] * b0 + data[o + U(8)] * b1 + data[o + U(16)] * b2 + data[o + U(24)] * b3
-                bs1 = Y[q1, r + U(1)] + data[o + U(1)] * b0 + data[o + U(9)] * b1 + data[o + U(17)] * b2 + data[o + U(25)] * b3
-                bs2 = Y[q1, r + U(2)] + data[o + U(2)] * b0 + data[o + U(10)] * b1 + data[o + U(18)] * b2 + data[o + U(26)] * b3
-                bs3 = Y[q1, r + U(3)] + data[o + U(3)] * b0 + data[o + U(11)] * b1 + data[o + U(19)] * b2 + data[o + U(27)] * b3
-                bs4 = Y[q1, r + U(4)] + data[o + U(4)] * b0 + data[o + U(12)] * b1 + data[o + U(20)] * b2 + data[o + U(28)] * b3
-                bs5 = Y[q1, r + U(5)] + data[o + U(5)] * b0 + data[o + U(13)] * b1 + data[o + U(21)] * b2 + data[o + U(29)] * b3
-                bs6 = Y[q1, r + U(6)] + data[o + U(6)] * b0 + data[o + U(14)] * b1 + data[o + U(22)] * b2 + data[o + U(30)] * b3
-                bs7 = Y[q1, r + U(7)] + data[o + U(7)] * b0 + data[o + U(15)] * b1 + data[o + U(23)] * b2 + data[o + U(31)] * b3
-                cs0 = Y[q2, r] + data[o] * c0 + data[o + U(8)] * c1 + data[o + U(16)] * c2 + data[o + U(24)] * c3
-                cs1 = Y[q2, r + U(1)] + data[o + U(1)] * c0 + data[o + U(9)] * c1 + data[o + U(17)] * c2 + data[o + U(25)] * c3
-                cs2 = Y[q2, r + U(2)] + data[o + U(2)] * c0 + data[o + U(10)] * c1 + data[o + U(18)] * c2 + data[o + U(26)] * c3
-                cs3 = Y[q2, r + U(3)] + data[o + U(3)] * c0 + data[o + U(11)] * c1 + data[o + U(19)] * c2 + data[o + U(27)] * c3
-                cs4 = Y[q2, r + U(4)] + data[o + U(4)] * c0 + data[o + U(12)] * c1 + data[o + U(20)] * c2 + data[o + U(28)] * c3
-                cs5 = Y[q2, r + U(5)] + data[o + U(5)] * c0 + data[o + U(13)] * c1 + data[o + U(21)] * c2 + data[o + U(29)] * c3
-                cs6 = Y[q2, r + U(6)] + data[o + U(6)] * c0 + data[o + U(14)] * c1 + data[o + U(22)] * c2 + data[o + U(30)] * c3
-                cs7 = Y[q2, r + U(7)] + data[o + U(7)] * c0 + data[o + U(15)] * c1 + data[o + U(23)] * c2 + data[o + U(31)] * c3
-                es0 = Y[q3, r] + data[o] * e0 + data[o + U(8)] * e1 + data[o + U(16)] * e2 + data[o + U(24)] * e3
-                es1 = Y[q3, r + U(1)] + data[o + U(1)] * e0 + data[o + U(9)] * e1 + data[o + U(17)] * e2 + data[o + U(25)] * e3
-                es2 = Y[q3, r + U(2)] + data[o + U(2)] * e0 + data[o + U(10)] * e1 + data[o + U(18)] * e2 + data[o + U(26)] * e3
-                es3 = Y[q3, r + U(3)] + data[o + U(3)] * e0 + data[o + U(11)] * e1 + data[o + U(19)] * e2 + data[o + U(27)] * e3
-                es4 = Y[q3, r + U(4)] + data[o + U(4)] * e0 + data[o + U(12)] * e1 + data[o + U(20)] * e2 + data[o + U(28)] * e3
-                es5 = Y[q3, r + U(5)] + data[o + U(5)] * e0 + data[o + U(13)] * e1 + data[o + U(21)] * e2 + data[o + U(29)] * e3
-                es6 = Y[q3, r + U(6)] + data[o + U(6)] * e0 + data[o + U(14)] * e1 + data[o + U(22)] * e2 + data[o + U(30)] * e3
-                es7 = Y[q3, r + U(7)] + data[o + U(7)] * e0 + data[o + U(15)] * e1 + data[o + U(23)] * e2 + data[o + U(31)] * e3
+                as0 = Y[q, r] + _w(data, o) * a0 + _w(data, o + U(8)) * a1 + _w(data, o + U(16)) * a2 + _w(data, o + U(24)) * a3
+                as1 = Y[q, r + U(1)] + _w(data, o + U(1)) * a0 + _w(data, o + U(9)) * a1 + _w(data, o + U(17)) * a2 + _w(data, o + U(25)) * a3
+                as2 = Y[q, r + U(2)] + _w(data, o + U(2)) * a0 + _w(data, o + U(10)) * a1 + _w(data, o + U(18)) * a2 + _w(data, o + U(26)) * a3
+                as3 = Y[q, r + U(3)] + _w(data, o + U(3)) * a0 + _w(data, o + U(11)) * a1 + _w(data, o + U(19)) * a2 + _w(data, o + U(27)) * a3
+                as4 = Y[q, r + U(4)] + _w(data, o + U(4)) * a0 + _w(data, o + U(12)) * a1 + _w(data, o + U(20)) * a2 + _w(data, o + U(28)) * a3
+                as5 = Y[q, r + U(5)] + _w(data, o + U(5)) * a0 + _w(data, o + U(13)) * a1 + _w(data, o + U(21)) * a2 + _w(data, o + U(29)) * a3
+                as6 = Y[q, r + U(6)] + _w(data, o + U(6)) * a0 + _w(data, o + U(14)) * a1 + _w(data, o + U(22)) * a2 + _w(data, o + U(30)) * a3
+                as7 = Y[q, r + U(7)] + _w(data, o + U(7)) * a0 + _w(data, o + U(15)) * a1 + _w(data, o + U(23)) * a2 + _w(data, o + U(31)) * a3
+                bs0 = Y[q1, r] + _w(data, o) * b0 + _w(data, o + U(8)) * b1 + _w(data, o + U(16)) * b2 + _w(data, o + U(24)) * b3
+                bs1 = Y[q1, r + U(1)] + _w(data, o + U(1)) * b0 + _w(data, o + U(9)) * b1 + _w(data, o + U(17)) * b2 + _w(data, o + U(25)) * b3
+                bs2 = Y[q1, r + U(2)] + _w(data, o + U(2)) * b0 + _w(data, o + U(10)) * b1 + _w(data, o + U(18)) * b2 + _w(data, o + U(26)) * b3
+                bs3 = Y[q1, r + U(3)] + _w(data, o + U(3)) * b0 + _w(data, o + U(11)) * b1 + _w(data, o + U(19)) * b2 + _w(data, o + U(27)) * b3
+                bs4 = Y[q1, r + U(4)] + _w(data, o + U(4)) * b0 + _w(data, o + U(12)) * b1 + _w(data, o + U(20)) * b2 + _w(data, o + U(28)) * b3
+                bs5 = Y[q1, r + U(5)] + _w(data, o + U(5)) * b0 + _w(data, o + U(13)) * b1 + _w(data, o + U(21)) * b2 + _w(data, o + U(29)) * b3
+                bs6 = Y[q1, r + U(6)] + _w(data, o + U(6)) * b0 + _w(data, o + U(14)) * b1 + _w(data, o + U(22)) * b2 + _w(data, o + U(30)) * b3
+                bs7 = Y[q1, r + U(7)] + _w(data, o + U(7)) * b0 + _w(data, o + U(15)) * b1 + _w(data, o + U(23)) * b2 + _w(data, o + U(31)) * b3
+                cs0 = Y[q2, r] + _w(data, o) * c0 + _w(data, o + U(8)) * c1 + _w(data, o + U(16)) * c2 + _w(data, o + U(24)) * c3
+                cs1 = Y[q2, r + U(1)] + _w(data, o + U(1)) * c0 + _w(data, o + U(9)) * c1 + _w(data, o + U(17)) * c2 + _w(data, o + U(25)) * c3
+                cs2 = Y[q2, r + U(2)] + _w(data, o + U(2)) * c0 + _w(data, o + U(10)) * c1 + _w(data, o + U(18)) * c2 + _w(data, o + U(26)) * c3
+                cs3 = Y[q2, r + U(3)] + _w(data, o + U(3)) * c0 + _w(data, o + U(11)) * c1 + _w(data, o + U(19)) * c2 + _w(data, o + U(27)) * c3
+                cs4 = Y[q2, r + U(4)] + _w(data, o + U(4)) * c0 + _w(data, o + U(12)) * c1 + _w(data, o + U(20)) * c2 + _w(data, o + U(28)) * c3
+                cs5 = Y[q2, r + U(5)] + _w(data, o + U(5)) * c0 + _w(data, o + U(13)) * c1 + _w(data, o + U(21)) * c2 + _w(data, o + U(29)) * c3
+                cs6 = Y[q2, r + U(6)] + _w(data, o + U(6)) * c0 + _w(data, o + U(14)) * c1 + _w(data, o + U(22)) * c2 + _w(data, o + U(30)) * c3
+                cs7 = Y[q2, r + U(7)] + _w(data, o + U(7)) * c0 + _w(data, o + U(15)) * c1 + _w(data, o + U(23)) * c2 + _w(data, o + U(31)) * c3
+                es0 = Y[q3, r] + _w(data, o) * e0 + _w(data, o + U(8)) * e1 + _w(data, o + U(16)) * e2 + _w(data, o + U(24)) * e3
+                es1 = Y[q3, r + U(1)] + _w(data, o + U(1)) * e0 + _w(data, o + U(9)) * e1 + _w(data, o + U(17)) * e2 + _w(data, o + U(25)) * e3
+                es2 = Y[q3, r + U(2)] + _w(data, o + U(2)) * e0 + _w(data, o + U(10)) * e1 + _w(data, o + U(18)) * e2 + _w(data, o + U(26)) * e3
+                es3 = Y[q3, r + U(3)] + _w(data, o + U(3)) * e0 + _w(data, o + U(11)) * e1 + _w(data, o + U(19)) * e2 + _w(data, o + U(27)) * e3
+                es4 = Y[q3, r + U(4)] + _w(data, o + U(4)) * e0 + _w(data, o + U(12)) * e1 + _w(data, o + U(20)) * e2 + _w(data, o + U(28)) * e3
+                es5 = Y[q3, r + U(5)] + _w(data, o + U(5)) * e0 + _w(data, o + U(13)) * e1 + _w(data, o + U(21)) * e2 + _w(data, o + U(29)) * e3
+                es6 = Y[q3, r + U(6)] + _w(data, o + U(6)) * e0 + _w(data, o + U(14)) * e1 + _w(data, o + U(22)) * e2 + _w(data, o + U(30)) * e3
+                es7 = Y[q3, r + U(7)] + _w(data, o + U(7)) * e0 + _w(data, o + U(15)) * e1 + _w(data, o + U(23)) * e2 + _w(data, o + U(31)) * e3
                 Y[q, r] = as0
                 Y[q, r + U(1)] = as1
                 Y[q, r + U(2)] = as2
@@ -561,22 +600,22 @@ def _spmm4_4x4(data, rowoff, colptr, X, xoff, Y):
             for k in range(U(colptr[j]), U(colptr[j + U(1)])):
                 r = U(rowoff[k])
                 o = k * U(16)
-                as0 = Y[q, r] + data[o] * a0 + data[o + U(4)] * a1 + data[o + U(8)] * a2 + data[o + U(12)] * a3
-                as1 = Y[q, r + U(1)] + data[o + U(1)] * a0 + data[o + U(5)] * a1 + data[o + U(9)] * a2 + data[o + U(13)] * a3
-                as2 = Y[q, r + U(2)] + data[o + U(2)] * a0 + data[o + U(6)] * a1 + data[o + U(10)] * a2 + data[o + U(14)] * a3
-                as3 = Y[q, r + U(3)] + data[o + U(3)] * a0 + data[o + U(7)] * a1 + data[o + U(11)] * a2 + data[o + U(15)] * a3
-                bs0 = Y[q1, r] + data[o] * b0 + data[o + U(4)] * b1 + data[o + U(8)] * b2 + data[o + U(12)] * b3
-                bs1 = Y[q1, r + U(1)] + data[o + U(1)] * b0 + data[o + U(5)] * b1 + data[o + U(9)] * b2 + data[o + U(13)] * b3
-                bs2 = Y[q1, r + U(2)] + data[o + U(2)] * b0 + data[o + U(6)] * b1 + data[o + U(10)] * b2 + data[o + U(14)] * b3
-                bs3 = Y[q1, r + U(3)] + data[o + U(3)] * b0 + data[o + U(7)] * b1 + data[o + U(11)] * b2 + data[o + U(15)] * b3
-                cs0 = Y[q2, r] + data[o] * c0 + data[o + U(4)] * c1 + data[o + U(8)] * c2 + data[o + U(12)] * c3
-                cs1 = Y[q2, r + U(1)] + data[o + U(1)] * c0 + data[o + U(5)] * c1 + data[o + U(9)] * c2 + data[o + U(13)] * c3
-                cs2 = Y[q2, r + U(2)] + data[o + U(2)] * c0 + data[o + U(6)] * c1 + data[o + U(10)] * c2 + data[o + U(14)] * c3
-                cs3 = Y[q2, r + U(3)] + data[o + U(3)] * c0 + data[o + U(7)] * c1 + data[o + U(11)] * c2 + data[o + U(15)] * c3
-                es0 = Y[q3, r] + data[o] * e0 + data[o + U(4)] * e1 + data[o + U(8)] * e2 + data[o + U(12)] * e3
-                es1 = Y[q3, r + U(1)] + data[o + U(1)] * e0 + data[o + U(5)] * e1 + data[o + U(9)] * e2 + data[o + U(13)] * e3
-                es2 = Y[q3, r + U(2)] + data[o + U(2)] * e0 + data[o + U(6)] * e1 + data[o + U(10)] * e2 + data[o + U(14)] * e3
-                es3 = Y[q3, r + U(3)] + data[o + U(3)] * e0 + data[o + U(7)] * e1 + data[o + U(11)] * e2 + data[o + U(15)] * e3
+                as0 = Y[q, r] + _w(data, o) * a0 + _w(data, o + U(4)) * a1 + _w(data, o + U(8)) * a2 + _w(data, o + U(12)) * a3
+                as1 = Y[q, r + U(1)] + _w(data, o + U(1)) * a0 + _w(data, o + U(5)) * a1 + _w(data, o + U(9)) * a2 + _w(data, o + U(13)) * a3
+                as2 = Y[q, r + U(2)] + _w(data, o + U(2)) * a0 + _w(data, o + U(6)) * a1 + _w(data, o + U(10)) * a2 + _w(data, o + U(14)) * a3
+                as3 = Y[q, r + U(3)] + _w(data, o + U(3)) * a0 + _w(data, o + U(7)) * a1 + _w(data, o + U(11)) * a2 + _w(data, o + U(15)) * a3
+                bs0 = Y[q1, r] + _w(data, o) * b0 + _w(data, o + U(4)) * b1 + _w(data, o + U(8)) * b2 + _w(data, o + U(12)) * b3
+                bs1 = Y[q1, r + U(1)] + _w(data, o + U(1)) * b0 + _w(data, o + U(5)) * b1 + _w(data, o + U(9)) * b2 + _w(data, o + U(13)) * b3
+                bs2 = Y[q1, r + U(2)] + _w(data, o + U(2)) * b0 + _w(data, o + U(6)) * b1 + _w(data, o + U(10)) * b2 + _w(data, o + U(14)) * b3
+                bs3 = Y[q1, r + U(3)] + _w(data, o + U(3)) * b0 + _w(data, o + U(7)) * b1 + _w(data, o + U(11)) * b2 + _w(data, o + U(15)) * b3
+                cs0 = Y[q2, r] + _w(data, o) * c0 + _w(data, o + U(4)) * c1 + _w(data, o + U(8)) * c2 + _w(data, o + U(12)) * c3
+                cs1 = Y[q2, r + U(1)] + _w(data, o + U(1)) * c0 + _w(data, o + U(5)) * c1 + _w(data, o + U(9)) * c2 + _w(data, o + U(13)) * c3
+                cs2 = Y[q2, r + U(2)] + _w(data, o + U(2)) * c0 + _w(data, o + U(6)) * c1 + _w(data, o + U(10)) * c2 + _w(data, o + U(14)) * c3
+                cs3 = Y[q2, r + U(3)] + _w(data, o + U(3)) * c0 + _w(data, o + U(7)) * c1 + _w(data, o + U(11)) * c2 + _w(data, o + U(15)) * c3
+                es0 = Y[q3, r] + _w(data, o) * e0 + _w(data, o + U(4)) * e1 + _w(data, o + U(8)) * e2 + _w(data, o + U(12)) * e3
+                es1 = Y[q3, r + U(1)] + _w(data, o + U(1)) * e0 + _w(data, o + U(5)) * e1 + _w(data, o + U(9)) * e2 + _w(data, o + U(13)) * e3
+                es2 = Y[q3, r + U(2)] + _w(data, o + U(2)) * e0 + _w(data, o + U(6)) * e1 + _w(data, o + U(10)) * e2 + _w(data, o + U(14)) * e3
+                es3 = Y[q3, r + U(3)] + _w(data, o + U(3)) * e0 + _w(data, o + U(7)) * e1 + _w(data, o + U(11)) * e2 + _w(data, o + U(15)) * e3
                 Y[q, r] = as0
                 Y[q, r + U(1)] = as1
                 Y[q, r + U(2)] = as2
@@ -1311,8 +1350,8 @@ def _check_mat(mat: tuple, x_len: int, xoff: int, y_len: int) -> None:
         raise ParameterError(f"block kind {kind} is not one of 0..{len(BLOCK_SHAPES) - 1}")
     br, bc = BLOCK_SHAPES[kind]
     nnzb = rowoff.shape[0]
-    if data.dtype != np.float32 or rowoff.dtype != np.uint32 or colptr.dtype != np.uint32:
-        raise ParameterError(f"engine matrix dtypes must be float32/uint32/uint32, found "
+    if data.dtype not in (np.float32, np.uint16) or rowoff.dtype != np.uint32 or colptr.dtype != np.uint32:
+        raise ParameterError(f"engine matrix dtypes must be float32 (or uint16 float16 bits)/uint32/uint32, found "
                              f"{data.dtype}/{rowoff.dtype}/{colptr.dtype}")
     if data.shape != (nnzb * br * bc,):
         raise ParameterError(f"data must hold {nnzb} blocks of {br}x{bc}, found shape {data.shape}")
@@ -1479,27 +1518,36 @@ def warmup() -> None:
     """Compile (or load from numba's cache) every kernel on tiny shapes of the runtime types.
 
     Call before a stream opens so the first chunk does not pay the compile. Types match what
-    :mod:`wavern.engine.vocoder` passes, so no later call compiles again.
+    :mod:`wavern.engine.vocoder` passes (block weights float32 or float16 bits, see
+    ``Vocoder.half_weights``), so no later call compiles again.
     """
     rs = np.random.default_rng(0)
     H, hh, nc = 8, 4, N_CLASSES
-    for kind, (br, bc) in enumerate(BLOCK_SHAPES):
-        mat = _tiny_mat(H, H, br, bc, kind, rs)
-        spmv(mat, np.ones(H, np.float32), np.zeros(H, np.float32))
-        lane_spmm(mat, np.ones((H, 8), np.float32), np.zeros((H, 8), np.float32))
-        _spmm(mat, np.ones((2, H), np.float32), 0, np.zeros((2, H), np.float32))
     vexp(np.zeros(4, np.float32))
     sample_class(np.zeros(nc, np.float32), 0.5)
     uniforms(rng_state(0), 2)
     conv1d(np.zeros((5, 4), np.float32), np.zeros((8, 4, 3), np.float32), np.zeros(8, np.float32))
+    for half in (False, True):
+        _warm_weights(rs, H, hh, nc, half)
+    _lpc_synthesis(np.zeros(2, np.int16), np.zeros((1, 3 * H + 2), np.float32), 3 * H, 2, 0, 0, HOP,
+                   np.zeros(2), 0.0, np.zeros(0), np.zeros(1, np.int64))  # LPC voices: the synthesis loop
+
+
+def _warm_weights(rs: np.random.Generator, H: int, hh: int, nc: int, half: bool) -> None:
+    """:func:`warmup` for the kernels that take block weights, of one weight type."""
+    for kind, (br, bc) in enumerate(BLOCK_SHAPES):
+        mat = _tiny_mat(H, H, br, bc, kind, rs, half)
+        spmv(mat, np.ones(H, np.float32), np.zeros(H, np.float32))
+        lane_spmm(mat, np.ones((H, 8), np.float32), np.zeros((H, 8), np.float32))
+        _spmm(mat, np.ones((2, H), np.float32), 0, np.zeros((2, H), np.float32))
 
     def net(kind: int) -> tuple:
         br, bc = BLOCK_SHAPES[kind]
         return (np.zeros((3, 3 * H), np.float32), np.zeros(3 * H, np.float32),
-                _tiny_mat(3 * H, H, br, bc, kind, rs), _tiny_mat(hh, hh, br, bc, kind, rs),
-                np.zeros(hh, np.float32), _tiny_mat(nc, hh, br, bc, kind, rs), np.zeros(nc, np.float32),
-                _tiny_mat(hh, hh, br, bc, kind, rs), np.zeros(hh, np.float32),
-                _tiny_mat(nc, hh, br, bc, kind, rs), np.zeros(nc, np.float32))
+                _tiny_mat(3 * H, H, br, bc, kind, rs, half), _tiny_mat(hh, hh, br, bc, kind, rs, half),
+                np.zeros(hh, np.float32), _tiny_mat(nc, hh, br, bc, kind, rs, half), np.zeros(nc, np.float32),
+                _tiny_mat(hh, hh, br, bc, kind, rs, half), np.zeros(hh, np.float32),
+                _tiny_mat(nc, hh, br, bc, kind, rs, half), np.zeros(nc, np.float32))
 
     inv = np.float32(1.0)
     gi = np.zeros((1, 3 * H), np.float32)
@@ -1514,8 +1562,6 @@ def warmup() -> None:
     _generate_lanes(gi[None].repeat(2, 0), 0, 0, HOP, net(0), inv, np.zeros(H * L, np.float32),
                     np.zeros((2, 2), np.int64), rng_states(0, 2), np.zeros((2, 2), np.int16),
                     np.zeros((2, 0, 2, nc), np.float32), np.zeros(lane_work_size(H, L), np.float32))
-    _lpc_synthesis(np.zeros(2, np.int16), np.zeros((1, 3 * H + 2), np.float32), 3 * H, 2, 0, 0, HOP,
-                   np.zeros(2), 0.0, np.zeros(0), np.zeros(1, np.int64))  # LPC voices: the synthesis loop
     _generate_period(np.zeros((1, 3 * H + 4), np.float32), 0, 0, HOP, net(0), inv, np.zeros(H, np.float32),
                      np.array([128, 0], np.int64), rng_state(0), np.zeros(2, np.int16),
                      np.zeros((0, 2, nc), np.float32), np.zeros(6 * H + hh + 2 * nc, np.float32),
@@ -1523,10 +1569,13 @@ def warmup() -> None:
                      np.zeros(1, np.int64), np.zeros((0, 3 * H), np.float32), np.zeros(1))  # the period input
 
 
-def _tiny_mat(rows: int, cols: int, br: int, bc: int, kind: int, rs: np.random.Generator) -> tuple:
-    """A dense (every block stored) engine matrix of small random values."""
+def _tiny_mat(rows: int, cols: int, br: int, bc: int, kind: int, rs: np.random.Generator,
+              half: bool = False) -> tuple:
+    """A dense (every block stored) engine matrix of small random values (``half``: float16 bits)."""
     nrb, ncb = rows // br, cols // bc
-    data = (rs.standard_normal(nrb * ncb * br * bc) * 0.1).astype(np.float32)
+    data = (rs.standard_normal(nrb * ncb * br * bc) * 0.1).astype(np.float16 if half else np.float32)
+    if half:
+        data = data.view(np.uint16)
     rowoff = np.tile(np.arange(nrb, dtype=np.uint32) * br, ncb)
     colptr = (np.arange(ncb + 1, dtype=np.uint32) * nrb).astype(np.uint32)
     return data, rowoff, colptr, kind

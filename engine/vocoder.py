@@ -34,7 +34,7 @@ from wavern.vocoder.format import BlockSparse, load_vocoder_tensors
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Vocoder", "VocoderState", "BatchState", "lane_split", "to_engine", "engine_dense", "choose_block_kind",
+__all__ = ["Vocoder", "VocoderState", "BatchState", "lane_split", "to_engine", "is_half_exact", "engine_dense", "choose_block_kind",
            "fold_frame_inputs", "crossfade_segments", "MAX_RENDER_STREAMS"]
 
 _SPARSE = ("gru.weight_hh", "O1", "O2", "O3", "O4")
@@ -84,8 +84,13 @@ def choose_block_kind(dense: np.ndarray) -> int:
     return best
 
 
-def to_engine(m: BlockSparse | np.ndarray, *, kind: int | None = None) -> tuple:
-    """Convert a file block-sparse (or dense) matrix to the kernels' ``(data, rowoff, colptr, kind)``."""
+def to_engine(m: BlockSparse | np.ndarray, *, kind: int | None = None, half: bool = False) -> tuple:
+    """Convert a file block-sparse (or dense) matrix to the kernels' ``(data, rowoff, colptr, kind)``.
+
+    ``half``: ``data`` holds the weights' float16 bits (uint16), half the bytes for the kernels to
+    stream, widened to float32 as they are loaded; every weight must be a float16 exactly (as a
+    voice file's are, see :func:`is_half_exact`), so the products are the float32 path's.
+    """
     dense = m.to_dense() if isinstance(m, BlockSparse) else np.asarray(m)
     dense = np.asarray(dense, dtype=np.float32)
     if kind is None:
@@ -93,12 +98,26 @@ def to_engine(m: BlockSparse | np.ndarray, *, kind: int | None = None) -> tuple:
     br, bc = K.BLOCK_SHAPES[kind]
     if dense.shape[0] % br or dense.shape[1] % bc:
         raise ParameterError(f"matrix shape {dense.shape} is not a multiple of block shape {(br, bc)}")
-    return (*_reblock(dense, br, bc), int(kind))
+    data, rowoff, colptr = _reblock(dense, br, bc)
+    if half:
+        if not is_half_exact(data):
+            raise ParameterError("half: some weights are not float16 values; keep them float32")
+        data = data.astype(np.float16).view(np.uint16)
+    return data, rowoff, colptr, int(kind)
+
+
+def is_half_exact(weights: np.ndarray) -> bool:
+    """True when every value of ``weights`` is a float16 (a voice file's always are)."""
+    w = np.asarray(weights, dtype=np.float32)
+    with np.errstate(over="ignore"):
+        return bool(np.array_equal(w.astype(np.float16).astype(np.float32), w))
 
 
 def engine_dense(mat: tuple, shape: tuple[int, int]) -> np.ndarray:
     """The dense matrix an engine tuple stands for (for tests and checks)."""
     data, rowoff, colptr, kind = mat
+    if data.dtype == np.uint16:
+        data = data.view(np.float16).astype(np.float32)
     br, bc = K.BLOCK_SHAPES[kind]
     out = np.zeros(shape, dtype=np.float32)
     blocks = data.reshape(-1, bc, br)
@@ -275,7 +294,10 @@ class Vocoder:
         self._proj = K.conv_taps(w_ih[:, n_in:, None], vec("gru.bias_ih", 3 * H))
         self._w_back = np.ascontiguousarray(w_ih[:, 3:n_taps].T, dtype=np.float32) if ltp_input else None
         self._w_phase = np.ascontiguousarray(w_ih[:, n_taps:n_in].T, dtype=np.float32)  # (2K, 3H)
-        mats = {name: to_engine(sparse[name]) for name in _SPARSE}
+        #: True: the block-sparse weights are all float16 values (a voice file's are), so the
+        #: kernels read them as float16 (half the bytes per sample; the same products)
+        self.half_weights = all(is_half_exact(sparse[name].data) for name in _SPARSE)
+        mats = {name: to_engine(sparse[name], half=self.half_weights) for name in _SPARSE}
         self.block_shapes = {name: K.BLOCK_SHAPES[m[3]] for name, m in mats.items()}
         self.nnz_weights = {name: int(m[0].shape[0]) for name, m in mats.items()}
         self._net = (np.ascontiguousarray(w_ih[:, :3].T, dtype=np.float32),  # (3, 3H) sample columns

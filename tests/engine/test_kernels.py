@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from wavern.engine import kernels as K
-from wavern.engine.vocoder import choose_block_kind, engine_dense, to_engine
+from wavern.engine.vocoder import choose_block_kind, engine_dense, is_half_exact, to_engine
 from wavern.errors import ParameterError
 from wavern.vocoder.format import BlockSparse
 
@@ -79,6 +79,39 @@ def test_lane_spmm_equals_spmv_per_lane_bit_for_bit(kind, n_lanes):
         np.testing.assert_array_equal(Y[:, s], y)
     ref = Y0.astype(np.float64) + m.astype(np.float64) @ X[8:40].astype(np.float64)
     np.testing.assert_allclose(Y, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_float16_weights_give_the_float32_products_bit_for_bit(kind):
+    """Weights that are float16 values, stored as their float16 bits (``to_engine(half=True)``):
+    the matvec, four streams at a time and lanes give exactly the float32-stored matrix's bytes."""
+    rng = np.random.default_rng(500 + kind)
+    br, bc = K.BLOCK_SHAPES[kind]
+    m = _random_engine_pattern(64, 32, br, bc, 0.4, rng).astype(np.float16).astype(np.float32)
+    m[0, 0] = 65504.0  # the largest half, and one below the smallest normal
+    m[br - 1, 0] = 2.0 ** -24
+    mat32, mat16 = to_engine(m, kind=kind), to_engine(m, kind=kind, half=True)
+    assert mat16[0].dtype == np.uint16 and mat16[0].nbytes * 2 == mat32[0].nbytes
+    np.testing.assert_array_equal(engine_dense(mat16, m.shape), m)
+    x = rng.standard_normal(40).astype(np.float32) * 1e-3
+    y0 = rng.standard_normal(64).astype(np.float32)
+    np.testing.assert_array_equal(K.spmv(mat16, x, y0.copy(), xoff=8), K.spmv(mat32, x, y0.copy(), xoff=8))
+    X = rng.standard_normal((40, 24)).astype(np.float32)
+    Y0 = rng.standard_normal((64, 24)).astype(np.float32)
+    np.testing.assert_array_equal(K.lane_spmm(mat16, X, Y0.copy(), xoff=8), K.lane_spmm(mat32, X, Y0.copy(), xoff=8))
+    XS = np.ascontiguousarray(X.T[:6])
+    Y16, Y32 = np.ascontiguousarray(Y0.T[:6]), np.ascontiguousarray(Y0.T[:6])
+    K._spmm(mat16, XS, 8, Y16)
+    K._spmm(mat32, XS, 8, Y32)
+    np.testing.assert_array_equal(Y16, Y32)
+
+
+def test_half_weights_must_be_float16_values():
+    with pytest.raises(ParameterError, match="not float16"):
+        to_engine(np.full((8, 8), 0.1, np.float32), kind=0, half=True)
+    assert is_half_exact(np.float32([0.5, -2.0, 65504.0, 0.0]))
+    assert not is_half_exact(np.float32([0.1])) and not is_half_exact(np.float32([70000.0]))
+    assert not is_half_exact(np.float32([np.nan]))
 
 
 def test_lanes_round_up_to_eight():
@@ -254,6 +287,10 @@ def test_warmup_compiles_everything():
               K._fill_uniforms):
         if hasattr(f, "signatures"):  # absent under NUMBA_DISABLE_JIT=1
             assert f.signatures
+    for f in (K._generate, K._generate_lanes, K._generate_streams, K._generate_period, K._spmv, K._lane_spmm):
+        if hasattr(f, "signatures"):  # block weights as float32 and as float16 bits (voice files)
+            sigs = [str(sig) for sig in f.signatures]
+            assert any("uint16" in sig for sig in sigs) and any("uint16" not in sig for sig in sigs), f
 
 
 def _import_flag(code: str) -> str:

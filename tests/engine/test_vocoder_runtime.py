@@ -636,3 +636,51 @@ def test_a_period_voice_compiles_nothing_after_warmup(tmp_path):
     voc.generate(gi, voc.new_state(seed=1), 4 * 256)
     voc.generate_batch(np.stack([gi, gi, gi]), voc.new_batch_state(K.rng_states(1, 3)), 4 * 256)
     assert [len(f.signatures) for f in kernels] == before
+
+
+@pytest.mark.parametrize("ltp_input", [False, True])
+def test_a_voice_files_weights_run_as_float16_with_the_float32_samples(tmp_path, ltp_input):
+    """A voice file's block weights are float16 values: the engine keeps them as float16 bits
+    (``Vocoder.half_weights``) and every path (one stream, stream-major batch, lanes) gives the
+    bytes of the same weights stored as float32. Weights that are not float16 values stay float32."""
+    from wavern.engine.vocoder import engine_dense, to_engine
+
+    kw = dict(lpc_order=10, ltp=True, ltp_input=True, ltp_input_taps=5) if ltp_input else {}
+    _, cfg, model = _torch_model(seed=11, lpc_order=kw.get("lpc_order", 0), ltp=ltp_input, ltp_input=ltp_input,
+                                 taps=5 if ltp_input else 1)
+    path = tmp_path / "vocoder.safetensors"
+    _export(cfg, model, path)
+    voc = Vocoder.load(path, cond_blocks=cfg.cond_blocks, **kw)
+    assert voc.half_weights
+    net16 = voc._net
+    assert all(net16[i][0].dtype == np.uint16 for i in (2, 3, 5, 7, 9))
+    H, hh = cfg.hidden_size, cfg.hidden_size // 2
+    shapes = {2: (3 * H, H), 3: (hh, hh), 5: (256, hh), 7: (hh, hh), 9: (256, hh)}
+    net32 = list(net16)
+    for i, shape in shapes.items():
+        net32[i] = to_engine(engine_dense(net16[i], shape), kind=net16[i][3])
+        assert net32[i][0].dtype == np.float32
+    net32 = tuple(net32)
+
+    def feats(frames: int, seed: int) -> np.ndarray:
+        mel = naive.random_mel(frames, seed=seed)
+        if not ltp_input:
+            return mel
+        pitch = np.stack([np.full(frames, np.log2(100 / 120 + seed / 40)), np.full(frames, 0.95)], axis=1)
+        return np.ascontiguousarray(np.concatenate([mel, pitch.astype(np.float32)], axis=1))
+
+    B = 3 if ltp_input else 26  # period voices run stream-major; 26 streams: 24 in lanes, 2 stream-major
+    gis = np.stack([voc.frame_inputs(feats(3, s)) for s in range(B)])
+    rngs = K.rng_states(4, B)
+    out = {}
+    for name, net in (("16", net16), ("32", net32)):
+        voc._net = net
+        one = voc.generate(gis[0], voc.new_state(seed=9), 3 * 256, temperature=0.9)
+        batch = voc.generate_batch(gis, voc.new_batch_state(rngs), 3 * 256, temperature=0.9)
+        out[name] = (one, batch)
+    np.testing.assert_array_equal(out["16"][0], out["32"][0])
+    np.testing.assert_array_equal(out["16"][1], out["32"][1])
+    assert np.unique(out["16"][1]).size > 50  # the streams made audio, not a constant
+
+    dense, sparse = naive.random_vocoder(H=32, C=8, cond_blocks=1, block=(16, 4), density=0.5, seed=7)
+    assert not Vocoder(dense, sparse, cond_blocks=1).half_weights
