@@ -1,8 +1,7 @@
 """The ``wavern`` command line.
 
 One entry point with subcommands. Library errors (:class:`WavernError`) become a one-line
-``wavern: error: ...`` and exit code 2; a subcommand whose machinery is not built yet says
-what it will do and exits 3. Heavy imports (torch, numba) happen inside the handlers so
+``wavern: error: ...`` and exit code 2 (Ctrl-C: 130). Heavy imports (torch, numba) happen inside the handlers so
 ``wavern --help`` is instant.
 """
 

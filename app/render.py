@@ -7,7 +7,8 @@
     wavern render items.jsonl --out-dir out/ --ray            # local Ray; --ray HOST:PORT for a cluster
 
 Inputs: text files (one item per non-blank line, or per paragraph with ``--paragraphs``),
-JSONL or CSV manifests (``id``, ``text``, optional ``voice``, ``speed``, ``out``, ``seed``) and
+JSONL or CSV manifests (``id``, ``text``, optional ``voice``, ``speaker``, ``speed``, ``pitch``,
+``pitch_range``, ``seed``, ``out``) and
 stdin (``-``; a manifest when its first line starts with ``{``).
 
 Each item goes to ``--out-dir/<id>.<format>`` (or the manifest's ``out``) with optional

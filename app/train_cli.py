@@ -26,7 +26,9 @@ TRAINERS: dict[str, tuple[str, str, str, str]] = {
     "pretrain": ("wavern.training.pretrain", "PretrainConfig", "pretrain_encoder",
                  "replaced-token-detection pre-training of the text encoder"),
     "voice": ("wavern.training.voice", "VoiceBuildConfig", "build_voice",
-              "build a whole voice: corpus, acoustic model, vocoder, prune, export, evaluate"),
+              "build a whole voice: corpus, acoustic model, vocoder, prune, export, evaluate; the voice goes "
+              "to assets/voices/<name>/ (preset 'default': over the shipped default voice; "
+              "--set out_dir=FOLDER elsewhere, e.g. ~/.local/share/wavern/voices/NAME)"),
 }
 
 _COMMON = [
@@ -48,6 +50,8 @@ _ALIASES = {"run_dir": ("run_dir", "out_dir")}
 # The common flags a trainer's config has no field for (its --help does not offer them; a test
 # checks this against the configs): the whole-voice build sets steps and rates per stage (--set).
 _WITHOUT = {"voice": {"--steps", "--batch-size", "--lr", "--optimizer"}}
+# A common flag that means something else for one trainer.
+_HELP = {("voice", "--run-dir"): "the folder of the acoustic/ and vocoder/ run folders (default: runs/)"}
 
 
 def add_train_parsers(sub: argparse._SubParsersAction) -> None:
@@ -55,7 +59,7 @@ def add_train_parsers(sub: argparse._SubParsersAction) -> None:
         p = sub.add_parser(name, help=what, description=what + ". Fields not covered by a flag: --set name=value.")
         for flag, field, typ, help_ in _COMMON:
             if flag not in _WITHOUT.get(name, ()):
-                p.add_argument(flag, dest=field, type=typ, default=None, help=help_)
+                p.add_argument(flag, dest=field, type=typ, default=None, help=_HELP.get((name, flag), help_))
         p.add_argument("--resume", action="store_true", help="continue from the run dir's last checkpoint (the "
                        "acoustic, pretrain and voice trainers do so by default)")
         p.add_argument("--fresh", action="store_true", help="start afresh even where the run dir has a checkpoint")

@@ -47,12 +47,14 @@ FORMATS = """### What `wavern render` writes
   words: [{char_start, char_end, text, start_sample, end_sample, start_s, end_s}]}` (character offsets into
   the item's text; sentence spans exclude the pause after them).
 - `OUT/results.jsonl`, one row per item: `{id, status: "ok", out, files, samples, sample_rate, duration_s,
-  compute_s, rtf, cpu_s, voice, seed, source, worker, request}` or `{id, status: "failed", error, source, worker}`.
+  compute_s, rtf, cpu_s, voice, seed, source, worker, request, render}` or `{id, status: "failed", error, source, worker}`.
   Rows are appended as items finish (fsync'd) and the file is rewritten with one row per id at the start
   and end of a run.
 
 Resuming: an item is skipped when its row says `ok`, its `files` all exist (with any sidecar asked
-for now) and its `request` (a hash of text, voice folder, speed, seed and output name) is unchanged;
+for now) and its `request` (a hash of text, voice folder, speed, pitch, speaker, seed and output name) and
+`render` (a hash of the voice's files, the vocoder's folding and the lexicon's entries: a voice updated
+in place, another `--fold-frames` or a changed lexicon renders again; rows from before the field are kept) are unchanged;
 failed items are tried again. Files are written to `.<name>.part` and renamed, and the row is written
 after the files, so a killed run never leaves an item that looks done but is not. Item ids: text files
 give `<stem>-<line>` (or `<stem>-<paragraph>` with `--paragraphs`); editing one line re-renders only that
@@ -169,9 +171,9 @@ def main() -> int:
                "segments (`app/render.py`, `GROUP_SEGMENTS`), generated as shared batches: in lanes (since commit "
                "b6b5424; until then each item was one batch of its own ~7-22 segments), or stream-major, four "
                "streams per weight load, for a vocoder that reads the residuals one period back (the shipped "
-               "voice since session 6: its input depends on its own samples, `kernels._generate_streams`). The "
-               "random acoustic model speaks at its own random durations, so its audio seconds differ from a "
-               "trained voice's; throughput per audio second follows the vocoder's stored weights per sample "
+               "voice since session 6: its input depends on its own samples, `kernels._generate_streams`). A "
+               "random voice's acoustic model (where one is measured) speaks at its own random durations, so its "
+               "audio seconds differ from a trained voice's; throughput per audio second follows the vocoder's stored weights per sample "
                "(W_hh and O1-O4 after pruning), given in the second column.\n")
     DOC.write_text("\n".join(out) + "\n" + FORMATS)
     print(f"wrote {DOC}")

@@ -38,6 +38,7 @@ from wavern.conditioning.fusion import PeerFusion, ReferenceEncoder, masked_mean
 from wavern.errors import ParameterError
 
 __all__ = ["AcousticModel", "AcousticOutput", "AcousticLoss", "DurationPredictor", "FrameDecoder", "LazyMel",
+           "set_torch_threads",
            "SentenceMel",
            "frames_from_samples", "scale_durations", "regulate", "stream_mel", "SPEED_LIMITS"]
 
@@ -47,6 +48,14 @@ SPEED_LIMITS = (0.25, 4.0)  # beyond these espeak-trained durations stop soundin
 
 
 # ----------------------------------------------------------------------------- durations
+def set_torch_threads(n: int) -> None:
+    """Run torch with ``n`` threads from here on (the process default and the calling thread's
+    OpenMP pool: a thread that already ran torch keeps its own pool size, so each thread calls
+    this). The engine's ``use_threads`` reaches torch through this (the engine imports no torch)."""
+    if torch.get_num_threads() != n:
+        torch.set_num_threads(n)
+
+
 def frames_from_samples(durations_samples, n_frames: int, *, hop: int) -> np.ndarray:
     """Per-token durations in samples -> integer frames summing to exactly ``n_frames``.
 

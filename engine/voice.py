@@ -98,18 +98,17 @@ def chunk_samples(k: int) -> int:
 def use_threads(n: int | None, *, blas: bool = True) -> None:
     """Run torch (and, with ``blas``, every BLAS loaded so far) with ``n`` threads; None: leave them.
 
-    ``torch.set_num_threads`` sets the process default and the calling thread's OpenMP pool
-    (a thread that already ran torch keeps its own pool size, so each thread calls this);
-    the BLAS limit (threadpoolctl, ~1 ms) is process-wide and covers the libraries loaded now.
+    torch's count is per thread (``wavern.conditioning.acoustic.set_torch_threads``: each thread
+    calls this); the BLAS limit (threadpoolctl, ~1 ms) is process-wide and covers the libraries
+    loaded now.
     """
     if n is None:
         return
     if n < 1:
         raise ParameterError(f"threads must be >= 1 or None, found {n}")
-    import torch
+    from wavern.conditioning.acoustic import set_torch_threads
 
-    if torch.get_num_threads() != n:
-        torch.set_num_threads(n)
+    set_torch_threads(n)
     if blas:
         try:
             from threadpoolctl import threadpool_limits

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,23 @@ def assemble_voice(out_dir: str | Path, *, acoustic, vocoder, symbols: list[str]
     (out / "MODEL_CARD.md").write_text(card or f"# {name}\n\nA wavern voice.\n", encoding="utf-8")
     read_voice_json(out)
     return out
+
+
+def _check_writable(out: Path) -> None:
+    """Refuse a voice folder that cannot be written (a read-only install, a file in the way)
+    before anything is trained: a temporary file made and removed in ``out`` or, where it does not
+    exist yet, in the nearest folder above it that does."""
+    probe = out
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise ParameterError(f"cannot write the voice to {out}: {probe} is not a folder; give --set out_dir=FOLDER")
+    try:
+        with tempfile.NamedTemporaryFile(dir=probe, prefix=".wavern-write-check-"):
+            pass
+    except OSError as e:
+        raise ParameterError(f"cannot write the voice to {out} ({e.strerror or e}); "
+                             f"give --set out_dir=FOLDER") from e
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,7 +173,8 @@ def build_voice(cfg: VoiceBuildConfig) -> dict[str, Any]:
     runs = Path(cfg.run_dir or p["runs"])
     import wavern.assets
 
-    out = Path(cfg.out_dir) if cfg.out_dir else Path(wavern.assets.__file__).parent / "voices" / name
+    out = Path(cfg.out_dir).expanduser() if cfg.out_dir else Path(wavern.assets.__file__).parent / "voices" / name
+    _check_writable(out)  # now, not after hours of training
     t0 = time.time()
     torch.set_num_threads(cfg.threads)
     if not (corpus / "metadata.jsonl").is_file():

@@ -118,3 +118,22 @@ def test_assembly_writes_both_mel_matching_settings(runs, tmp_path):
             assert ("melmatch_measured" in infer) == (measured is not None)
         finally:
             v.close()
+
+
+def test_a_voice_folder_that_cannot_be_written_is_refused_before_training(tmp_path):
+    """`wavern train voice` checks its output folder first: a read-only one (a pip install's
+    site-packages) or one below a file fails in seconds, with no corpus built and nothing trained."""
+    from mounts import tmpfs
+
+    from wavern.training.voice import VoiceBuildConfig, build_voice
+
+    (tmp_path / "file").write_text("x")
+    corpus, runs = tmp_path / "corpus", tmp_path / "runs"
+    with pytest.raises(ParameterError, match="is not a folder"):
+        build_voice(VoiceBuildConfig(preset="tiny", corpus_dir=str(corpus), run_dir=str(runs),
+                                     out_dir=str(tmp_path / "file" / "voice")))
+    with tmpfs(tmp_path / "ro", 64, read_only=True) as ro:
+        with pytest.raises(ParameterError, match="cannot write the voice"):
+            build_voice(VoiceBuildConfig(preset="tiny", corpus_dir=str(corpus), run_dir=str(runs),
+                                         out_dir=str(ro / "voices" / "tiny")))
+    assert not corpus.exists() and not runs.exists()

@@ -1,0 +1,77 @@
+"""docs/ARCHITECTURE.md's import rules, checked over every import in the code (nested ones too)."""
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ROOT_MODULES = {p.stem for p in (ROOT / "wavern").glob("*.py")} - {"__init__"}
+
+# Per folder: the wavern packages ("root" = the modules of wavern/) and the outside libraries it
+# may import (the standard library always). training and app may import every wavern package but
+# those named in FORBIDDEN.
+LAYERS = {
+    "wavern": ({"root"}, {"numpy", "librosa", "threadpoolctl"}),
+    "conditioning": ({"root", "conditioning"}, {"numpy", "torch", "safetensors", "espeakng_loader"}),
+    "vocoder": ({"root", "vocoder"}, {"numpy", "torch", "safetensors"}),
+    "engine": ({"root", "engine", "conditioning", "vocoder.format"},
+               {"numpy", "numba", "llvmlite", "scipy", "sounddevice", "soundfile", "threadpoolctl"}),
+}
+FORBIDDEN = {"training": {"app", "PySide6"}, "assets": {"*"}}
+
+
+def _imports(folder: str) -> dict[str, set[str]]:
+    """{imported name: files} for folder's modules: wavern packages as "root", "engine",
+    "vocoder.format", ...; outside libraries by their top-level name."""
+    found: dict[str, set[str]] = {}
+    base = ROOT / folder
+    files = base.glob("*.py") if folder == "wavern" else base.rglob("*.py")
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                parts = name.split(".")
+                if parts[0] == "wavern":
+                    sub = parts[1] if len(parts) > 1 else ""
+                    key = "root" if sub in ROOT_MODULES or not sub else sub
+                    if key == "vocoder" and len(parts) > 2:
+                        key = f"vocoder.{parts[2]}"
+                elif parts[0] in sys.stdlib_module_names:
+                    continue
+                else:
+                    key = parts[0]
+                found.setdefault(key, set()).add(str(path.relative_to(ROOT)))
+    return found
+
+
+@pytest.mark.parametrize("folder", sorted(LAYERS))
+def test_a_layer_imports_only_what_the_architecture_allows(folder):
+    packages, libraries = LAYERS[folder]
+    wavern_packages = {"root", "app", "engine", "vocoder", "conditioning", "training", "assets"}
+    bad = {}
+    for name, files in _imports(folder).items():
+        allowed = name in libraries or name in packages or (name.startswith("vocoder.") and "vocoder" in packages)
+        if not allowed or (name in wavern_packages and name not in packages):
+            bad[name] = sorted(files)
+    assert not bad, f"{folder}/ imports what docs/ARCHITECTURE.md does not allow it: {bad}"
+
+
+def test_training_and_assets_import_nothing_forbidden():
+    for folder, forbidden in FORBIDDEN.items():
+        found = _imports(folder)
+        bad = {k: sorted(v) for k, v in found.items() if "*" in forbidden or k in forbidden}
+        assert not bad, f"{folder}/ imports {bad}"
+
+
+def test_the_check_sees_imports_inside_functions():
+    """The engine's lazy imports (inside functions) are among those checked."""
+    found = _imports("engine")
+    assert "conditioning" in found and "vocoder.format" in found and "numba" in found
+    assert "torch" not in found  # only through wavern.conditioning
