@@ -593,6 +593,12 @@ def bench_main(args) -> int:
     for flag, out in (("--json", args.json), ("--plot", getattr(args, "plot", None))):
         if out:  # before the run, not after its minutes
             check_output_file(flag, out)
+    if getattr(args, "plot", None):
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise ParameterError("--plot needs matplotlib, which wavern does not install by itself: "
+                                 "pip install matplotlib (or wavern's 'eval' extra)") from None
     res = run_bench(path, sentences, repeat=getattr(args, "repeat", 1), device=bool(args.device), load=args.load,
                     compare=args.compare, compare_frames=getattr(args, "compare_frames", 20),
                     realtime_s=getattr(args, "realtime", None), buffer_s=getattr(args, "buffer", 4.0))

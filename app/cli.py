@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+import wavern
 from wavern.app.bench_options import add_bench_arguments
 from wavern.app.argtypes import float_in
 from wavern.errors import ParameterError, WavernError
@@ -137,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Streaming neural text-to-speech: a sparse WaveRNN running on the CPU, "
                     "conditioned by a Longformer-style text encoder.")
     p.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
+    p.add_argument("--version", action="version", version=f"wavern {wavern.__version__} ({Path(wavern.__file__).parent})")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     s = sub.add_parser("say", help="speak text (plays it, or writes audio with --out)",

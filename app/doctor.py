@@ -108,17 +108,15 @@ def _voices() -> Check:
 
 
 def _numba_cache() -> Check:
-    cache_dir = os.environ.get("NUMBA_CACHE_DIR")
-    if cache_dir:
-        where = Path(cache_dir)
-    else:
-        import wavern.engine
+    from wavern.engine import kernels
 
-        where = Path(wavern.engine.__file__).parent / "__pycache__"
-    writable = os.access(where if where.exists() else where.parent, os.W_OK)
-    n = len(list(where.glob("*.nbi"))) if where.exists() else 0
-    return Check("numba cache", writable, f"{where} ({n} cached kernel index files; "
-                                          f"{'writable' if writable else 'NOT writable: kernels recompile each run'})")
+    where, n = kernels.cache_status()
+    if where is None:
+        return Check("numba cache", False, "off (numba's SLP vectoriser is off): kernels compile in every process")
+    writable = os.access(where if os.path.isdir(where) else os.path.dirname(where), os.W_OK)
+    state = ("writable" if writable else "NOT writable: kernels recompile each run") + \
+        ("" if n else "; empty: the first `wavern say` compiles the kernels, ~20 s")
+    return Check("numba cache", writable, f"{where} ({n} cached kernel index files; {state})")
 
 
 CHECKS: list[Callable[[], Check]] = [_python, _versions, _cpu, _audio, _espeak, _voices, _numba_cache]

@@ -65,6 +65,16 @@ def read_text_arg(text: str | None, file: str | None) -> str:
     return text
 
 
+def _announce_first_compile() -> None:
+    """Say so when the engine's kernels are not compiled yet (a fresh install): the first request
+    waits ~20 s for numba, silent otherwise."""
+    from wavern.engine.kernels import cache_status
+
+    where, n = cache_status()
+    if where is not None and n == 0:
+        print("wavern: compiling the engine's kernels (once, about 20 s; cached after)", file=sys.stderr)
+
+
 def say(text: str, *, out: str | None, voice: str | None, speed: float = 1.0, volume: float = 1.0,
         temperature: float | None = None, device: str | None = None, postfilter: bool | None = None,
         pitch: float | None = None, pitch_range: float | None = None, speaker: str | None = None,
@@ -82,6 +92,7 @@ def say(text: str, *, out: str | None, voice: str | None, speed: float = 1.0, vo
 
     cfg = SpeakConfig(speed=speed, volume=volume, temperature=temperature, postfilter=postfilter, pitch=pitch,
                       pitch_range=pitch_range, speaker=speaker, passes=passes)  # bad settings fail before loading
+    _announce_first_compile()
     v = Voice.load(path)
     v.lexicon = lex
     chunks = v.stream(text, cfg)  # checks the text (ParameterError for nothing to say) before a file is opened

@@ -89,7 +89,7 @@ if not SLP_ACTIVE:
 __all__ = [
     "BLOCK_SHAPES", "MEASURED_GFLOPS", "SLP_ACTIVE", "HOP", "N_CLASSES", "LANE_MULTIPLE",
     "spmv", "lane_spmm", "lanes", "lane_work_size", "conv1d", "conv_taps", "conv1d_taps", "vexp", "sample_class",
-    "rng_state", "rng_states", "uniforms", "warmup",
+    "rng_state", "rng_states", "uniforms", "warmup", "cache_status",
 ]
 
 # jit options, chosen once: cached, GIL released, numpy's error model (no branch per division).
@@ -1512,6 +1512,20 @@ def uniforms(state: np.ndarray, n: int) -> np.ndarray:
     _fill_uniforms(state, out)
     return out
 
+
+
+def cache_status() -> tuple[str | None, int]:
+    """(folder numba caches these kernels in, how many compiled kernel index files of this module
+    are there): numba's own choice, beside the sources when writable, else its user-wide cache
+    (~/.cache/numba, or NUMBA_CACHE_DIR). (None, 0) when nothing is cached (no SLP vectoriser)."""
+    path = getattr(getattr(_generate, "_cache", None), "_cache_path", None)
+    if not path:
+        return None, 0
+    try:
+        n = sum(1 for name in os.listdir(path) if name.startswith("kernels.") and name.endswith(".nbi"))
+    except OSError:
+        n = 0
+    return str(path), n
 
 
 def warmup() -> None:

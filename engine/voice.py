@@ -77,10 +77,7 @@ def _load_melmatch(path, infer: dict, key: str):
         return None
     from wavern.engine.melmatch import MelMatch, MelMatchConfig
 
-    try:
-        mm = MelMatch(MelMatchConfig.from_dict(infer[key]), DEFAULT_MEL)
-    except (ParameterError, TypeError) as e:
-        raise VoiceFileError(f"{path}/voice.json: field 'inference.{key}' is invalid ({e})") from None
+    mm = MelMatch(MelMatchConfig.from_dict(infer[key]), DEFAULT_MEL)  # (settings checked by read_voice_json)
     mm.load()  # its numba loop now, not in the first chunk of the first request (as the post-filter's)
     return mm
 
@@ -236,13 +233,8 @@ class Voice:
         if infer.get("postfilter") is not None:
             from wavern.engine.postfilter import Postfilter, PostfilterConfig
 
-            try:
-                self.postfilter = Postfilter(PostfilterConfig.from_dict(infer["postfilter"]), hop=vocoder.hop)
-            except (ParameterError, TypeError) as e:
-                raise VoiceFileError(f"{path}/voice.json: field 'inference.postfilter' is invalid ({e})") from None
-            if self.postfilter.config.pitch_gain > 0 and not acoustic.config.pitch:
-                raise VoiceFileError(f"{path}/voice.json: field 'inference.postfilter' has a pitch_gain, but the "
-                                     "voice has no pitch features")
+            # (settings checked by read_voice_json, with the pitch stage's need for pitch features)
+            self.postfilter = Postfilter(PostfilterConfig.from_dict(infer["postfilter"]), hop=vocoder.hop)
             self.postfilter.load()  # its numba loop now, not in the first chunk of the first request
         #: Mel matching after the post-filter (``inference.melmatch``, ``engine/melmatch.py``) of the
         #: acoustic model's mel (text → speech); None = off.

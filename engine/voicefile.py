@@ -86,7 +86,7 @@ def read_voice_json(folder: str | Path, *, runtime_mel: MelConfig = DEFAULT_MEL)
     if len(set(symbols)) != len(symbols):
         dup = sorted({s for s in symbols if symbols.count(s) > 1})
         raise VoiceFileError(f"{path}: field 'symbols' has duplicates {dup[:5]}")
-    _check_inference(path, meta.get("inference", {}))
+    _check_inference(path, meta.get("inference", {}), pitch=bool(meta["acoustic"].get("pitch")))
     speakers = meta["acoustic"].get("speakers")
     if speakers is not None and (not isinstance(speakers, list) or not speakers
                                  or not all(isinstance(s, str) and s for s in speakers)):
@@ -98,9 +98,13 @@ def read_voice_json(folder: str | Path, *, runtime_mel: MelConfig = DEFAULT_MEL)
 _INFERENCE_NUMBERS = {"temperature": TEMPERATURE_RANGE, "pause_s": PAUSE_RANGE}
 
 
-def _check_inference(path: Path, infer: Any) -> None:
-    """The ``inference`` object's plain fields (the post-filter's and mel matching's own settings are
-    checked where they are built)."""
+def _check_inference(path: Path, infer: Any, *, pitch: bool) -> None:
+    """The ``inference`` object: its numbers, speaker, and the post-filter's and mel matching's
+    settings (so that `wavern voices` and `doctor` refuse what ``Voice.load`` would). ``pitch``: the
+    acoustic model predicts pitch (a post-filter pitch stage needs it)."""
+    from wavern.engine.melmatch import MelMatchConfig
+    from wavern.engine.postfilter import PostfilterConfig
+
     if not isinstance(infer, dict):
         raise VoiceFileError(f"{path}: field 'inference' must be an object, found {type(infer).__name__}")
     for field, (lo, hi) in _INFERENCE_NUMBERS.items():
@@ -111,6 +115,17 @@ def _check_inference(path: Path, infer: Any) -> None:
     speaker = infer.get("speaker")
     if speaker is not None and not isinstance(speaker, str):
         raise VoiceFileError(f"{path}: field 'inference.speaker' must be a speaker's name, found {speaker!r}")
+    for key, cls in (("postfilter", PostfilterConfig), ("melmatch", MelMatchConfig),
+                     ("melmatch_measured", MelMatchConfig)):
+        if infer.get(key) is None:
+            continue
+        try:
+            cfg = cls.from_dict(infer[key])
+        except (ParameterError, TypeError) as e:
+            raise VoiceFileError(f"{path}: field 'inference.{key}' is invalid ({e})") from None
+        if key == "postfilter" and cfg.pitch_gain > 0 and not pitch:
+            raise VoiceFileError(f"{path}: field 'inference.postfilter' has a pitch_gain, but the voice has no "
+                                 "pitch features")
 
 
 def write_voice_json(folder: str | Path, meta: dict[str, Any]) -> Path:

@@ -230,3 +230,17 @@ def test_unwritable_json_or_plot_paths_are_refused_before_the_run(tiny_voice, tm
         assert cli.main(["bench", "--voice", str(tiny_voice), flag, str(out)]) == 2
         err = capsys.readouterr().err
         assert f"{flag} {out}" in err and message in err
+
+
+def test_plot_without_matplotlib_is_refused_before_the_run(tiny_voice, tmp_path, monkeypatch, capsys):
+    import sys
+
+    import wavern.app.bench as bench
+
+    def no_run(*a, **kw):
+        raise AssertionError("the bench ran although its plot could not be drawn")
+
+    monkeypatch.setattr(bench, "run_bench", no_run)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    assert cli.main(["bench", "--voice", str(tiny_voice), "--plot", str(tmp_path / "b.png")]) == 2
+    assert "--plot needs matplotlib" in capsys.readouterr().err

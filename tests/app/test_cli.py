@@ -435,3 +435,18 @@ def test_say_leaves_a_pipe_named_as_output_alone(tiny_voice, tmp_path, capsys):
     assert main(["say", "Hi.", "--voice", str(tiny_voice), "--out", str(fifo)]) == 2
     assert "is not a regular file" in capsys.readouterr().err
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)  # (it was replaced by a regular file)
+
+
+def test_version_and_python_dash_m(tmp_path):
+    """`wavern --version` and `python -m wavern` (the same command), from outside the checkout."""
+    import subprocess
+    import sys
+
+    import wavern
+
+    for cmd in ([sys.executable, "-m", "wavern", "--version"],):
+        r = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0 and r.stdout.startswith(f"wavern {wavern.__version__} ("), (r.stdout, r.stderr)
+    r = subprocess.run([sys.executable, "-m", "wavern", "voices", "--help"], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0 and "--speakers" in r.stdout

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import types
@@ -68,12 +69,30 @@ def test_voices_line_lists_valid_and_invalid_voices_and_where_it_looked(tiny_voi
     assert not c.ok and c.detail.startswith("bad [INVALID: ") and c.detail.endswith("; good [valid]")
 
 
-def test_numba_cache_line_counts_the_index_files(tmp_path, monkeypatch):
-    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
-    for name in ("a.nbi", "b.nbi", "c.nbc"):
-        (tmp_path / name).write_bytes(b"")
-    c = _check("numba cache")
-    assert c.ok and c.detail == f"{tmp_path} (2 cached kernel index files; writable)"
+def test_numba_cache_line_is_numbas_own_folder_and_counts_the_kernel_index_files(tmp_path):
+    """The folder numba really caches the kernels in (here NUMBA_CACHE_DIR's; beside the sources or
+    ~/.cache/numba otherwise, whichever numba picks) and this module's index files in it."""
+    import subprocess
+    import sys
+
+    code = ("from wavern.app.doctor import _numba_cache; c = _numba_cache(); "
+            "print(c.ok); print(c.detail)")
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+
+    def check() -> tuple[str, str]:
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        ok, detail = r.stdout.strip().splitlines()[-2:]
+        return ok, detail
+
+    ok, detail = check()
+    where = detail.split(" (")[0]
+    assert ok == "True" and Path(where).parent == tmp_path
+    assert "(0 cached kernel index files; writable; empty: the first `wavern say` compiles" in detail
+    Path(where).mkdir(parents=True, exist_ok=True)
+    for name in ("kernels._generate-1.py311.nbi", "kernels._spmv-2.py311.nbi", "kernels.x.nbc", "other.f-1.py311.nbi"):
+        (Path(where) / name).write_bytes(b"")
+    assert check() == ("True", f"{where} (2 cached kernel index files; writable)")
 
 
 def test_cpu_features_are_the_flags_of_proc_cpuinfo():

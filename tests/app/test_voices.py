@@ -75,3 +75,22 @@ def test_unreadable_or_incomplete_voices_are_listed_as_invalid_not_a_crash(tiny_
     assert found["good"].error is None
     assert "field 'dsp' lacks sample_rate" in found["nodsp"].error
     assert "cannot read it (Permission denied)" in found["locked"].error and found["locked"].card == ""
+
+
+def test_voices_lists_a_voice_with_bad_post_processing_settings_as_invalid(tiny_voice, tmp_path, monkeypatch):
+    """An unknown post-filter or mel-matching key is what `Voice.load` refuses; `wavern voices` and
+    `doctor` (through find_voices) say so too, not "ok"."""
+    import json
+    import shutil
+
+    from wavern.app.voices import find_voices
+
+    for key, value in (("postfilter", {"gama": 1.0}), ("melmatch", {"passes": 3}), ("melmatch_measured", [1])):
+        root = tmp_path / key
+        shutil.copytree(tiny_voice, root / "v")
+        meta = json.loads((root / "v" / "voice.json").read_text())
+        meta.setdefault("inference", {})[key] = value
+        (root / "v" / "voice.json").write_text(json.dumps(meta))
+        monkeypatch.setattr("wavern.app.voices.voice_dirs", lambda root=root: [root])
+        (info,) = find_voices()
+        assert info.error is not None and f"inference.{key}" in info.error, info
