@@ -68,6 +68,12 @@ MEL_WINDOW_FRAMES = 16  # conditioning computed over windows of this many frames
 #: ``r · (n_1 + ... + n_j) <= n_0 + ... + n_{j-1}`` for every ``j``: ``r <= 0.73`` for this
 #: ramp (doubling from 512 would need ``r <= 0.5``). Multiples of the hop: whole frames.
 RAMP_SAMPLES = (512, 512, 768, 1024, 1536)
+#: :meth:`Voice.vocode` cuts audio longer than two pieces into pieces of about this many seconds
+#: (each ending at the quietest hop of its last VOCODE_SEARCH_S), so its memory does not grow with
+#: the input: every stage (features, frame inputs, the folded batch, post-processing) holds a whole
+#: piece, about 2 MB of peak memory per second of piece.
+VOCODE_PIECE_S = 30.0
+VOCODE_SEARCH_S = 5.0
 _VOICES_OWN = object()  # Voice.apply_postfilter's default: the voice's own mel matching
 
 
@@ -80,6 +86,33 @@ def _load_melmatch(path, infer: dict, key: str):
     mm = MelMatch(MelMatchConfig.from_dict(infer[key]), DEFAULT_MEL)  # (settings checked by read_voice_json)
     mm.load()  # its numba loop now, not in the first chunk of the first request (as the post-filter's)
     return mm
+
+
+def quiet_cuts(x: np.ndarray, piece: int, search: int, hop: int) -> list[tuple[int, int]]:
+    """``x`` cut into pieces of at most ``piece`` samples, as (start, stop) pairs: one piece when
+    ``len(x) <= 2 piece``; otherwise each piece ends at the hop boundary of least energy (sum of
+    squares over the hop before it) among those in its last ``search`` samples, so cuts fall in
+    pauses where speech has them. Every piece but the last is a whole number of hops long."""
+    n = len(x)
+    if n <= 2 * piece:
+        return [(0, n)]
+    cuts, start = [], 0
+    while n - start > 2 * piece:
+        lo, hi = start + max(hop, piece - search), start + piece  # candidate ends, on hops from start
+        ends = start + np.arange((lo - start) // hop, (hi - start) // hop + 1) * hop
+        energy = np.array([float(np.dot(x[e - hop:e].astype(np.float64), x[e - hop:e])) for e in ends])
+        end = int(ends[int(np.argmin(energy))])
+        cuts.append((start, end))
+        start = end
+    if n - start > piece:  # the rest, in two near-halves at a quiet hop
+        mid = start + (n - start) // 2
+        ends = start + np.arange((mid - search // 2 - start) // hop, (mid + search // 2 - start) // hop + 1) * hop
+        energy = np.array([float(np.dot(x[e - hop:e].astype(np.float64), x[e - hop:e])) for e in ends])
+        end = int(ends[int(np.argmin(energy))])
+        cuts.append((start, end))
+        start = end
+    cuts.append((start, n))
+    return cuts
 
 
 def chunk_samples(k: int) -> int:
@@ -596,16 +629,22 @@ class Voice:
                postfilter: bool = True) -> np.ndarray:
         """Copy synthesis: float audio → log-mel (and, for a pitch voice, its pitch features) →
         this voice's vocoder (folded, as :meth:`Vocoder.render`) and post-filter (unless
-        ``postfilter=False``) → float32 audio."""
+        ``postfilter=False``) → float32 audio. Audio longer than 2 × :data:`VOCODE_PIECE_S` goes
+        piece by piece (:func:`quiet_cuts`; piece i with seed ``seed + i``), so memory stays that of
+        one piece however long the input."""
         x = np.asarray(audio, np.float32)
         if x.ndim != 1 or x.size == 0:
             raise ParameterError(f"vocode expects mono audio with samples, found shape {x.shape}")
         from wavern.engine.batch import DEFAULT_FOLD_FRAMES
 
-        feats = copy_features(x, DEFAULT_MEL, pitch=self.acoustic.config.pitch)
-        y = self.render_mel(feats, seed=seed, temperature=temperature,
-                            fold_frames=DEFAULT_FOLD_FRAMES, postfilter=postfilter, measured=True)
-        return int16_to_float(y[: x.size])
+        out = []
+        for i, (a, b) in enumerate(quiet_cuts(x, int(VOCODE_PIECE_S * self.sample_rate),
+                                              int(VOCODE_SEARCH_S * self.sample_rate), self.vocoder.hop)):
+            feats = copy_features(x[a:b], DEFAULT_MEL, pitch=self.acoustic.config.pitch)
+            y = self.render_mel(feats, seed=seed + i, temperature=temperature,
+                                fold_frames=DEFAULT_FOLD_FRAMES, postfilter=postfilter, measured=True)
+            out.append(int16_to_float(y[: b - a]))
+        return out[0] if len(out) == 1 else np.concatenate(out)
 
     def render_mel(self, mel: np.ndarray, *, seed: int = 0, temperature: float | None = None,
                    fold_frames: int | None = None, postfilter: bool = True, measured: bool = False) -> np.ndarray:

@@ -354,6 +354,46 @@ def test_vocode_keeps_length(voice):
     assert y.shape == x.shape and y.dtype == np.float32
 
 
+def test_quiet_cuts_cover_the_audio_and_fall_in_its_pauses():
+    from wavern.engine.voice import quiet_cuts
+
+    rng = np.random.default_rng(0)
+    hop, piece, search = 256, 100 * 256, 20 * 256
+    x = rng.standard_normal(1000 * 256 + 77).astype(np.float32)
+    pauses = [90 * 256, 183 * 256, 281 * 256, 370 * 256, 460 * 256, 555 * 256, 650 * 256, 745 * 256]
+    for p in pauses:  # a silent hop in each piece's search window
+        x[p - hop:p] = 0.0
+    cuts = quiet_cuts(x, piece, search, hop)
+    assert cuts[0][0] == 0 and cuts[-1][1] == len(x)
+    assert all(b == c for (_, b), (c, _) in zip(cuts, cuts[1:]))  # contiguous
+    assert all(b - a <= piece + search // 2 for a, b in cuts)
+    assert all((b - a) % hop == 0 for a, b in cuts[:-1])
+    ends = [b for _, b in cuts[:-1]]
+    assert ends[:len(pauses)] == pauses[:len(ends)]  # each cut in the pause within its reach
+    assert quiet_cuts(x[:2 * piece], piece, search, hop) == [(0, 2 * piece)]  # short input: one piece
+
+
+def test_long_vocode_goes_piece_by_piece(voice, monkeypatch):
+    """Audio longer than two pieces is vocoded piece by piece: the result is the pieces' own
+    copy syntheses (piece i with seed + i), joined."""
+    import wavern.engine.voice as V
+
+    rng = np.random.default_rng(1)
+    t = np.arange(int(3.1 * 22050))
+    x = (0.3 * np.sin(t / 15) * (rng.random(t.size) < 0.97)).astype(np.float32)
+    x[int(0.85 * 22050):int(0.9 * 22050)] = 0.0  # pauses for the cuts
+    x[int(1.7 * 22050):int(1.75 * 22050)] = 0.0
+    monkeypatch.setattr(V, "VOCODE_PIECE_S", 1.0)
+    monkeypatch.setattr(V, "VOCODE_SEARCH_S", 0.3)
+    cuts = V.quiet_cuts(x, 22050, int(0.3 * 22050), 256)
+    assert len(cuts) >= 3
+    y = voice.vocode(x, seed=5)
+    monkeypatch.setattr(V, "VOCODE_PIECE_S", 100.0)  # each piece alone: one piece
+    parts = [voice.vocode(x[a:b], seed=5 + i) for i, (a, b) in enumerate(cuts)]
+    assert y.shape == x.shape
+    np.testing.assert_array_equal(y, np.concatenate(parts))
+
+
 def _copy(src, tmp_path):
     dst = tmp_path / "v"
     shutil.copytree(src, dst)
