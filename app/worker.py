@@ -7,8 +7,8 @@ cheap counters (:meth:`SpeechWorker.meters`: playback position, buffer headroom,
 from a ``QTimer``.
 
 One worker thread runs the requests in order: for a spoken request it pulls chunks from
-``voice.stream`` and writes them to the output sink in pieces of :data:`PIECE_SAMPLES`, so the
-playback clock (samples written minus samples still queued in the ring) is exact to a piece.
+``voice.stream`` and writes them to the output sink in pieces of :data:`PIECE_SAMPLES`; the
+playback clock is the output's first stream position plus what the output has played.
 While pulling chunks it also prepares what the views draw (:class:`ChunkView`: a min/max
 envelope and spectrogram columns), so painting is only painting.
 
@@ -303,6 +303,7 @@ class SpeechWorker(QObject):
         self._sink: Sink | None = None
         self._paused = False
         self._written = 0  # stream clock: samples handed to outputs, minus those dropped by stop
+        self._sink_base = 0  # stream clock at the current output's first sample
         self._next_id = 1
         self._quit = False
         self._side = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="wavern-side")
@@ -405,8 +406,8 @@ class SpeechWorker(QObject):
                 if self._control is not None:
                     self._control.stop()
             sink, self._sink = self._sink, None
-            if sink is not None:
-                self._written -= self._queued_samples(sink)  # rewind past what will never play
+            if sink is not None:  # rewind past what will never play: to what the output played
+                self._written = self._sink_base + self._played_samples(sink)
         if sink is not None:
             sink.abort()
 
@@ -422,6 +423,7 @@ class SpeechWorker(QObject):
     def meters(self) -> Meters:
         with self._lock:
             sink, written, job, busy = self._sink, self._written, self._current, bool(self._queue)
+            base = self._sink_base
         busy = busy or job is not None
         speaking = job.id if job is not None and job.kind == "speak" else None
         if sink is None:
@@ -430,8 +432,8 @@ class SpeechWorker(QObject):
         queued = self._queued_samples(sink)
         ms = 1000.0 / sink.device_rate
         headroom = ring.min_headroom * ms if ring.callbacks and ring.min_headroom < ring.capacity else None
-        return Meters(written - queued, queued * 1000.0 / sink.sample_rate, headroom, ring.underruns,
-                      self._paused, busy, speaking)
+        return Meters(base + self._played_samples(sink), queued * 1000.0 / sink.sample_rate, headroom,
+                      ring.underruns, self._paused, busy, speaking)
 
     def shutdown(self, timeout_s: float = 10.0) -> None:
         """Stop everything, exports included (a half-written one is removed), and join the threads
@@ -461,6 +463,14 @@ class SpeechWorker(QObject):
         """Samples (at the voice's rate) written to ``sink`` and not yet played."""
         q = sink.ring.queued
         return q if sink.device_rate == sink.sample_rate else int(round(q * sink.sample_rate / sink.device_rate))
+
+    @staticmethod
+    def _played_samples(sink: Sink) -> int:
+        """Samples (at the voice's rate) ``sink`` has played. The stream clock is the output's base
+        plus this, not what was written minus what is queued: a piece the worker has written but not
+        yet counted (a stop between the two) would make that too small by the piece."""
+        p = sink.ring.consumed
+        return p if sink.device_rate == sink.sample_rate else int(round(p * sink.sample_rate / sink.device_rate))
 
     def _run(self) -> None:
         while True:
@@ -539,6 +549,7 @@ class SpeechWorker(QObject):
         with self._lock:
             sink.pause(self._paused)
             self._sink = sink
+            self._sink_base = self._written
         return sink
 
     def _load(self, job: _Job) -> None:

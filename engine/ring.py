@@ -60,6 +60,12 @@ class AudioRing:
         """Samples written but not yet played."""
         return self._write - self._read
 
+    @property
+    def consumed(self) -> int:
+        """Samples the consumer has taken since the ring was made (played, not counting silence it
+        filled in); a stop's dropped queue is not among them."""
+        return self._read
+
     def write(self, samples: np.ndarray, *, timeout_s: float | None = None) -> int:
         """Copy ``samples`` in, waiting for space; returns how many were written (fewer if closed/timeout)."""
         x = np.asarray(samples, np.float32).reshape(-1)

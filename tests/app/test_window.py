@@ -721,3 +721,34 @@ def test_shutdown_stops_a_running_export_and_leaves_no_part_file(qapp, tiny_voic
     w.shutdown(timeout_s=30.0)
     assert not w.alive  # it stopped (it ran on past the join's timeout, closing the voice under it)
     assert list(tmp_path.iterdir()) == [] and "exported" not in events
+
+
+def test_a_stop_between_a_write_and_its_count_leaves_the_clock_at_what_was_played(qapp, tiny_voice, monkeypatch):
+    """The stream clock after a stop is the output's start plus what it played, even when the stop
+    lands after a piece went into the output and before the worker counted it (the race a reviewer
+    forced with an injected sleep: the clock ended a piece behind)."""
+    from PySide6.QtCore import Qt
+
+    import wavern.app.worker as W
+    from wavern.app.worker import SpeechWorker
+
+    w = SpeechWorker(silent=True, clock_speed=5.0)
+    events: dict = {}
+    w.voiceLoaded.connect(lambda s: events.setdefault("loaded", s), Qt.ConnectionType.DirectConnection)
+    w.load_voice(str(tiny_voice))
+    _wait(lambda: "loaded" in events)
+    stopped: dict = {}
+
+    class StopAfterWrite(W.SilentPlayback):
+        def write(self, samples):
+            super().write(samples)
+            if self.ring._write >= 8 * W.PIECE_SAMPLES and not stopped:  # a piece in, not yet counted
+                stopped["played"] = self.ring.consumed  # the first output: its stream start is 0
+                w.stop()
+
+    monkeypatch.setattr(W, "SilentPlayback", StopAfterWrite)
+    w.speak("A sentence long enough to be stopped in the middle of its playback.")
+    _wait(lambda: stopped and not w.meters().busy)
+    # nothing plays after the stop: the clock is what had played when it came (a block may finish)
+    assert stopped["played"] <= w.meters().position <= stopped["played"] + 2 * W.PIECE_SAMPLES
+    w.shutdown()
