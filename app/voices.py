@@ -42,10 +42,17 @@ def voice_dirs() -> list[Path]:
     return dirs
 
 
+#: bytes of a MODEL_CARD.md read to find its first paragraph
+CARD_BYTES = 64 << 10
+
+
 def _card(path: Path) -> str:
     card = path / "MODEL_CARD.md"
     try:
-        text = card.read_text(errors="replace") if card.is_file() else ""
+        if not card.is_file():
+            return ""
+        with card.open("rb") as f:  # its first paragraph is all that is shown: a huge card is not read whole
+            text = f.read(CARD_BYTES).decode("utf-8", errors="replace")
     except OSError:  # unreadable: no card to show
         return ""
     text = "".join(c if c.isprintable() or c in "\n\t" else " " for c in text)  # no escape codes to the terminal

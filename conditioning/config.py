@@ -45,6 +45,10 @@ def check_prosody(prosody) -> tuple[float, float, float]:
 #: Frame-decoder layer kinds: sliding-window (Longformer, no global tokens), strided (Sparse
 #: Transformer, non-causal; half the heads local, half strided), or convolution only.
 DECODER_KINDS = ("window", "strided", "conv")
+#: A duration clamp above this (~11.6 s a phoneme) is refused: a runaway prediction's frames are
+#: held in memory (the shipped voice clamps at 200).
+MAX_FRAMES_PER_TOKEN = 1000
+MAX_SPEAKERS = 10000
 #: Position encodings. Only sinusoids for now: they extend to any length, so a paragraph longer
 #: than every training utterance still encodes (a learned table would stop at its size).
 POSITION_KINDS = ("sinusoidal",)
@@ -177,6 +181,11 @@ class AcousticConfig:
                      "max_frames_per_token"):
             if getattr(self, name) <= 0:
                 raise ParameterError(f"{name} must be positive, found {getattr(self, name)}")
+        if self.max_frames_per_token > MAX_FRAMES_PER_TOKEN:  # a runaway duration's frames are held in memory
+            raise ParameterError(f"max_frames_per_token must be at most {MAX_FRAMES_PER_TOKEN}, "
+                                 f"found {self.max_frames_per_token}")
+        if len(self.speakers) > MAX_SPEAKERS:
+            raise ParameterError(f"at most {MAX_SPEAKERS} speakers, found {len(self.speakers)}")
         if self.ref_layers < 1 or self.decoder_layers < 0:
             raise ParameterError(
                 f"ref_layers must be >= 1 and decoder_layers >= 0, found {self.ref_layers}, {self.decoder_layers}")
@@ -203,6 +212,25 @@ class AcousticConfig:
             raise ParameterError(f"pitch must be true or false, found {self.pitch!r}")
         if not isinstance(self.prosody, bool):
             raise ParameterError(f"prosody must be true or false, found {self.prosody!r}")
+
+    def approx_parameters(self) -> int:
+        """About how many numbers the model holds (within a few tens of percent; tested against
+        real models): the encoder and decoder layers, embeddings, duration predictor, reference
+        encoder and fusions, from the config alone. Loading compares it with a file's tensors before
+        building the model, so a config far bigger than its weights file is refused unallocated."""
+        e = self.encoder
+
+        def layer(d: int, ffn: int, k: int) -> int:  # attention (7 projections) + conv FFN + norms
+            return 7 * (d * d + d) + ffn * d * k + ffn + d * ffn + d + 4 * d
+
+        d, D = e.d_model, self.decoder_d_model
+        enc = (e.n_symbols + 2) * d + e.n_layers * layer(d, e.ffn_channels, e.ffn_kernel) + 2 * d
+        dec = self.decoder_layers * layer(D, self.decoder_ffn_channels, self.decoder_ffn_kernel) + 2 * D
+        dur = self.duration_channels * (d + self.duration_channels) * self.duration_kernel + 6 * self.duration_channels
+        ref = 3 * self.ref_channels * (self.n_mels + (self.ref_layers - 1) * self.ref_channels) + 4 * self.ref_channels
+        fusion = 8 * self.peer_width * (d + D + self.speaker_dim + self.ref_channels + 8)
+        rest = len(self.speakers) * self.speaker_dim + D * (d + self.n_out + 4)
+        return int(enc + dec + dur + ref + fusion + rest)
 
     @property
     def n_mels(self) -> int:

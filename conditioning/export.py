@@ -118,7 +118,7 @@ def load_acoustic(path: str | os.PathLike, config: AcousticConfig | None = None,
     try:
         stored = json.loads(meta["config"])
         file_config = AcousticConfig.from_dict(stored)
-    except (KeyError, json.JSONDecodeError, ParameterError, TypeError) as e:
+    except (KeyError, ValueError, RecursionError, ParameterError, TypeError) as e:  # (ValueError: JSON's too)
         raise VoiceFileError(f"{path}: metadata 'config' is missing or invalid ({e})") from None
     if config is None:
         config = file_config
@@ -126,6 +126,10 @@ def load_acoustic(path: str | os.PathLike, config: AcousticConfig | None = None,
         field = _first_difference(config.to_dict(), file_config.to_dict())
         raise VoiceFileError(f"{path}: acoustic config field '{field}' differs between voice.json and the "
                              f"weights file; re-export the voice")
+    held = sum(t.numel() for t in tensors.values())
+    if config.approx_parameters() > 4 * held + (1 << 20):  # before building: the file bounds the memory
+        raise VoiceFileError(f"{path}: the config describes a model of about {config.approx_parameters():,} "
+                             f"numbers, the file holds {held:,}: not built")
     model = AcousticModel(config)  # built once and its shapes read from it: no meta-device pass at start-up
     expected = _tensor_specs(model)
     missing = sorted(set(expected) - set(tensors))

@@ -30,7 +30,7 @@ from wavern.dsp import DEFAULT_MEL, LTP_INPUT_SCALE, LTP_MAX_LAG, LTP_MAX_TAPS, 
 from wavern.engine import kernels as K
 from wavern.engine.condnet import CondNet
 from wavern.errors import ParameterError, VoiceFileError
-from wavern.vocoder.format import BlockSparse, load_vocoder_tensors
+from wavern.vocoder.format import MAX_HIDDEN, BlockSparse, load_vocoder_tensors
 
 log = logging.getLogger(__name__)
 
@@ -261,8 +261,9 @@ class Vocoder:
         if whh is None:
             raise VoiceFileError("vocoder tensor 'gru.weight_hh' is missing")
         h3, H = whh.shape
-        if h3 != 3 * H or H % 2:
-            raise VoiceFileError(f"gru.weight_hh must be (3H, H) with H even, found {whh.shape}")
+        if h3 != 3 * H or H % 2 or H > MAX_HIDDEN:  # (checked before a matrix of that size is made)
+            raise VoiceFileError(f"gru.weight_hh must be (3H, H) with H even and at most {MAX_HIDDEN}, "
+                                 f"found {whh.shape}")
         hh = H // 2
         C = self.cond.channels
         expect = {"gru.weight_hh": (3 * H, H), "O1": (hh, hh), "O3": (hh, hh),

@@ -303,6 +303,7 @@ class Voice:
         from wavern.conditioning.export import load_acoustic
         from wavern.conditioning.frontend.phonemes import SymbolTable
         from wavern.engine.vocoder import Vocoder
+        from wavern.vocoder.format import MAX_COND_BLOCKS, MAX_COND_CHANNELS, MAX_HIDDEN
 
         path = Path(path)
         meta = read_voice_json(path)
@@ -311,9 +312,10 @@ class Voice:
         except (ParameterError, TypeError, KeyError) as e:
             raise VoiceFileError(f"{path}/voice.json: field 'acoustic' is invalid ({e})") from None
         voc = meta["vocoder"]
-        for field in ("hidden_size", "cond_channels", "cond_blocks"):
-            if not isinstance(voc.get(field), int) or isinstance(voc.get(field), bool):
-                raise VoiceFileError(f"{path}/voice.json: field 'vocoder.{field}' must be an integer, "
+        for field, top in (("hidden_size", MAX_HIDDEN), ("cond_channels", MAX_COND_CHANNELS),
+                           ("cond_blocks", MAX_COND_BLOCKS)):
+            if not isinstance(voc.get(field), int) or isinstance(voc.get(field), bool) or not 1 <= voc[field] <= top:
+                raise VoiceFileError(f"{path}/voice.json: field 'vocoder.{field}' must be an integer in [1, {top}], "
                                      f"found {voc.get(field)!r}")
         lpc_order = voc.get("lpc_order", 0)
         if not isinstance(lpc_order, int) or isinstance(lpc_order, bool) or not 0 <= lpc_order <= 64:

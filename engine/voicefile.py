@@ -7,6 +7,7 @@ what was expected. The runtime's :class:`wavern.dsp.MelConfig` must equal the vo
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 from pathlib import Path
@@ -43,6 +44,9 @@ def read_voice_json(folder: str | Path, *, runtime_mel: MelConfig = DEFAULT_MEL)
     path = Path(folder) / "voice.json"
     try:
         exists = path.is_file()
+        if exists and path.stat().st_size > MAX_VOICE_JSON_BYTES:
+            raise VoiceFileError(f"{path}: {path.stat().st_size} bytes, more than a voice.json holds "
+                                 f"({MAX_VOICE_JSON_BYTES}); not read")
         raw = path.read_text(encoding="utf-8") if exists else ""
     except OSError as e:  # a folder or file the user may not read
         raise VoiceFileError(f"{path}: cannot read it ({e.strerror or e})") from None
@@ -84,7 +88,7 @@ def read_voice_json(folder: str | Path, *, runtime_mel: MelConfig = DEFAULT_MEL)
     if not symbols or not all(isinstance(s, str) for s in symbols):
         raise VoiceFileError(f"{path}: field 'symbols' must be a non-empty list of strings")
     if len(set(symbols)) != len(symbols):
-        dup = sorted({s for s in symbols if symbols.count(s) > 1})
+        dup = sorted(s for s, n in collections.Counter(symbols).items() if n > 1)
         raise VoiceFileError(f"{path}: field 'symbols' has duplicates {dup[:5]}")
     _check_inference(path, meta.get("inference", {}), pitch=bool(meta["acoustic"].get("pitch")))
     speakers = meta["acoustic"].get("speakers")
@@ -93,6 +97,9 @@ def read_voice_json(folder: str | Path, *, runtime_mel: MelConfig = DEFAULT_MEL)
         raise VoiceFileError(f"{path}: field 'acoustic.speakers' must be a non-empty list of names, found {speakers!r}")
     return meta
 
+
+#: voice.json files above this size are refused unread (the shipped one is ~20 kB)
+MAX_VOICE_JSON_BYTES = 4 << 20
 
 # inference.<field>: (low, high), SpeakConfig's ranges
 _INFERENCE_NUMBERS = {"temperature": TEMPERATURE_RANGE, "pause_s": PAUSE_RANGE}

@@ -11,6 +11,7 @@ from typing import Any
 
 from wavern.dsp import LTP_MAX_LAG, LTP_MAX_TAPS, MelConfig
 from wavern.errors import ParameterError
+from wavern.vocoder.format import MAX_COND_BLOCKS, MAX_COND_CHANNELS, MAX_HIDDEN
 
 __all__ = ["VocoderConfig", "BLOCK_SHAPES", "N_PITCH_FEATURES"]
 
@@ -94,12 +95,12 @@ class VocoderConfig:
         if not isinstance(self.target_density, (int, float)) or isinstance(self.target_density, bool):
             raise ParameterError(f"target_density must be a number, found {self.target_density!r}")
         h = self.hidden_size
-        if h <= 0 or h % 2:
-            raise ParameterError(f"hidden_size must be a positive even number, found {h}")
-        if self.cond_channels <= 0:
-            raise ParameterError(f"cond_channels must be positive, found {self.cond_channels}")
-        if self.cond_blocks < 1:  # the engine's conditioning net has at least one (vocoder.format)
-            raise ParameterError(f"cond_blocks must be >= 1, found {self.cond_blocks}")
+        if h <= 0 or h % 2 or h > MAX_HIDDEN:
+            raise ParameterError(f"hidden_size must be a positive even number <= {MAX_HIDDEN}, found {h}")
+        if not 0 < self.cond_channels <= MAX_COND_CHANNELS:
+            raise ParameterError(f"cond_channels must be in [1, {MAX_COND_CHANNELS}], found {self.cond_channels}")
+        if not 1 <= self.cond_blocks <= MAX_COND_BLOCKS:  # the engine's conditioning net has at least one
+            raise ParameterError(f"cond_blocks must be in [1, {MAX_COND_BLOCKS}], found {self.cond_blocks}")
         shape = (self.block_rows, self.block_cols)
         if shape not in BLOCK_SHAPES:
             raise ParameterError(f"block shape {shape} is not supported; choose one of {list(BLOCK_SHAPES)}")

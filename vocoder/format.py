@@ -20,7 +20,15 @@ import numpy as np
 from wavern.errors import ParameterError, VoiceFileError
 from wavern.fileio import atomic_write
 
-__all__ = ["BlockSparse", "SPARSE_NAMES", "dense_names", "save_vocoder_tensors", "load_vocoder_tensors"]
+__all__ = ["BlockSparse", "SPARSE_NAMES", "dense_names", "save_vocoder_tensors", "load_vocoder_tensors",
+           "MAX_HIDDEN", "MAX_COND_CHANNELS", "MAX_COND_BLOCKS"]
+
+# Limits a vocoder file's sizes must keep (far above any CPU-real-time vocoder), checked before any
+# memory is allocated from them: a few-kB file must not ask for gigabytes (a 3H x H matrix with one
+# stored block is densified at load).
+MAX_HIDDEN = 4096
+MAX_COND_CHANNELS = 4096
+MAX_COND_BLOCKS = 16
 
 #: Matrices stored block-sparse.
 SPARSE_NAMES = ("gru.weight_hh", "O1", "O2", "O3", "O4")
@@ -135,8 +143,9 @@ def load_vocoder_tensors(path: str | os.PathLike, *, cond_blocks: int) -> tuple[
     from safetensors.numpy import load_file
 
     path = Path(path)
-    if isinstance(cond_blocks, bool) or not isinstance(cond_blocks, int) or cond_blocks < 1:
-        raise VoiceFileError(f"{path}: the vocoder's cond_blocks must be an integer >= 1, found {cond_blocks!r}")
+    if isinstance(cond_blocks, bool) or not isinstance(cond_blocks, int) or not 1 <= cond_blocks <= MAX_COND_BLOCKS:
+        raise VoiceFileError(f"{path}: the vocoder's cond_blocks must be an integer in [1, {MAX_COND_BLOCKS}], "
+                             f"found {cond_blocks!r}")
     if not path.is_file():
         raise VoiceFileError(f"vocoder file not found: {path}")
     try:

@@ -69,7 +69,15 @@ def test_unreadable_or_incomplete_voices_are_listed_as_invalid_not_a_crash(tiny_
             raise PermissionError(13, "Permission denied", str(self))
         return real_read(self, *a, **kw)
 
+    real_open = Path.open
+
+    def open_(self, *a, **kw):
+        if self.parent.name == "locked":
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_open(self, *a, **kw)
+
     monkeypatch.setattr(Path, "read_text", read_text)
+    monkeypatch.setattr(Path, "open", open_)
     monkeypatch.setenv("WAVERN_VOICES", str(root))
     found = {v.name: v for v in find_voices() if v.path.parent == root}
     assert found["good"].error is None
@@ -94,3 +102,32 @@ def test_voices_lists_a_voice_with_bad_post_processing_settings_as_invalid(tiny_
         monkeypatch.setattr("wavern.app.voices.voice_dirs", lambda root=root: [root])
         (info,) = find_voices()
         assert info.error is not None and f"inference.{key}" in info.error, info
+
+
+def test_a_huge_voice_json_or_model_card_is_not_read_whole(tiny_voice, tmp_path, monkeypatch):
+    """An installed voice is validated whenever voices are listed or looked up: a voice.json of
+    megabytes is refused unread, and of a model card only the start is read (its first paragraph
+    is what is shown)."""
+    import json
+    import shutil
+
+    from wavern.app.voices import find_voices
+    from wavern.engine.voicefile import MAX_VOICE_JSON_BYTES
+
+    big = tmp_path / "v" / "big"
+    shutil.copytree(tiny_voice, big)
+    text = (big / "voice.json").read_text()
+    (big / "voice.json").write_text(text + " " * MAX_VOICE_JSON_BYTES)
+    card = tmp_path / "v" / "card"
+    shutil.copytree(tiny_voice, card)
+    (card / "MODEL_CARD.md").write_text("# card\n\nThe first paragraph.\n\n" + "x" * (8 << 20))
+    monkeypatch.setattr("wavern.app.voices.voice_dirs", lambda: [tmp_path / "v"])
+    import tracemalloc
+
+    tracemalloc.start()
+    infos = {i.name: i for i in find_voices()}
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert "more than a voice.json holds" in infos["big"].error and json.loads(text)
+    assert infos["card"].error is None and infos["card"].card == "The first paragraph."
+    assert peak < 2 << 20, peak  # neither the 4 MB voice.json nor the 8 MB card was read whole

@@ -477,6 +477,36 @@ def test_export_rejects_mismatched_and_corrupt_files(tmp_path):
         load_acoustic(tmp_path / "nometa.safetensors")
 
 
+@pytest.mark.parametrize("kind", ["window", "strided", "conv"])
+def test_approx_parameters_is_within_a_few_tens_of_percent_of_the_model(kind):
+    for kw in ({}, dict(decoder_layers=0), dict(decoder_ffn_channels=96, decoder_ffn_kernel=5), dict(pitch=True)):
+        cfg = _config(kind, **kw)
+        n = sum(t.numel() for t in AcousticModel(cfg).state_dict().values())
+        assert 0.75 * n <= cfg.approx_parameters() <= 1.35 * n, (kind, kw, n, cfg.approx_parameters())
+
+
+def test_a_config_far_bigger_than_its_weights_file_is_refused_before_the_model_is_built(tmp_path, monkeypatch):
+    """A few-kB acoustic file whose config asks for a huge model (a hostile or broken voice) is
+    refused from its config and the file's size, without allocating that model."""
+    import wavern.conditioning.export as ex
+
+    m = _model("window")
+    state = {k: v.clone() for k, v in m.state_dict().items()}
+    huge = _config("window", decoder_ffn_channels=4_000_000)
+    _write_raw(tmp_path / "huge.safetensors", state, huge)
+
+    def built(*a, **kw):
+        raise AssertionError("the model was built")
+
+    monkeypatch.setattr(ex, "AcousticModel", built)
+    with pytest.raises(VoiceFileError, match=r"about [\d,]+ numbers, the file holds [\d,]+: not built"):
+        load_acoustic(tmp_path / "huge.safetensors")
+    with pytest.raises(ParameterError, match="max_frames_per_token must be at most 1000"):
+        _config("window", max_frames_per_token=1001)
+    with pytest.raises(ParameterError, match="at most 10000 speakers"):
+        _config("window", speakers=tuple(f"s{i}" for i in range(10001)))
+
+
 def test_a_pitch_model_predicts_the_pitch_features_after_the_mel():
     m = _model("window", pitch=True)
     plain = _model("window")

@@ -684,3 +684,18 @@ def test_a_voice_files_weights_run_as_float16_with_the_float32_samples(tmp_path,
 
     dense, sparse = naive.random_vocoder(H=32, C=8, cond_blocks=1, block=(16, 4), density=0.5, seed=7)
     assert not Vocoder(dense, sparse, cond_blocks=1).half_weights
+
+
+def test_declared_sizes_beyond_the_limits_are_refused_before_anything_is_allocated(tmp_path):
+    """A block-sparse matrix declares its shape; a few-kB file declaring a huge one (one stored
+    block) would be densified to gigabytes at load: refused first. So is a huge cond_blocks."""
+    from wavern.vocoder.format import MAX_COND_BLOCKS, MAX_HIDDEN, load_vocoder_tensors
+
+    dense, sparse = naive.random_vocoder(H=32, C=8, cond_blocks=1, block=(16, 4), density=0.5, seed=7)
+    H = 2 * MAX_HIDDEN
+    sparse["gru.weight_hh"] = BlockSparse(data=np.ones((1, 16, 4), np.float32), index=np.zeros((1, 2), np.int32),
+                                          shape=(3 * H, H))
+    with pytest.raises(VoiceFileError, match=f"at most {MAX_HIDDEN}"):
+        Vocoder(dense, sparse, cond_blocks=1)
+    with pytest.raises(VoiceFileError, match=rf"cond_blocks must be an integer in \[1, {MAX_COND_BLOCKS}\]"):
+        load_vocoder_tensors(tmp_path / "any.safetensors", cond_blocks=MAX_COND_BLOCKS + 1)
