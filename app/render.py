@@ -288,6 +288,12 @@ def _output_name(job: Job, fmt: str) -> str:
             raise ParameterError(f"id '{job.id}' is not a safe file name (letters, digits, '.', '_', '-', at most "
                                  f"128); give the item an 'out' path instead")
         return f"{job.id}.{fmt}"
+    if "\x00" in job.out:
+        raise ParameterError(f"out {job.out!r} holds a NUL character")
+    try:
+        os.fsencode(job.out)
+    except UnicodeError:
+        raise ParameterError(f"out {job.out!r} is not a name this file system can hold (a lone surrogate?)") from None
     p = Path(job.out)
     if p.is_absolute() or ".." in p.parts or not p.parts:
         raise ParameterError(f"out '{job.out}' must be a relative path inside the output folder")
@@ -691,110 +697,133 @@ def run_batch(jobs: list[Job], *, out_dir: Path, fmt: str = "wav", voice: str | 
         if e.errno == errno.ENOSPC:
             raise DiskFullError(f"disk full: cannot create {out_dir}") from None
         raise ParameterError(f"--out-dir {out_dir}: cannot create it ({e.strerror})") from None
-    ledger = ResultsLedger(out_dir / RESULTS_NAME)
-    if ledger.dropped_lines > 1 and not ledger.rows:  # (one torn line is what a killed run leaves)
-        raise ParameterError(f"{out_dir / RESULTS_NAME} is not a wavern ledger (none of its lines is a result "
-                             f"row); render into another folder, or move that file away (nothing was changed)")
-    try:
-        ledger.compact()  # drop a torn last line before appending
-    except DiskFullError:
-        raise
-    except OSError as e:
-        raise ParameterError(f"--out-dir {out_dir}: cannot write there ({e.strerror or e})") from None
-    summary = BatchSummary(items=len(jobs))
-    default_voice = str(resolve_voice(voice))
-    voices: dict[str, str] = {}
-    render_keys: dict[str, str] = {}  # voice path -> _render_key
-    lex_json = lexicon.to_json() if lexicon is not None and len(lexicon) else None
-    fold = DEFAULT_FOLD_FRAMES if fold_frames is None else fold_frames
-    overlap = DEFAULT_OVERLAP_FRAMES if overlap_frames is None else overlap_frames
-    todo: list[tuple[Job, str, dict]] = []
-    names: dict[str, str] = {}
-    for job in jobs:
-        problem = job.problem
-        audio_name = ""
-        if problem is None:
-            try:
-                audio_name = _output_name(job, fmt)
-                if not job.text.strip():
-                    raise ParameterError("nothing to say: the text is empty")
-                job.config()  # speed, pitch and pitch range in range (ParameterError)
-                vpath = default_voice if job.voice is None else str(resolve_voice(job.voice))
-            except WavernError as e:
-                problem = str(e)
-        outputs = [audio_name] + _sidecar_names(audio_name, sidecars) if problem is None else []
-        if taken := next((name for name in outputs if name in names), None):
-            problem = f"output {taken} is also an output of item '{names[taken]}'"
-        if problem is not None:
-            ledger.append(_failed_row(job, problem))
-            summary.failed += 1
-            continue
-        names.update((name, job.id) for name in outputs)
-        row = ledger.rows.get(job.id)
-        request = _request_key(job, vpath, audio_name)
-        if vpath not in render_keys:
-            try:
-                render_keys[vpath] = _render_key(vpath, fold, overlap, lex_json)
-            except OSError as e:
-                raise ParameterError(f"voice {vpath}: cannot read it ({e.strerror or e})") from None
-        render = render_keys[vpath]
-        if ledger.finished(job.id, out_dir) and row.get("request") == request \
-                and row.get("render", render) == render \
-                and set(_sidecar_names(audio_name, sidecars)) <= set(row.get("files", [])):
-            summary.skipped += 1
-            continue
-        _remove_stale_parts(out_dir, audio_name)
-        key = voices.setdefault(vpath, vpath)
-        todo.append((job, audio_name, dict(dataclasses.asdict(job), voice_key=key, request=request,
-                                           render=render)))
-    if summary.skipped:
-        log.info("%d item(s) already done in %s; skipped", summary.skipped, out_dir)
-    by_id = {job.id: (job, name) for job, name, _ in todo}
-    payload = [p for _, _, p in todo]
-    by_payload = {p["id"]: p for p in payload}
-    n_workers = min(workers or 1, len(payload)) if ray_address is None else (workers or 1)
-    grouper = _Grouper(payload, workers=max(1, n_workers), segments=group_segments, fold_frames=fold_frames)
-    if ray_address is not None:
-        results = _run_ray(grouper, voices, fold_frames, overlap_frames, workers, ray_address, lex_json)
-    elif n_workers > 1:
-        results = _run_pool(grouper, voices, fold_frames, overlap_frames, n_workers, lex_json)
-    else:
-        results = _run_inline(grouper, voices, fold_frames, overlap_frames, lex_json)
-    bar = _progress(len(payload), progress)
-    try:
-        for res in results:
-            job, audio_name = by_id[res["id"]]
-            if res["ok"]:
-                grouper.learn(by_payload[res["id"]], res["rendered"].samples.shape[0])
+    with _exclusive(out_dir):  # one run at a time: each run rewrites the ledger from its own rows
+        ledger = ResultsLedger(out_dir / RESULTS_NAME)
+        if ledger.dropped_lines > 1 and not ledger.rows:  # (one torn line is what a killed run leaves)
+            raise ParameterError(f"{out_dir / RESULTS_NAME} is not a wavern ledger (none of its lines is a result "
+                                 f"row); render into another folder, or move that file away (nothing was changed)")
+        try:
+            ledger.compact()  # drop a torn last line before appending
+        except DiskFullError:
+            raise
+        except OSError as e:
+            raise ParameterError(f"--out-dir {out_dir}: cannot write there ({e.strerror or e})") from None
+        summary = BatchSummary(items=len(jobs))
+        default_voice = str(resolve_voice(voice))
+        voices: dict[str, str] = {}
+        render_keys: dict[str, str] = {}  # voice path -> _render_key
+        lex_json = lexicon.to_json() if lexicon is not None and len(lexicon) else None
+        fold = DEFAULT_FOLD_FRAMES if fold_frames is None else fold_frames
+        overlap = DEFAULT_OVERLAP_FRAMES if overlap_frames is None else overlap_frames
+        todo: list[tuple[Job, str, dict]] = []
+        names: dict[str, str] = {}
+        for job in jobs:
+            problem = job.problem
+            audio_name = ""
+            if problem is None:
                 try:
-                    sent = by_payload[res["id"]]
-                    row = _write_item(res, job, out_dir, audio_name, sidecars, sent["request"], sent["render"])
-                except DiskFullError:
-                    raise
-                except (OSError, WavernError) as e:  # this item's path is unusable ("x.wav" a folder, "sub" a
-                    # file, a read-only mount, a name too long): the item fails, the batch goes on
-                    why = (e.strerror or e) if isinstance(e, OSError) else str(e)
-                    row = _failed_row(job, f"cannot write {audio_name}: {why}", res.get("worker"))
-                    summary.failed += 1
-                else:
-                    summary.done += 1
-                    summary.audio_s += row["duration_s"]
-            else:
-                row = _failed_row(job, res["error"], res.get("worker"))
+                    audio_name = _output_name(job, fmt)
+                    if not job.text.strip():
+                        raise ParameterError("nothing to say: the text is empty")
+                    job.config()  # speed, pitch and pitch range in range (ParameterError)
+                    vpath = default_voice if job.voice is None else str(resolve_voice(job.voice))
+                except WavernError as e:
+                    problem = str(e)
+            outputs = [audio_name] + _sidecar_names(audio_name, sidecars) if problem is None else []
+            if taken := next((name for name in outputs if name in names), None):
+                problem = f"output {taken} is also an output of item '{names[taken]}'"
+            if problem is not None:
+                ledger.append(_failed_row(job, problem))
                 summary.failed += 1
-            ledger.append(row)
+                continue
+            names.update((name, job.id) for name in outputs)
+            row = ledger.rows.get(job.id)
+            request = _request_key(job, vpath, audio_name)
+            if vpath not in render_keys:
+                try:
+                    render_keys[vpath] = _render_key(vpath, fold, overlap, lex_json)
+                except OSError as e:
+                    raise ParameterError(f"voice {vpath}: cannot read it ({e.strerror or e})") from None
+            render = render_keys[vpath]
+            if ledger.finished(job.id, out_dir) and row.get("request") == request \
+                    and row.get("render", render) == render \
+                    and set(_sidecar_names(audio_name, sidecars)) <= set(row.get("files", [])):
+                summary.skipped += 1
+                continue
+            _remove_stale_parts(out_dir, audio_name)
+            key = voices.setdefault(vpath, vpath)
+            todo.append((job, audio_name, dict(dataclasses.asdict(job), voice_key=key, request=request,
+                                               render=render)))
+        if summary.skipped:
+            log.info("%d item(s) already done in %s; skipped", summary.skipped, out_dir)
+        by_id = {job.id: (job, name) for job, name, _ in todo}
+        payload = [p for _, _, p in todo]
+        by_payload = {p["id"]: p for p in payload}
+        n_workers = min(workers or 1, len(payload)) if ray_address is None else (workers or 1)
+        grouper = _Grouper(payload, workers=max(1, n_workers), segments=group_segments, fold_frames=fold_frames)
+        if ray_address is not None:
+            results = _run_ray(grouper, voices, fold_frames, overlap_frames, workers, ray_address, lex_json)
+        elif n_workers > 1:
+            results = _run_pool(grouper, voices, fold_frames, overlap_frames, n_workers, lex_json)
+        else:
+            results = _run_inline(grouper, voices, fold_frames, overlap_frames, lex_json)
+        bar = _progress(len(payload), progress)
+        try:
+            for res in results:
+                job, audio_name = by_id[res["id"]]
+                if res["ok"]:
+                    grouper.learn(by_payload[res["id"]], res["rendered"].samples.shape[0])
+                    try:
+                        sent = by_payload[res["id"]]
+                        row = _write_item(res, job, out_dir, audio_name, sidecars, sent["request"], sent["render"])
+                    except DiskFullError:
+                        raise
+                    except (OSError, WavernError) as e:  # this item's path is unusable ("x.wav" a folder, "sub" a
+                        # file, a read-only mount, a name too long): the item fails, the batch goes on
+                        why = (e.strerror or e) if isinstance(e, OSError) else str(e)
+                        row = _failed_row(job, f"cannot write {audio_name}: {why}", res.get("worker"))
+                        summary.failed += 1
+                    else:
+                        summary.done += 1
+                        summary.audio_s += row["duration_s"]
+                else:
+                    row = _failed_row(job, res["error"], res.get("worker"))
+                    summary.failed += 1
+                ledger.append(row)
+                if bar is not None:
+                    el = time.perf_counter() - t0
+                    bar.set_postfix_str(f"{summary.audio_s:.1f} s audio, {summary.audio_s / el:.1f}x real time",
+                                        refresh=False)
+                    bar.update(1)
+        finally:
+            results.close()
             if bar is not None:
-                el = time.perf_counter() - t0
-                bar.set_postfix_str(f"{summary.audio_s:.1f} s audio, {summary.audio_s / el:.1f}x real time",
-                                    refresh=False)
-                bar.update(1)
+                bar.close()
+        ledger.compact()
+        summary.wall_s = time.perf_counter() - t0
+        return summary
+
+
+@contextlib.contextmanager
+def _exclusive(out_dir: Path):
+    """Hold ``out_dir``'s render lock (an flock on the folder itself) for the block, or refuse:
+    two runs into one folder would each rewrite results.jsonl from their own rows, and the rows
+    of the run that finished first would be lost."""
+    import fcntl
+
+    try:
+        fd = os.open(out_dir, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as e:
+        raise ParameterError(f"--out-dir {out_dir}: cannot open it ({e.strerror or e})") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise ParameterError(f"another wavern render is writing into {out_dir}; wait for it to finish "
+                                 f"or give another --out-dir") from None
+        yield
     finally:
-        results.close()
-        if bar is not None:
-            bar.close()
-    ledger.compact()
-    summary.wall_s = time.perf_counter() - t0
-    return summary
+        os.close(fd)  # (releases the lock)
 
 
 def _remove_stale_parts(out_dir: Path, audio_name: str) -> None:

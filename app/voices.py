@@ -100,23 +100,33 @@ def find_voices() -> list[VoiceInfo]:
 
 
 def resolve_voice(name_or_path: str | None) -> Path:
-    """Turn ``--voice`` (a name, a path, or None for the default) into a voice folder."""
+    """Turn ``--voice`` (a name, a path, or None for the default) into a voice folder.
+
+    A bare name (no path separator, not starting with '.') is an installed voice first
+    (:func:`voice_dirs`), and only when none has that name a voice folder of that name here, so
+    `--voice default` and no `--voice` speak with the same voice wherever they run; a path (``./x``,
+    ``a/b``, ``~/v``) is that folder."""
     if name_or_path:
         p = Path(name_or_path).expanduser()
-        looks_like_path = os.sep in name_or_path or name_or_path.startswith(".")
-        try:
-            if (p / "voice.json").exists():
-                return p  # (Voice.load says what is wrong with it, unreadable included)
-        except OSError:
-            return p
+        looks_like_path = os.sep in name_or_path or name_or_path.startswith((".", "~"))
         if looks_like_path:
+            try:
+                if (p / "voice.json").exists():
+                    return p  # (Voice.load says what is wrong with it, unreadable included)
+            except OSError:
+                return p
             raise VoiceFileError(f"{p} is not a voice folder (no voice.json in it)")
-        # a bare name: an installed voice, even when a folder of that name (no voice) is here
     wanted = name_or_path or DEFAULT_VOICE
     voices = find_voices()
     for v in voices:
         if v.name == wanted:
             return v.path
+    if name_or_path:  # not installed: a voice folder of that name here
+        try:
+            if (p / "voice.json").exists():
+                return p
+        except OSError:
+            return p
     if name_or_path is None:
         valid = [v for v in voices if v.error is None]
         if valid:

@@ -10,8 +10,10 @@ Audio is 22 050 Hz mono 16-bit. A 16-bit sample ``x`` is split into a coarse byt
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import threading
 
 import numpy as np
 
@@ -458,10 +460,18 @@ def _blas_controller():
     return ThreadpoolController()  # inspecting the loaded libraries costs ~ms: once per process
 
 
+_BLAS_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
 def _one_blas_thread():
     """BLAS limited to one thread for a block, so a log-mel has the same bytes whatever thread
-    count the process runs BLAS with (the corpus builder's workers and a test process differ)."""
-    return _blas_controller().limit(limits=1, user_api="blas")
+    count the process runs BLAS with (the corpus builder's workers and a test process differ).
+    One thread at a time: each sets the limit (it must be set from the computing thread to hold
+    there) and restores what it found, and interleaved, a thread found another's limit and
+    restored it, leaving the process at one thread (2 -> 1 in 3 of 3 runs of a reviewer's script)."""
+    with _BLAS_LOCK, _blas_controller().limit(limits=1, user_api="blas"):
+        yield
 
 
 def log_mel(audio: np.ndarray, cfg: MelConfig = DEFAULT_MEL) -> np.ndarray:

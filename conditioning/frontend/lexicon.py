@@ -182,6 +182,8 @@ class Lexicon:
             raise ParameterError(
                 f"lexicon file {str(path)!r} is not valid JSON: {exc.msg} at line {exc.lineno} "
                 f"column {exc.colno}") from None
+        except (ValueError, RecursionError) as exc:  # a 5000-digit number; nesting deeper than Python's stack
+            raise ParameterError(f"lexicon file {str(path)!r} cannot be read: {exc}") from None
         if not isinstance(data, dict):
             raise ParameterError(
                 f"lexicon file {str(path)!r} must hold a JSON object (word -> pronunciation), "

@@ -691,6 +691,13 @@ def test_hostile_manifest_values_fail_their_item_or_the_call_with_a_clear_error(
     assert [j.text for j in read_inputs([str(inch)])] == ['A 5" screen.', "Quoted, with a comma."]
     with pytest.raises(ParameterError, match="--fold-frames must be an integer >= 1"):
         run_batch([jobs["ok"]], out_dir=tmp_path / "o", voice=str(tiny_voice), fold_frames=0)
+    # a NUL or a lone surrogate in 'out' fails that item alone (the batch died before rendering anything)
+    bad = [Job("nul", "Hi.", out="a\x00b.wav", seed=0), Job("sur", "Hi.", out="a\ud800b.wav", seed=0),
+           Job("fine", "Fine.", seed=0)]
+    s = run_batch(bad, out_dir=tmp_path / "o2", voice=str(tiny_voice), workers=1)
+    rows = {r["id"]: r for r in rows_of(tmp_path / "o2")}
+    assert (s.done, s.failed) == (1, 2) and rows["fine"]["status"] == "ok"
+    assert "NUL" in rows["nul"]["error"] and "surrogate" in rows["sur"]["error"]
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a read-only folder needs root")
@@ -741,3 +748,25 @@ def test_a_results_file_that_is_not_a_ledger_is_left_alone(tiny_voice, tmp_path)
         run_batch([Job("a", "Hi.", seed=0)], out_dir=out, voice=str(tiny_voice), workers=1)
     assert (out / RESULTS_NAME).read_text() == theirs  # (it was rewritten, empty)
 
+
+
+def test_a_second_run_into_the_same_folder_is_refused_while_one_runs(tiny_voice, tmp_path):
+    """Two runs into one folder each rewrote results.jsonl from their own rows: the first to finish
+    lost its rows. A run holds the folder's lock (an flock on the folder); a second one is refused
+    and changes nothing."""
+    import fcntl
+
+    out = tmp_path / "o"
+    out.mkdir()
+    held = os.open(out, os.O_RDONLY | os.O_DIRECTORY)  # another run holds the folder
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(ParameterError, match="another wavern render is writing into"):
+            run_batch([Job("a", "Hello.", seed=0)], out_dir=out, voice=str(tiny_voice))
+        assert list(out.iterdir()) == []
+    finally:
+        os.close(held)
+    s = run_batch([Job("a", "Hello.", seed=0)], out_dir=out, voice=str(tiny_voice))  # free again
+    assert s.done == 1
+    s = run_batch([Job("a", "Hello.", seed=0)], out_dir=out, voice=str(tiny_voice))  # and released after a run
+    assert s.skipped == 1

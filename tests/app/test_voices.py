@@ -131,3 +131,23 @@ def test_a_huge_voice_json_or_model_card_is_not_read_whole(tiny_voice, tmp_path,
     assert "more than a voice.json holds" in infos["big"].error and json.loads(text)
     assert infos["card"].error is None and infos["card"].card == "The first paragraph."
     assert peak < 2 << 20, peak  # neither the 4 MB voice.json nor the 8 MB card was read whole
+
+
+def test_a_bare_name_is_the_installed_voice_even_where_a_folder_of_that_name_is_here(tiny_voice, tmp_path,
+                                                                                     monkeypatch):
+    """`--voice default` and no `--voice` speak with the same voice wherever they run: a bare name
+    is an installed voice first; a folder of that name here is taken when none is installed, and
+    ./NAME always means the folder."""
+    import shutil
+
+    from wavern.app.voices import resolve_voice
+
+    installed = tmp_path / "installed"
+    shutil.copytree(tiny_voice, installed / "default")
+    shutil.copytree(tiny_voice, tmp_path / "here" / "default")
+    shutil.copytree(tiny_voice, tmp_path / "here" / "mine")
+    monkeypatch.setattr("wavern.app.voices.voice_dirs", lambda: [installed])
+    monkeypatch.chdir(tmp_path / "here")
+    assert resolve_voice("default") == resolve_voice(None) == installed / "default"
+    assert resolve_voice("./default") == Path("./default")
+    assert resolve_voice("mine") == Path("mine")  # not installed: the folder here

@@ -185,3 +185,47 @@ def test_soft_limit_leaves_the_signal_below_its_knee_and_bends_peaks_below_full_
     k = np.searchsorted(x, 0.9)
     assert abs(slope[k] - 1.0) < 1e-3 and slope[-1] < 1e-3  # slope 1 at the knee, flat far above it
     assert soft_limit(np.array([0.95]))[0] == pytest.approx(0.9 + 0.1 * np.tanh(0.5))
+
+
+_BLAS_SCRIPT = """
+import threading, numpy as np
+from threadpoolctl import threadpool_limits, threadpool_info
+from wavern.dsp import log_mel
+
+def counts():
+    return sorted(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")
+
+x = (np.random.default_rng(0).standard_normal(22050 * 4) * 0.1).astype(np.float32)
+threadpool_limits(2, user_api="blas")
+ref = log_mel(x)
+start = counts()
+bad = [0]
+
+def run():
+    for _ in range(150):
+        bad[0] += not np.array_equal(log_mel(x), ref)
+
+ts = [threading.Thread(target=run) for _ in range(2)]
+[t.start() for t in ts]
+[t.join() for t in ts]
+import json
+print(json.dumps([start, counts(), bad[0]]))
+"""
+
+
+def test_log_mel_from_threads_leaves_the_process_blas_threads_as_they_were():
+    """log_mel limits BLAS to one thread for its product; from two threads at once (a fresh
+    process, as a reviewer's script) the process's BLAS thread count comes back as it was (it
+    stayed at 1: each thread restored what it found, the other's limit) and every result has
+    the one-thread product's bytes."""
+    import subprocess
+    import sys
+
+    import json
+
+    r = subprocess.run([sys.executable, "-c", _BLAS_SCRIPT], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    start, after, bad = json.loads(r.stdout.strip().splitlines()[-1])
+    if not start or any(n != 2 for n in start):
+        pytest.skip(f"no BLAS here that runs 2 threads ({start})")
+    assert after == start and bad == 0, (start, after, bad)

@@ -61,6 +61,8 @@ def test_set_replaces_and_remove():
     ('{"": "x"}', "empty after normalisation"),
     ('{"a": "line\\nbreak"}', "control characters"),
     ('{"a": "' + "x" * (MAX_ENTRY_CHARS + 1) + '"}', f"limit is {MAX_ENTRY_CHARS}"),
+    ('{"a": ' + "[" * 100000 + "]" * 100000 + "}", "cannot be read"),  # (was RecursionError)
+    ('{"a": ' + "1" * 5000 + "}", "cannot be read.*digits"),  # (was ValueError)
 ])
 def test_bad_files_refused(tmp_path, content, message):
     path = tmp_path / "lexicon.json"
