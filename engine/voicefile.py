@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +96,24 @@ def read_voice_json(folder: str | Path, *, runtime_mel: MelConfig = DEFAULT_MEL)
     if speakers is not None and (not isinstance(speakers, list) or not speakers
                                  or not all(isinstance(s, str) and s for s in speakers)):
         raise VoiceFileError(f"{path}: field 'acoustic.speakers' must be a non-empty list of names, found {speakers!r}")
+    for field, name in (("espeak_voice", meta.get("espeak_voice")),
+                        ("inference.speaker", meta.get("inference", {}).get("speaker"))):
+        if name is not None and not (isinstance(name, str) and _ESPEAK_NAME.fullmatch(name)):
+            raise VoiceFileError(f"{path}: field '{field}' must be an espeak-ng voice name (letters, digits, "
+                                 f"'-', '+', '_'), found {name!r}")
+    bad = next((s for s in speakers or () if not _ESPEAK_NAME.fullmatch(s)), None)
+    if bad is not None:  # (a speaker's name picks the espeak-ng voice its text is phonemised with)
+        raise VoiceFileError(f"{path}: field 'acoustic.speakers' holds {bad!r}, not a speaker name (letters, "
+                             f"digits, '-', '+', '_')")
+    speaker = meta.get("inference", {}).get("speaker")
+    if speaker is not None and speakers is not None and speaker not in speakers:
+        raise VoiceFileError(f"{path}: field 'inference.speaker' {speaker!r} is not one of the voice's speakers "
+                             f"(acoustic.speakers)")
     return meta
+
+
+#: an espeak-ng voice (and variant) name: no path, nothing espeak would read as a file
+_ESPEAK_NAME = re.compile(r"[A-Za-z0-9_+-]{1,64}")
 
 
 #: voice.json files above this size are refused unread (the shipped one is ~20 kB)

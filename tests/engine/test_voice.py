@@ -757,3 +757,24 @@ def test_pitch_settings_are_checked_and_refused_by_a_voice_without_them(voice):
 
     with pytest.raises(ParameterError, match="cannot change its pitch"):
         render_utterance(voice, "Hello.", SpeakConfig(pitch_range=30))
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("espeak_voice", "../../tmp/x", "must be an espeak-ng voice name"),
+    ("inference.speaker", "en/../../x", "must be an espeak-ng voice name"),
+    ("inference.speaker", "en-zz", "is not one of the voice's speakers"),
+    ("acoustic.speakers", ["en-us", "en/../x"], "not a speaker name"),
+])
+def test_voice_and_speaker_names_that_are_not_names_are_refused(tiny_voice, tmp_path, field, value, message):
+    """Names go to espeak-ng as voice names: a path-like one gave every word as one vowel."""
+    import json
+
+    from wavern.engine.voicefile import read_voice_json
+
+    v = _copy(tiny_voice, tmp_path)
+    meta = json.loads((v / "voice.json").read_text())
+    node, _, key = field.rpartition(".")
+    (meta[node] if node else meta)[key] = value
+    (v / "voice.json").write_text(json.dumps(meta))
+    with pytest.raises(VoiceFileError, match=message):
+        read_voice_json(v)
