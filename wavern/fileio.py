@@ -55,12 +55,18 @@ def check_output_file(what: str, path: str | os.PathLike) -> Path:
     return p
 
 
+_NOT_SPACE = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENAMETOOLONG, errno.EISDIR, errno.ENOTDIR,
+              errno.ENOENT, errno.EEXIST, errno.EINVAL)
+
+
 def is_disk_full(e: BaseException, path: str | os.PathLike | None = None) -> bool:
     """Whether ``e`` means "no space left": ENOSPC/EDQUOT, or a library's wording of it, or (the
     error says nothing: libsndfile's bare "System error.", numpy's "N requested and M written")
     less than 1 MiB free where ``path`` is written."""
     if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
         return True
+    if isinstance(e, OSError) and e.errno in _NOT_SPACE:  # says what it is: a read-only folder on a
+        return False  # nearly full volume is a permission problem, not a full disk
     if "space" in str(e).lower() or "requested and" in str(e):
         return True
     if path is not None:
