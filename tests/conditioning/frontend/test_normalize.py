@@ -354,6 +354,15 @@ TABLE = [
     ("Ｈｅｌｌｏ", "Hello"),
     ("Привет мир", "Привет мир"),
     ("東京", "東京"),
+    # (mutation audit: each of these passed with the rule behind it broken)
+    ("2021-13-05", "two zero two one, one three, zero five"),  # no month 13 (was an IndexError)
+    ("2021-00-05", "two zero two one, zero zero, zero five"),  # no month 0 (was "December fifth")
+    ("2021-03-45", "two zero two one, zero three, four five"),  # no day 45
+    ("1850 kg", "one thousand eight hundred fifty kilograms"),  # a quantity, not a year
+    ("1500 km", "one thousand five hundred kilometers"),
+    ("12:30:45", "twelve thirty and forty-five seconds"),
+    ("1.0 kg", "one point zero kilograms"),  # a decimal takes the plural
+    ("the 800s", "the eight hundreds"),
 ]
 
 

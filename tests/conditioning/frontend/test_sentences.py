@@ -250,3 +250,35 @@ def test_operator_between_numbers_is_a_word_with_its_own_span():
         ("Add", "Add"), ("5", "five"), ("-", "minus"), ("3", "three"), ("=", "equals"), ("2", "two"),
         ("then", "then"), ("5", "five"), ("million", "million dollars")]
     assert all(text[w.start:w.end] == w.text for w in words)
+
+
+# (mutation audit: each of these passed with the rule behind it broken)
+
+def test_day_abbreviations_are_read_and_their_period_does_not_end_the_sentence():
+    assert [x.spoken for x in segment("See you on Tue. at noon, or Fri. The rest later.")] == \
+        ["See you on Tuesday at noon, or Friday.", "The rest later."]
+
+
+def test_a_question_mark_wins_over_the_marks_beside_it():
+    assert [x.spoken for x in segment("You did what!? No way.")] == ["You did what?", "No way."]
+    assert [x.spoken for x in segment("Really.? Yes.")] == ["Really?", "Yes."]
+
+
+def test_an_equals_sign_on_a_later_line_does_not_make_a_dash_minus():
+    assert [x.spoken for x in segment("Read pages 5 - 10 tonight.\nThen check that x = 3.")] == \
+        ["Read pages five to ten tonight.", "Then check that x equals three."]
+
+
+def test_a_line_ending_in_a_colon_ends_its_sentence():
+    text = "These are the things we need to buy at the shop tomorrow:\nbread, butter and jam"
+    assert [x.spoken for x in segment(text)] == \
+        ["These are the things we need to buy at the shop tomorrow.", "bread, butter and jam."]
+
+
+def test_a_forced_cut_never_leaves_a_piece_shorter_than_the_minimum_before_it():
+    """A sentence over MAX_SENTENCE_WORDS is cut at a comma only after MIN_SPLIT_WORDS words:
+    "Well," alone was a sentence of one word."""
+    text = "Well, " + " ".join(f"word{i}" for i in range(45)) + "."
+    sizes = [len(x.words) for x in segment(text)]
+    assert sum(sizes) == 46 and max(sizes) <= MAX_SENTENCE_WORDS
+    assert all(n >= MIN_SPLIT_WORDS for n in sizes[:-1]), sizes
