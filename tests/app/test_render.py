@@ -770,3 +770,26 @@ def test_a_second_run_into_the_same_folder_is_refused_while_one_runs(tiny_voice,
     assert s.done == 1
     s = run_batch([Job("a", "Hello.", seed=0)], out_dir=out, voice=str(tiny_voice))  # and released after a run
     assert s.skipped == 1
+
+
+def test_sources_name_the_line_an_item_starts_on_and_every_request_field_counts(tmp_path):
+    """(mutation audit) A CSV row's source and default id count the header as line 1; a
+    paragraph's source is its first line; each of text, voice, speed, seed, pitch, pitch range,
+    speaker and output name changes the request key (a changed speaker kept the old audio)."""
+    import dataclasses
+
+    from wavern.app.render import _request_key
+
+    (tmp_path / "paras.txt").write_text("One a\none b.\n\n\nTwo.\n")
+    (tmp_path / "m.csv").write_text("id,text\nc1,Hello.\n,No id here.\n")
+    paras = read_inputs([str(tmp_path / "paras.txt")], paragraphs=True)
+    assert [j.source.rsplit(":", 1)[1] for j in paras] == ["1", "5"]
+    rows = read_inputs([str(tmp_path / "m.csv")])
+    assert [(j.id, j.source.rsplit(":", 1)[1]) for j in rows] == [("c1", "2"), ("m-00003", "3")]
+    base = Job("a", "Hello.", speed=1.0, seed=3, pitch=50.0, pitch_range=50.0, speaker="en+m1")
+    key = _request_key(base, "/voices/v", "a.wav")
+    variants = [dataclasses.replace(base, text="Hello!"), dataclasses.replace(base, speed=1.1),
+                dataclasses.replace(base, seed=4), dataclasses.replace(base, pitch=60.0),
+                dataclasses.replace(base, pitch_range=40.0), dataclasses.replace(base, speaker="en+f2")]
+    assert all(_request_key(j, "/voices/v", "a.wav") != key for j in variants)
+    assert _request_key(base, "/voices/w", "a.wav") != key and _request_key(base, "/voices/v", "b.wav") != key

@@ -222,6 +222,32 @@ def test_a_segment_cut_short_equals_a_shorter_segment():
     assert np.array_equal(late.push(x[HOP * 12:HOP * 22]), mm.apply(x[HOP * 12:HOP * 22], mel[12:22]))
 
 
+def test_a_mel_with_the_stfts_last_frame_is_matched_to_the_end():
+    """A log_mel of the target has 1 + n // hop rows, one more than the tests above pass: the
+    last frame is matched too, as the reference does (mutation audit: it was dropped unseen)."""
+    rng = np.random.default_rng(5)
+    n = HOP * 20
+    t = np.arange(n) / 22050
+    mel = log_mel((0.3 * np.sin(2 * np.pi * 330 * t)).astype(np.float32))
+    assert len(mel) == 1 + n // HOP
+    x = (0.05 * rng.standard_normal(n)).astype(np.float32)
+    cfg = MelMatchConfig(cap=4.0, floor=1e-3)
+    np.testing.assert_allclose(MelMatch(cfg).apply(x, mel), _reference(x, mel, cfg.cap, cfg.floor), atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("n", [300, 500, 512, 600])
+def test_a_segment_cut_within_its_first_window_equals_a_shorter_segment(n):
+    """A speed change right after a request's first chunk (512 samples) cuts its segment inside
+    the first window: the rest is made as for a segment that short, whose edge does not reflect
+    (mutation audit: cut() kept the long segment's reflection)."""
+    x, mel = _signal(HOP * 30, seed=4)
+    mm = MelMatch()
+    s = mm.stream(lambda a, b: mel[a:b], len(x))
+    out = np.concatenate([s.push(x[:n]), s.cut()])
+    assert s.done and out.shape == (n,)
+    assert np.array_equal(out, mm.apply(x[:n], mel[:max(1, n // HOP)]))
+
+
 def test_short_and_empty_segments():
     mm = MelMatch()
     x, mel = _signal(HOP * 8, seed=4)

@@ -60,6 +60,30 @@ def test_chunked_filtering_is_bit_identical_to_one_pass(dtype):
     assert np.array_equal(np.concatenate(parts), whole)
 
 
+def test_the_tilt_row_compensates_the_formant_filters_low_pass_tilt():
+    """Row 2 of every frame is 1 - tilt z^-1 (a gentle high-frequency lift): with its sign
+    flipped the voice darkened audibly and no other test noticed (mutation audit)."""
+    cfg = PostfilterConfig(tilt=0.3)
+    mel = log_mel(_resonance(4000, 800))
+    rows = Postfilter(cfg).coefficients(mel)[:, 2]
+    expect = np.zeros(cfg.order + 1)
+    expect[:2] = 1.0, -0.3
+    assert np.array_equal(rows, np.tile(expect, (len(mel), 1)))
+
+
+def test_audio_past_the_last_frame_of_coefficients_uses_that_frame():
+    """apply's promise: frames past ``coefs`` use its last frame (mutation audit: without the
+    clamp numba read past the array and the output turned NaN)."""
+    mel = log_mel(_resonance(3000, 600))
+    pf = Postfilter()
+    coefs = pf.coefficients(mel)
+    x = (np.random.default_rng(3).standard_normal((len(mel) + 6) * 256) * 0.1).astype(np.float32)
+    padded = np.concatenate([coefs, np.repeat(coefs[-1:], 6, axis=0)])
+    got = pf.apply(x, coefs, pf.new_state())
+    assert np.all(np.isfinite(got))
+    assert np.array_equal(got, pf.apply(x, padded, pf.new_state()))
+
+
 def test_envelope_peaks_at_the_formant_and_target_spectrum_energy_is_kept():
     for freq in (400.0, 1200.0, 2500.0):
         x = _resonance(22050, freq)

@@ -58,6 +58,25 @@ def test_ring_counts_underruns_and_pauses_and_clears():
     assert ring.underruns == before  # no underrun once the producer is done
 
 
+def test_ring_counts_a_partial_shortfall_and_the_lowest_headroom_per_request():
+    """(mutation audit) A read that finds 10 of 16 samples is 6 samples short, not 16; the
+    lowest level the consumer found is kept, and reset_stats starts a request's count afresh."""
+    ring = AudioRing(64)
+    out = np.zeros(16, np.float32)
+    ring.write(np.ones(10, np.float32))
+    assert ring.read_into(out) == 10
+    assert (ring.underruns, ring.underrun_samples) == (1, 6)
+    ring.write(np.ones(60, np.float32))
+    ring.read_into(out)  # found 60
+    ring.read_into(out)  # found 44
+    assert ring.min_headroom == 10  # the lowest level a read found (10; then 60 and 44)
+    ring.reset_stats()
+    assert (ring.underruns, ring.underrun_samples, ring.min_headroom) == (0, 0, ring.capacity)
+    ring.read_into(out)  # found 28
+    ring.read_into(out)  # found 12
+    assert ring.min_headroom == 12
+
+
 def test_ring_producer_waits_for_consumer_thread():
     ring = AudioRing(256)
     data = np.arange(5000, dtype=np.float32)
@@ -132,6 +151,14 @@ def test_raw_sink_is_s16le():
     buf = io.BytesIO()
     play(_chunks(1, 4), RawStdoutSink(buf))
     assert np.frombuffer(buf.getvalue(), "<i2").tolist() == [3277] * 4
+
+
+def test_raw_sink_clips_past_full_scale_instead_of_wrapping():
+    """`say --out -` with a loud passage (volume above 1): samples beyond full scale are clipped,
+    not wrapped into clicks of the opposite sign (mutation audit)."""
+    buf = io.BytesIO()
+    RawStdoutSink(buf).write(np.array([0.5, 1.2, -1.5, -1.0, 0.999985], np.float32))
+    assert np.frombuffer(buf.getvalue(), "<i2").tolist() == [16384, 32767, -32768, -32768, 32767]
 
 
 def test_null_sink_keeps_audio():

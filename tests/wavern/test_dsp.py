@@ -229,3 +229,16 @@ def test_log_mel_from_threads_leaves_the_process_blas_threads_as_they_were():
     if not start or any(n != 2 for n in start):
         pytest.skip(f"no BLAS here that runs 2 threads ({start})")
     assert after == start and bad == 0, (start, after, bad)
+
+
+def test_an_absurd_finite_mel_value_is_silence_not_an_overflow():
+    """mel_power_spectrum clamps log values to 20: one glitching frame at 800 overflowed exp, the
+    post-filter's coefficients turned NaN and the NaN stuck in its memory (mutation audit)."""
+    from wavern import dsp
+
+    mel = np.full((3, DEFAULT_MEL.n_mels), -3.0)
+    mel[1, 10] = 800.0
+    p = dsp.mel_power_spectrum(mel)
+    assert np.all(np.isfinite(p))
+    top = dsp.mel_power_spectrum(np.full((1, DEFAULT_MEL.n_mels), 20.0))
+    assert p[1].max() <= top.max() * (1 + 1e-9)  # no louder than a frame at the clamp everywhere
