@@ -95,3 +95,81 @@ def test_a_failing_shared_batch_is_retried_item_by_item(voice, alone, monkeypatc
     assert isinstance(got[1], RuntimeError)
     _same(got[0], alone[0])
     _same(got[2], alone[2])
+
+
+# --------------------------------------------------------------------------------------------
+# Word-timing sidecars on long audio (pure functions: hand-built timings, no voice needed).
+
+
+def _hms(seconds_ms: int, sep: str) -> str:
+    """HH:MM:SS<sep>mmm of a whole number of milliseconds, by hand."""
+    h = seconds_ms // 3_600_000
+    m = (seconds_ms // 60_000) % 60
+    s = (seconds_ms // 1000) % 60
+    return f"{h:02d}:{m:02d}:{s:02d}{sep}{seconds_ms % 1000:03d}"
+
+
+# sample rate 1000 Hz: a sample is a millisecond, so every time is exact
+_LONG_TEXT = "one two three four"
+_LONG_MS = [(0, 450), (400_000, 400_750), (3_723_456, 3_724_001), (39_599_999, 39_600_000)]
+
+
+def _long_timings():
+    from wavern.engine.voice import WordTiming
+
+    spans, pos = [], 0
+    for word in _LONG_TEXT.split():
+        a = _LONG_TEXT.index(word, pos)
+        spans.append((a, a + len(word)))
+        pos = a + len(word)
+    return tuple(WordTiming(ca, cb, a, b) for (ca, cb), (a, b) in zip(spans, _LONG_MS))
+
+
+def test_srt_cues_are_numbered_from_one_with_hour_long_clock_times():
+    from wavern.engine.batch import srt_text
+
+    srt = srt_text(_LONG_TEXT, _long_timings(), 1000)
+    blocks = srt.strip("\n").split("\n\n")
+    words = _LONG_TEXT.split()
+    assert len(blocks) == len(words)
+    for n, (block, word, (a, b)) in enumerate(zip(blocks, words, _LONG_MS), start=1):
+        # SubRip: the index line (from 1), the times line, the text line
+        assert block.splitlines() == [str(n), f"{_hms(a, ',')} --> {_hms(b, ',')}", word]
+    # 400 s is six minutes forty, 3723.456 s one hour two minutes three seconds
+    assert "00:06:40,000 --> 00:06:40,750" in srt
+    assert "01:02:03,456 --> 01:02:04,001" in srt
+    assert "10:59:59,999 --> 11:00:00,000" in srt
+
+
+def test_vtt_clock_times_past_an_hour():
+    from wavern.engine.batch import vtt_text
+
+    vtt = vtt_text(_LONG_TEXT, _long_timings(), 1000)
+    assert vtt.startswith("WEBVTT\n\n")
+    blocks = vtt[len("WEBVTT\n\n"):].strip("\n").split("\n\n")
+    for block, word, (a, b) in zip(blocks, _LONG_TEXT.split(), _LONG_MS, strict=True):
+        assert block.splitlines() == [f"{_hms(a, '.')} --> {_hms(b, '.')}", word]
+    assert "00:06:40.000 --> 00:06:40.750" in vtt
+
+
+def test_timing_json_sentences_carry_their_own_start_and_end():
+    from wavern.engine.batch import RenderedUtterance, SentenceSpan, timing_json
+    from wavern.engine.voice import WordTiming
+
+    text = "Hi there. Bye now."
+    sr = 100
+    sentences = (SentenceSpan(0, 0, 9, 10, 250), SentenceSpan(1, 10, 18, 300, 520))
+    words = (WordTiming(0, 2, 10, 80), WordTiming(3, 8, 90, 250), WordTiming(10, 13, 300, 400),
+             WordTiming(14, 17, 410, 520))
+    r = RenderedUtterance(np.zeros(600, np.int16), sr, sentences, words, compute_s=0.1)
+    j = timing_json("x", text, r)
+    assert j["samples"] == 600 and j["duration_s"] == 6.0 and j["sample_rate"] == sr
+    assert j["sentences"] == [
+        {"index": 0, "char_start": 0, "char_end": 9, "text": "Hi there.", "start_sample": 10, "end_sample": 250,
+         "start_s": 0.1, "end_s": 2.5},
+        {"index": 1, "char_start": 10, "char_end": 18, "text": "Bye now.", "start_sample": 300, "end_sample": 520,
+         "start_s": 3.0, "end_s": 5.2},
+    ]
+    assert [(w["text"], w["start_sample"], w["end_sample"], w["start_s"], w["end_s"]) for w in j["words"]] == [
+        ("Hi", 10, 80, 0.1, 0.8), ("there", 90, 250, 0.9, 2.5), ("Bye", 300, 400, 3.0, 4.0),
+        ("now", 410, 520, 4.1, 5.2)]

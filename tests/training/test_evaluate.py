@@ -349,3 +349,137 @@ def test_copy_features_append_the_true_audios_pitch():
     assert f.shape == (u.mel.shape[0], 82) and f.dtype == np.float32
     np.testing.assert_array_equal(f[:, :80], u.mel)
     np.testing.assert_array_equal(f[:, 80:], pitch_features(pitch_track(x)))
+
+
+# --------------------------------------------------------------------------- definitions pinned down
+
+
+def test_gpe_counts_errors_above_twenty_percent():
+    """GPE is the share of frames voiced in both whose f0 differs by more than 20 %."""
+    voiced = _pulses(120.0)
+    vde, gpe = ev.pitch_errors(voiced, _pulses(162.0))  # 35 % high: gross
+    assert vde < 0.1 and gpe > 0.9
+    vde, gpe = ev.pitch_errors(voiced, _pulses(138.0))  # 15 % high: not gross
+    assert vde < 0.1 and gpe == 0.0
+    # against the definition, written out on the pitch tracks of a signal whose second half is 35 % high
+    from wavern.dsp import pitch_track
+
+    half = voiced.size // 2
+    deg = np.concatenate([voiced[:half], _pulses(162.0)[half:]])
+    r = pitch_track(voiced.astype(np.float64), ev.DEFAULT_MEL)[:, 0]
+    d = pitch_track(deg.astype(np.float64), ev.DEFAULT_MEL)[:, 0]
+    both = [k for k in range(r.size) if r[k] > 0 and d[k] > 0]
+    want = sum(abs(d[k] / r[k] - 1.0) > 0.2 for k in both) / len(both)
+    assert 0.3 < want < 0.7
+    assert ev.pitch_errors(voiced, deg)[1] == pytest.approx(want, abs=1e-12)
+
+
+def _naive_lsd(ref: np.ndarray, deg: np.ndarray, floor: float = 1e-3) -> float:
+    """LSD written from its definition with librosa's centred Hann STFT (reflect padding):
+    for each frame, the RMS over bins of the dB power difference; then the mean over frames."""
+    import librosa
+
+    def power_db(x):
+        spec = librosa.stft(x.astype(np.float64), n_fft=1024, hop_length=256, win_length=1024, window="hann",
+                            center=True, pad_mode="reflect")
+        return 20.0 * np.log10(np.maximum(np.abs(spec), floor))  # (bins, frames)
+
+    diff = power_db(ref) - power_db(deg)
+    per_frame = [math.sqrt(float(np.mean(diff[:, t] ** 2))) for t in range(diff.shape[1])]
+    return float(np.mean(per_frame))
+
+
+def test_log_spectral_distance_is_per_frame_rms_then_mean_over_frames():
+    x = _speechlike(1.0, seed=3)
+    rng = np.random.default_rng(10)
+    t = np.arange(x.size) / SR
+    # a gain that changes over time and coloured noise: the dB difference varies by frame and by bin
+    noise = np.convolve(rng.standard_normal(x.size), np.ones(8) / 8, mode="same")
+    y = (x * (1.0 + 2.0 * (t > 0.6)) + 0.01 * noise).astype(np.float32)
+    want = _naive_lsd(x.astype(np.float64), y.astype(np.float64))
+    assert ev.log_spectral_distance(x, y) == pytest.approx(want, rel=1e-9)
+    # a pure gain of 2 (magnitudes well above the floor) is 20 log10(2) dB in every bin of every frame
+    tone = (0.5 * np.sin(2 * np.pi * 441.0 * np.arange(SR // 2) / SR)) + 0.1 * rng.standard_normal(SR // 2)
+    assert ev.log_spectral_distance(tone, 2 * tone) == pytest.approx(20 * math.log10(2), rel=1e-9)
+
+
+def test_mcd_is_the_mean_over_the_warped_path():
+    """Test frames each repeated twice, with a pure cepstral offset: the DTW path pairs every
+    reference frame with its two copies (2n steps, each costing |Δc|), so the mean over the path
+    is the offset's MCD, MCD_CONSTANT · a/2, not twice it (the sum over n reference frames)."""
+    rng = np.random.default_rng(2)
+    mel = np.cumsum(rng.standard_normal((30, 80)), axis=0) * 3  # frames far apart
+    a = 0.2
+    k = np.arange(80)
+    shifted = mel + a * np.cos(np.pi * 3 * (k + 0.5) / 80)
+    warped = np.repeat(shifted, 2, axis=0)  # (60, 80)
+    assert ev.mcd_dtw_mel(mel, warped) == pytest.approx(ev.MCD_CONSTANT * a / 2, rel=1e-9)
+    # the other way round (the reference is the longer one): the same
+    assert ev.mcd_dtw_mel(np.repeat(mel, 2, axis=0), shifted) == pytest.approx(ev.MCD_CONSTANT * a / 2, rel=1e-9)
+
+
+def test_frame_labels_on_exact_token_ends():
+    """Frame t's centre is sample 256 t; a centre on a token's end belongs to the next token
+    (token k holds samples [start_k, end_k)), and a zero-length token labels no frame."""
+    assert ev.frame_labels(["a", "b", "c"], [256, 512, 256], 5) == ["a", "b", "b", "c", "c"]
+    assert ev.frame_labels(["a", "b", "c"], [256, 0, 300], 3) == ["a", "c", "c"]
+    assert ev.frame_labels(["a", "b", "c"], [0, 512, 512], 5) == ["b", "b", "c", "c", "c"]
+
+
+def _constant_classifier(classes, predict):
+    """A PhoneClassifier whose output layer ignores its input and always prefers ``predict``."""
+    import torch
+
+    clf = ev.PhoneClassifier(ev.PhoneClassifierConfig(classes=tuple(classes), context=1, hidden=4, n_layers=1))
+    last = clf.net[-1]
+    with torch.no_grad():
+        last.weight.zero_()
+        last.bias.zero_()
+        last.bias[classes.index(predict)] = 1.0
+    return clf
+
+
+# durations (samples) of sil, a, sil, i: frame centres 0, 256, ..., 5376 (22 frames) fall in
+# [0, 1000): 4 frames sil; [1000, 3000): 8 frames a; [3000, 4000): 4 sil; [4000, 5500): 6 i
+_TOKS = ("<bos>", "ˈa", ",", "i")
+_DURS = np.array([1000, 2000, 1000, 1500])
+
+
+def test_phone_accuracy_can_leave_silence_frames_out():
+    clf = _constant_classifier(["sil", "a", "i"], "a")  # says "a" for every frame
+    mel = np.zeros((22, 80), np.float32)
+    assert ev.frame_labels(_TOKS, _DURS, 22) == ["sil"] * 4 + ["a"] * 8 + ["sil"] * 4 + ["i"] * 6
+    assert ev.phone_accuracy_mel(mel, _TOKS, _DURS, classifier=clf) == pytest.approx(8 / 22)
+    assert ev.phone_accuracy_mel(mel, _TOKS, _DURS, classifier=clf, exclude_silence=True) == pytest.approx(8 / 14)
+    always_sil = _constant_classifier(["sil", "a", "i"], "sil")
+    assert ev.phone_accuracy_mel(mel, _TOKS, _DURS, classifier=always_sil) == pytest.approx(8 / 22)
+    assert ev.phone_accuracy_mel(mel, _TOKS, _DURS, classifier=always_sil, exclude_silence=True) == 0.0
+
+
+def test_evaluate_utterances_reports_phone_accuracy_without_silence():
+    clf = _constant_classifier(["sil", "a", "i"], "i")
+    rng = np.random.default_rng(13)
+    audio = (0.1 * rng.standard_normal(int(_DURS.sum()))).astype(np.float32)  # log_mel: 22 frames
+    utts = [ev.EvalUtterance(id=f"u{j}", audio=audio, mel=log_mel(audio), phonemes=_TOKS, durations=_DURS)
+            for j in range(2)]
+    got = ev.evaluate_utterances(lambda u: u.audio, utts, classifier=clf, metrics=["phone_acc"])
+    assert got["phone_acc"] == pytest.approx(12 / 44)  # the 6 "i" frames of each
+    assert got["phone_acc_no_sil"] == pytest.approx(12 / 28)
+
+
+def test_evaluate_utterances_gpe_skips_an_utterance_with_nothing_voiced_in_both():
+    """GPE is NaN for an utterance with no frame voiced in both; the mean over utterances skips it."""
+    voiced = _pulses(120.0)
+    noise = (0.1 * np.random.default_rng(0).standard_normal(voiced.size)).astype(np.float32)
+    utts = [ev.EvalUtterance(id=i, audio=x, mel=log_mel(x), phonemes=("a",), durations=np.array([x.size]))
+            for i, x in (("voiced", voiced), ("noise", noise))]
+    octave = _pulses(240.0)
+
+    def render(u):
+        return octave if u.id == "voiced" else noise[::-1].copy()
+
+    per = [ev.pitch_errors(u.audio, render(u)) for u in utts]
+    assert math.isnan(per[1][1]) and per[0][1] > 0.9
+    got = ev.evaluate_utterances(render, utts, metrics=["vde", "gpe"])
+    assert got["gpe"] == pytest.approx(per[0][1])
+    assert got["vde"] == pytest.approx((per[0][0] + per[1][0]) / 2)

@@ -117,3 +117,60 @@ def test_bad_input_is_refused():
         BidirectionalTrigram.fit([np.array([1, 4])], n_symbols=4)
     with pytest.raises(ParameterError, match="no sequences"):
         BidirectionalTrigram.fit([], n_symbols=4)
+
+
+def _two_choice_model():
+    """Corpus [1 2 1] x3 and [1 3 1]: between 1 and 1 the model has seen 2 three times and 3 once.
+
+    At position 1 of [1, 2, 1] the contexts are (0, 1) on the left and (1, 0) on the right;
+    with k = 1 and V = 4: P_f(2) = (3 + 1) / (4 + 4), P_f(3) = (1 + 1) / 8, P_b the same, so
+    q = (1/2)^2 : (1/4)^2 = 0.8 : 0.2 over the support {2, 3}.
+    """
+    seqs = [np.array([1, 2, 1])] * 3 + [np.array([1, 3, 1])]
+    return BidirectionalTrigram.fit(seqs, n_symbols=4, k=1.0)
+
+
+@pytest.mark.parametrize("temperature", [0.5, 2.0, 4.0])
+def test_sampling_temperature_reshapes_the_proposal_as_q_to_the_one_over_t(temperature):
+    m = _two_choice_model()
+    seq = np.array([1, 2, 1])
+    np.testing.assert_allclose(m.proposal(seq, np.array([1]))[0], [0.0, 0.0, 0.8, 0.2])
+    want = np.array([0.0, 0.0, 0.8, 0.2]) ** (1.0 / temperature)
+    want /= want.sum()  # T = 2: 2/3 : 1/3; T = 0.5: 16/17 : 1/17
+    rng = np.random.default_rng(11)
+    draws = m.sample(seq, np.full(20000, 1), rng, temperature=temperature)
+    freq = np.bincount(draws, minlength=4) / draws.size
+    np.testing.assert_allclose(freq, want, atol=0.015)
+
+
+def test_temperature_above_one_flattens_the_draws():
+    m = _two_choice_model()
+    seq = np.array([1, 2, 1])
+    share = {}
+    for t in (0.5, 1.0, 3.0):
+        draws = m.sample(seq, np.full(20000, 1), np.random.default_rng(12), temperature=t)
+        share[t] = float(np.mean(draws == 3))  # the less likely symbol
+    assert share[0.5] < share[1.0] < share[3.0] < 0.5
+
+
+def test_tier2_support_is_symbols_after_the_left_or_before_the_right_neighbour():
+    # corpus [1 2] and [5 3]: 2 was seen right after 1, 5 right before 3, nothing between 1 and 3
+    m = BidirectionalTrigram.fit([np.array([1, 2]), np.array([5, 3])], n_symbols=7, k=0.5)
+    seq = np.array([1, 4, 3])
+    got = m.support(seq, np.array([1]))[0]
+    want = np.zeros(7, bool)
+    want[[2, 5]] = True
+    np.testing.assert_array_equal(got, want)
+    q = m.proposal(seq, np.array([1]))[0]
+    assert q[2] > 0 and q[5] > 0 and q.sum() == pytest.approx(1.0)
+    assert np.all(q[[0, 1, 3, 4, 6]] == 0)
+    # the right side alone: before 3 only 5 was seen (nothing ever followed 6)
+    only_right = m.support(np.array([6, 4, 3]), np.array([1]))[0]
+    np.testing.assert_array_equal(np.flatnonzero(only_right), [5])
+
+
+def test_boundary_id_inside_a_training_sequence_is_refused():
+    with pytest.raises(ParameterError, match=r"\[1, 4\)"):
+        BidirectionalTrigram.fit([np.array([1, 2]), np.array([2, 0, 3])], n_symbols=4)
+    with pytest.raises(ParameterError, match=r"\[1, 4\)"):
+        BidirectionalTrigram.fit([np.array([0])], n_symbols=4)

@@ -451,3 +451,105 @@ def test_group_may_not_override_tuned_or_global_keys():
         YellowFin([{"params": [x]}, {"params": [y], "lr": 0.5}])
     with pytest.raises(ParameterError, match="global"):
         YellowFin([{"params": [x]}, {"params": [y], "beta": 0.9}])
+
+
+# --------------------------------------------------------------------------- non-default global options
+
+
+def test_zero_debias_off_uses_raw_emas_closed_form():
+    """zero_debias=False: d_t = 1, so after one step with gradient g every statistic is a
+    plain first EMA term: h = (g2 + eps)^(1 - beta), C = beta (1 - beta) g2 and
+    D = (1 - beta)^2 |g| / ((1 - beta) g2 + eps).  (With debiasing h = g2 + eps and C = eps.)"""
+    beta = 0.9
+    x = torch.zeros(2, dtype=torch.float64, requires_grad=True)
+    opt = YellowFin([x], beta=beta, zero_debias=False)
+    x.grad = torch.tensor([3.0, 4.0], dtype=torch.float64)   # g2 = 25, |g| = 5
+    opt.step()
+    s = opt.tuner_stats()
+    h = (25.0 + EPS) ** (1 - beta)
+    assert s["h_min"] == pytest.approx(h, rel=1e-12) and s["h_max"] == pytest.approx(h, rel=1e-12)
+    assert s["C"] == pytest.approx(beta * (1 - beta) * 25.0, rel=1e-12)
+    assert s["D"] == pytest.approx((1 - beta) ** 2 * 5.0 / ((1 - beta) * 25.0 + EPS), rel=1e-12)
+    # the same step with the default (debiased) statistics, for contrast
+    y = torch.zeros(2, dtype=torch.float64, requires_grad=True)
+    deb = YellowFin([y], beta=beta)
+    y.grad = torch.tensor([3.0, 4.0], dtype=torch.float64)
+    deb.step()
+    assert deb.tuner_stats()["h_max"] == pytest.approx(25.0 + EPS, rel=1e-12)
+    assert deb.tuner_stats()["C"] == EPS
+
+
+def _two_unit_steps_then(opt, x, spike):
+    """Steps 0 and 1 with |g| = 1 (so h_max_1 = 1 + eps), then step 2 with gradient ``spike``."""
+    for g in ([1.0, 0.0], [0.0, 1.0]):
+        x.grad = torch.tensor(g, dtype=torch.float64)
+        opt.step()
+    x.grad = torch.tensor(spike, dtype=torch.float64)
+    opt.step()
+
+
+def test_adapt_clip_off_leaves_a_spike_unclipped():
+    """adapt_clip=False turns off the adaptive clip, the exploding clip and the lr clamp."""
+    x = torch.zeros(2, dtype=torch.float64, requires_grad=True)
+    opt = YellowFin([x], curv_win_width=4, adapt_clip=False)
+    opt.lr_factor = 0.0
+    _two_unit_steps_then(opt, x, [600.0, 800.0])           # |g| = 1000 >> sqrt(100 h_max_1) = 10
+    s = opt.tuner_stats()
+    assert s["grad_sq"] == 1e6                              # measured unclipped
+    assert s["exploding"] == 1.0                            # still reported
+    assert torch.equal(x.grad, torch.tensor([600.0, 800.0], dtype=torch.float64))  # left as given
+    # no clamp either: a huge lr_factor is applied as is
+    opt.lr_factor = 1e9
+    x.grad = torch.tensor([600.0, 800.0], dtype=torch.float64)
+    opt.step()
+    s = opt.tuner_stats()
+    assert s["lr"] == pytest.approx(s["lr_tuned"] * 1e9, rel=1e-12) and s["lr"] * 1000.0 > 100.0
+
+
+def test_adaptive_clip_bound_uses_stat_protect_factor():
+    """The adaptive clip (t >= 2) scales the gradient to sqrt(stat_protect_factor h_max_{t-1}) + eps."""
+    factor = 4.0
+    x = torch.zeros(2, dtype=torch.float64, requires_grad=True)
+    opt = YellowFin([x], curv_win_width=4, stat_protect_factor=factor)
+    opt.lr_factor = 0.0
+    _two_unit_steps_then(opt, x, [3.0, 4.0])                # |g| = 5 > sqrt(4 (1 + eps)) ~ 2
+    bound = math.sqrt(factor * (1.0 + EPS)) + EPS
+    coef = bound / (5.0 + 1e-6)                             # clip_grad_norm_'s scale
+    assert opt.tuner_stats()["grad_sq"] == pytest.approx(25.0 * coef ** 2, rel=1e-9)
+    # a looser factor leaves the same gradient alone: 5 < sqrt(100 (1 + eps))
+    y = torch.zeros(2, dtype=torch.float64, requires_grad=True)
+    loose = YellowFin([y], curv_win_width=4, stat_protect_factor=100.0)
+    loose.lr_factor = 0.0
+    _two_unit_steps_then(loose, y, [3.0, 4.0])
+    assert loose.tuner_stats()["grad_sq"] == 25.0
+
+
+def test_lr_clamp_uses_max_move():
+    """Step 0 applies the constructor's lr unless lr * |g| >= max_move; then lr = max_move / |g|."""
+    x = torch.zeros(2, dtype=torch.float64, requires_grad=True)
+    opt = YellowFin([x], lr=0.1, max_move=0.05)
+    x.grad = torch.tensor([3.0, 4.0], dtype=torch.float64)  # lr |g| = 0.5 >= 0.05
+    opt.step()
+    lr = 0.05 / math.sqrt(25.0 + EPS)
+    assert opt.tuner_stats()["lr"] == pytest.approx(lr, rel=1e-12)
+    torch.testing.assert_close(x.detach(), torch.tensor([-3.0 * lr, -4.0 * lr], dtype=torch.float64),
+                               rtol=1e-12, atol=0.0)
+    # a move below max_move is not clamped
+    y = torch.zeros(2, dtype=torch.float64, requires_grad=True)
+    free = YellowFin([y], lr=0.1, max_move=1.0)
+    y.grad = torch.tensor([3.0, 4.0], dtype=torch.float64)
+    free.step()
+    torch.testing.assert_close(y.detach(), torch.tensor([-0.3, -0.4], dtype=torch.float64), rtol=1e-12, atol=0.0)
+
+
+def test_negative_or_nan_group_lr_factor_is_refused():
+    x, y = torch.zeros(1, requires_grad=True), torch.zeros(1, requires_grad=True)
+    with pytest.raises(ParameterError, match="lr_factor"):
+        YellowFin([{"params": [x]}, {"params": [y], "lr_factor": -1.0}])
+    opt = YellowFin([x])
+    for bad in (-0.5, float("nan")):
+        with pytest.raises(ParameterError, match="lr_factor"):
+            opt.add_param_group({"params": [y], "lr_factor": bad})
+    assert len(opt.param_groups) == 1
+    opt.add_param_group({"params": [y], "lr_factor": 0.0})  # zero freezes a group: allowed
+    assert opt.param_groups[1]["lr_factor"] == 0.0
