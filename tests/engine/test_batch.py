@@ -173,3 +173,13 @@ def test_timing_json_sentences_carry_their_own_start_and_end():
     assert [(w["text"], w["start_sample"], w["end_sample"], w["start_s"], w["end_s"]) for w in j["words"]] == [
         ("Hi", 10, 80, 0.1, 0.8), ("there", 90, 250, 0.9, 2.5), ("Bye", 300, 400, 3.0, 4.0),
         ("now", 410, 520, 4.1, 5.2)]
+
+
+def test_the_text_limit_admits_a_text_of_exactly_the_limit(voice):
+    """(mutation audit) A text of max_chars characters is rendered; one more is refused."""
+    from wavern.engine.batch import _prepare
+
+    text = "Hello there, how are you?"
+    assert _prepare(voice, text, None, seed=0, max_chars=len(text)).length > 0
+    with pytest.raises(ParameterError, match=f"text is {len(text)} characters long; the limit is {len(text) - 1}"):
+        _prepare(voice, text, None, seed=0, max_chars=len(text) - 1)
