@@ -246,7 +246,12 @@ class StreamControl:
 
 
 class Voice:
-    """A loaded voice: front end settings, acoustic model (torch) and vocoder (numba engine)."""
+    """A loaded voice: front end settings, acoustic model (torch) and vocoder (numba engine).
+
+    Several threads may stream from one voice at once: each stream keeps its own state, so a
+    stream gives the same samples as it would alone (tested); :meth:`close` lets running streams
+    finish and refuses new ones.
+    """
 
     def __init__(self, path: Path, meta: dict, acoustic, vocoder, table, *, threads: int | None = 1):
         self.path = path

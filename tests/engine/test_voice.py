@@ -778,3 +778,25 @@ def test_voice_and_speaker_names_that_are_not_names_are_refused(tiny_voice, tmp_
     (v / "voice.json").write_text(json.dumps(meta))
     with pytest.raises(VoiceFileError, match=message):
         read_voice_json(v)
+
+
+def test_one_voice_streams_from_several_threads_at_once(voice):
+    """Each stream has its own state: two threads synthesising at once get what one thread gets
+    alone, sample for sample (the window's worker, library users)."""
+    import threading
+
+    texts = ["First thread speaks now.", "The second one says something else."]
+    alone = [voice.synthesize(t, seed=3) for t in texts]
+    got: dict[int, list] = {0: [], 1: []}
+
+    def run(i):
+        for _ in range(3):
+            got[i].append(voice.synthesize(texts[i], seed=3))
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i in (0, 1):
+        assert len(got[i]) == 3 and all(np.array_equal(y, alone[i]) for y in got[i])
