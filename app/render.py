@@ -809,8 +809,11 @@ def _exclusive(out_dir: Path):
     """Hold ``out_dir``'s render lock (an flock on the folder itself) for the block, or refuse:
     two runs into one folder would each rewrite results.jsonl from their own rows, and the rows
     of the run that finished first would be lost."""
-    import fcntl
-
+    try:
+        import fcntl
+    except ImportError:  # (not POSIX: no folder locks; one run at a time is then the user's to keep)
+        yield
+        return
     try:
         fd = os.open(out_dir, os.O_RDONLY | os.O_DIRECTORY)
     except OSError as e:
