@@ -32,10 +32,12 @@ from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
     QFormLayout,
+    QFrame,
     QGroupBox,
     QHBoxLayout,
     QLabel,
     QMainWindow,
+    QScrollArea,
     QSlider,
     QSplitter,
     QVBoxLayout,
@@ -256,8 +258,15 @@ class MainWindow(QMainWindow):
         col.addWidget(controls)
         col.addWidget(self.dashboard)
         col.addStretch(1)
-        side.setMinimumWidth(300)
-        side.setMaximumWidth(380)
+        # in a scroll area, so the window fits a 768-pixel-high screen (the column alone is ~600 px
+        # tall: the window could not be made shorter than 856 px)
+        side_scroll = QScrollArea()
+        side_scroll.setWidget(side)
+        side_scroll.setWidgetResizable(True)
+        side_scroll.setFrameShape(QFrame.Shape.NoFrame)
+        side_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        side_scroll.setMinimumWidth(300)
+        side_scroll.setMaximumWidth(400)
 
         text_split = QSplitter(Qt.Orientation.Vertical)
         text_split.addWidget(self.editor)
@@ -267,7 +276,7 @@ class MainWindow(QMainWindow):
         text_split.setSizes([300, 160])
         top = QSplitter(Qt.Orientation.Horizontal)
         top.addWidget(text_split)
-        top.addWidget(side)
+        top.addWidget(side_scroll)
         top.setStretchFactor(0, 1)
         scopes = QWidget()
         sc = QVBoxLayout(scopes)

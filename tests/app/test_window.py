@@ -752,3 +752,16 @@ def test_a_stop_between_a_write_and_its_count_leaves_the_clock_at_what_was_playe
     # nothing plays after the stop: the clock is what had played when it came (a block may finish)
     assert stopped["played"] <= w.meters().position <= stopped["played"] + 2 * W.PIECE_SAMPLES
     w.shutdown()
+
+
+def test_the_window_fits_a_laptop_screen(qapp, tiny_voice, tmp_path):
+    """(GUI review) The side column scrolls, so the window can be made 800 x 500: it could not be
+    made shorter than 856 px, and on a 768-px screen the scopes and status bar fell off."""
+    w = _new_window(tmp_path, str(tiny_voice))
+    try:
+        w.resize(800, 500)
+        w.show()
+        qapp.processEvents()
+        assert w.height() <= 520 and w.minimumSizeHint().height() <= 520, (w.height(), w.minimumSizeHint())
+    finally:
+        w.close()
