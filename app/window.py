@@ -179,6 +179,7 @@ class MainWindow(QMainWindow):
         self.sample_rate = 22050
         self.voice_state: VoiceState | None = None
         self._lexicon_problem: str | None = None  # why lexicon.json could not be used, until it is replaced
+        self._voice_problem: str | None = None  # why the asked-for voice was not the one loaded (said once)
         self._job_start: dict[int, int] = {}  # stream-clock position of each request's first chunk
         self._heard_until: int | None = None  # the stream clock when Stop was last pressed
         self.lexicon = self._load_lexicon()
@@ -368,13 +369,22 @@ class MainWindow(QMainWindow):
             elif pick < 0 and (wanted is None or v.path.resolve() == wanted.resolve()):
                 pick = i
         self.voice_combo.blockSignals(False)
+        problem = None
+        if pick < 0 and wanted is not None:  # the asked-for (or saved) voice is broken: the first good one
+            bad = next((v for v in voices if v.path.resolve() == wanted.resolve()), None)
+            problem = f"Voice {wanted} could not be used ({bad.error if bad else 'not found'})"
+            pick = next((i for i, v in enumerate(voices) if v.error is None), -1)
         if pick < 0:
             self.card.setText("")
-            self.statusBar().showMessage("No voice installed: build one with ./setup.sh (see the README), "
+            self.statusBar().showMessage((problem + ". " if problem else "") +
+                                         "No voice installed: build one with ./setup.sh (see the README), "
                                          "or start with `wavern gui --voice PATH`.")
             return
         self.voice_combo.setCurrentIndex(pick)
         self._on_voice_chosen(pick)
+        if problem:
+            self._voice_problem = f"{problem}; using {voices[pick].name}."
+            self.statusBar().showMessage(self._voice_problem)
 
     def _on_voice_chosen(self, index: int) -> None:
         if index < 0:
@@ -382,7 +392,12 @@ class MainWindow(QMainWindow):
         info = self._voice_infos[index]
         self.card.setText(info.card)
         self._set_voice_ready(False)
-        self.statusBar().showMessage(f"Loading voice {info.name}…")
+        m = self.worker.meters()
+        if m.busy or m.queued_ms > 0:  # the load would wait behind the speech (hours for a long text)
+            self.stop()
+            self.statusBar().showMessage(f"Stopped speaking to load voice {info.name}…")
+        else:
+            self.statusBar().showMessage(f"Loading voice {info.name}…")
         self.worker.load_voice(info.path)
 
     def _on_voice_loaded(self, state: VoiceState) -> None:
@@ -400,6 +415,9 @@ class MainWindow(QMainWindow):
         self._set_voice_ready(True)
         if self._lexicon_problem:  # said now: the loading message would have hidden it at start-up
             self.statusBar().showMessage(f"{self._lexicon_problem} (Fix word keeps it as lexicon.json.bad)")
+        elif self._voice_problem:
+            self.statusBar().showMessage(self._voice_problem)
+            self._voice_problem = None
         else:
             self.statusBar().showMessage(f"Voice {state.name} ready (warm-up {state.warmup_s:.1f} s)", 8000)
 

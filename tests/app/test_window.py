@@ -765,3 +765,50 @@ def test_the_window_fits_a_laptop_screen(qapp, tiny_voice, tmp_path):
         assert w.height() <= 520 and w.minimumSizeHint().height() <= 520, (w.height(), w.minimumSizeHint())
     finally:
         w.close()
+
+
+def test_a_broken_voice_falls_back_to_a_good_one_and_says_why(qapp, tiny_voice, tmp_path, monkeypatch):
+    """(GUI review) A saved or --voice folder that has become invalid left the window with
+    "No voice installed" and Speak disabled, though good voices were there."""
+    import json
+    import shutil
+
+    voices = tmp_path / "voices"
+    shutil.copytree(tiny_voice, voices / "good")
+    broken = tmp_path / "broken"
+    shutil.copytree(tiny_voice, broken)
+    meta = json.loads((broken / "voice.json").read_text())
+    meta["inference"] = [1]
+    (broken / "voice.json").write_text(json.dumps(meta))
+    monkeypatch.setenv("WAVERN_VOICES", str(voices))
+    w = _new_window(tmp_path, str(broken))
+    try:
+        _wait(lambda: w.voice_state is not None)
+        assert w.voice_state.path.resolve() == (voices / "good").resolve()
+        msg = w.statusBar().currentMessage()
+        assert "could not be used" in msg and "inference" in msg and "using good" in msg
+    finally:
+        w.close()
+
+
+def test_choosing_another_voice_while_speaking_stops_the_speech_and_loads_it(qapp, tiny_voice, tmp_path, monkeypatch):
+    """(GUI review) The load waited behind the speech and everything queued (hours for a long
+    text) with Speak greyed out; choosing a voice now stops the speech and loads it."""
+    import shutil
+
+    voices = tmp_path / "voices"
+    for name in ("a", "b"):
+        shutil.copytree(tiny_voice, voices / name)
+    monkeypatch.setenv("WAVERN_VOICES", str(voices))
+    w = _new_window(tmp_path, str(voices / "a"), clock_speed=1.0)
+    try:
+        _wait(lambda: w.voice_state is not None)
+        w.editor.setPlainText(LONG)
+        w.speak()
+        _wait(lambda: w.worker.meters().position > 0)  # audible
+        b = next(i for i in range(w.voice_combo.count()) if Path(w.voice_combo.itemData(i)).name == "b")
+        w.voice_combo.setCurrentIndex(b)
+        _wait(lambda: w.voice_state is not None and w.voice_state.path.name == "b", timeout_s=60.0)
+        assert not w.worker.meters().busy
+    finally:
+        w.close()
