@@ -52,6 +52,27 @@ class SpeechEditor(QPlainTextEdit):
         if word is not None:
             sels.append(self._selection(word, WORD_BG))
         self.setExtraSelections(sels)
+        if word is not None:
+            self._show(word[0])
+
+    def _show(self, position: int) -> None:
+        """Scroll so that the character at ``position`` is in view (a third from the top), unless
+        it is already: the highlight follows the speech down a long text."""
+        cur = QTextCursor(self.document())
+        cur.setPosition(max(0, min(position, self.document().characterCount() - 1)))
+        rect, view = self.cursorRect(cur), self.viewport().rect()
+        if view.contains(rect):
+            return
+        # QPlainTextEdit's scroll bar counts visual lines: put the word's line a third down
+        block = cur.block()
+        line = block.firstLineNumber()
+        layout = block.layout()
+        if layout is not None and layout.lineCount():
+            at = layout.lineForTextPosition(cur.position() - block.position())
+            if at.isValid():
+                line += at.lineNumber()
+        visible = view.height() // max(1, self.fontMetrics().lineSpacing())
+        self.verticalScrollBar().setValue(max(0, line - visible // 3))
 
     def highlighted_text(self) -> str:
         """The text of the highlighted word, or ""."""

@@ -812,3 +812,34 @@ def test_choosing_another_voice_while_speaking_stops_the_speech_and_loads_it(qap
         assert not w.worker.meters().busy
     finally:
         w.close()
+
+
+def test_the_highlighted_word_is_scrolled_into_view(qapp):
+    """(GUI review) After ~20 lines the highlight left the visible area and the editor stayed put."""
+    from wavern.app.widgets import SpeechEditor
+
+    ed = SpeechEditor()
+    ed.resize(500, 200)
+    ed.show()
+    text = "\n".join(f"Line {i} of a long text to be read aloud." for i in range(200))
+    ed.setPlainText(text)
+    qapp.processEvents()
+    start = text.index("Line 150 ")
+    ed.highlight(sentence=(start, start + 40), word=(start, start + 4))
+    qapp.processEvents()
+    cur = ed.textCursor()
+    cur.setPosition(start)
+    assert ed.viewport().rect().contains(ed.cursorRect(cur))
+    top = ed.verticalScrollBar().value()
+    ed.highlight(sentence=(start, start + 40), word=(start + 5, start + 8))  # in view already: no scroll
+    qapp.processEvents()
+    assert ed.verticalScrollBar().value() == top
+    para = " ".join(f"word{i}" for i in range(800))  # one paragraph, wrapped over many lines
+    ed.setPlainText(para)
+    qapp.processEvents()
+    at = para.index("word700")
+    ed.highlight(sentence=None, word=(at, at + 7))
+    qapp.processEvents()
+    cur.setPosition(at)
+    assert ed.viewport().rect().contains(ed.cursorRect(cur))
+    ed.close()
