@@ -157,6 +157,15 @@ class _Slider(QWidget):
         self.slider.setValue(round(float(x) / self.step))
 
 
+def audio_path(path: str, chosen_filter: str = "") -> str:
+    """An export path with an audio suffix: one the user typed (.wav, .flac) is kept; otherwise the
+    chosen file type's is added ("chapter.1" with FLAC chosen -> "chapter.1.flac"; a name with a
+    dot was refused, and the FLAC filter without a typed suffix still wrote a WAV)."""
+    if Path(path).suffix.lower() in (".wav", ".flac"):
+        return path
+    return path + (".flac" if "flac" in chosen_filter.lower() else ".wav")
+
+
 class MainWindow(QMainWindow):
     """The wavern window.
 
@@ -666,11 +675,9 @@ class MainWindow(QMainWindow):
         return self.worker.export(text, path, self.speak_config())
 
     def _ask_path(self, title: str) -> str:
-        path, _ = QFileDialog.getSaveFileName(self, title, str(Path.home() / "wavern.wav"),
-                                              "WAV audio (*.wav);;FLAC audio (*.flac)")
-        if path and not Path(path).suffix:
-            path += ".wav"
-        return path
+        path, chosen = QFileDialog.getSaveFileName(self, title, str(Path.home() / "wavern.wav"),
+                                                   "WAV audio (*.wav);;FLAC audio (*.flac)")
+        return audio_path(path, chosen) if path else path
 
     def _ask_export_last(self) -> None:
         path = self._ask_path("Export the last utterance")

@@ -106,5 +106,7 @@ def write_audio(path: Path, samples: np.ndarray, sample_rate: int) -> Path:
 
         if is_disk_full(e, path):
             raise DiskFullError(f"disk full while writing {path}; free space and run again") from None
-        raise ParameterError(f"cannot write {path}: {e}") from None  # a missing or read-only folder
+        from wavern.fileio import why_unwritable
+
+        raise ParameterError(f"cannot write {path}: {why_unwritable(path) or e}") from None
     return path

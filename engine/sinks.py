@@ -36,7 +36,7 @@ from wavern.engine.audio_io import format_for
 from wavern.engine.chunk import AudioChunk
 from wavern.engine.ring import AudioRing
 from wavern.errors import AudioDeviceError, DiskFullError, ParameterError
-from wavern.fileio import is_disk_full
+from wavern.fileio import is_disk_full, why_unwritable
 
 __all__ = ["Sink", "NullSink", "FileSink", "RawStdoutSink", "DeviceSink", "PacedSink", "StreamingResampler",
            "PlaybackStats", "play", "list_output_devices"]
@@ -110,9 +110,7 @@ class FileSink(Sink):
                 self._tmp.unlink(missing_ok=True)
             if is_disk_full(e, self.path):
                 raise DiskFullError(f"disk full: cannot create {self.path}") from None
-            writable = os.access(self.path.parent, os.W_OK)
-            raise AudioDeviceError(f"cannot write {self.path}: " + (
-                str(e) if writable else f"its folder {self.path.parent} is not writable")) from None
+            raise AudioDeviceError(f"cannot write {self.path}: {why_unwritable(self.path) or e}") from None
 
     def write(self, samples: np.ndarray) -> None:
         try:

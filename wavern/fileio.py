@@ -14,7 +14,7 @@ from typing import Callable
 
 from wavern.errors import DiskFullError, ParameterError
 
-__all__ = ["atomic_write", "check_output_file", "is_disk_full"]
+__all__ = ["atomic_write", "check_output_file", "is_disk_full", "why_unwritable"]
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> Path:
@@ -37,6 +37,19 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> Path
         tmp.unlink(missing_ok=True)
         raise
     return path
+
+
+def why_unwritable(path: str | os.PathLike) -> str | None:
+    """Why a file cannot be created at ``path`` in words (its folder is missing, not a folder or not
+    writable), or None when none of these: for messages after a library's bare "System error."."""
+    parent = Path(path).parent
+    if not parent.exists():
+        return f"folder {parent} does not exist"
+    if not parent.is_dir():
+        return f"{parent} is not a folder"
+    if not os.access(parent, os.W_OK):
+        return f"folder {parent} is not writable"
+    return None
 
 
 def check_output_file(what: str, path: str | os.PathLike) -> Path:

@@ -843,3 +843,14 @@ def test_the_highlighted_word_is_scrolled_into_view(qapp):
     cur.setPosition(at)
     assert ed.viewport().rect().contains(ed.cursorRect(cur))
     ed.close()
+
+
+def test_export_paths_get_the_chosen_types_suffix():
+    """(GUI review) The FLAC filter without a typed suffix wrote a WAV; "chapter.1" was refused."""
+    from wavern.app.window import audio_path
+
+    assert audio_path("/x/take", "FLAC audio (*.flac)") == "/x/take.flac"
+    assert audio_path("/x/take", "WAV audio (*.wav)") == "/x/take.wav"
+    assert audio_path("/x/chapter.1", "FLAC audio (*.flac)") == "/x/chapter.1.flac"
+    assert audio_path("/x/a.WAV", "FLAC audio (*.flac)") == "/x/a.WAV"
+    assert audio_path("/x/a.flac", "") == "/x/a.flac" and audio_path("/x/a", "") == "/x/a.wav"

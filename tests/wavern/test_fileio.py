@@ -49,3 +49,23 @@ def test_atomic_write_leaves_no_temporary_behind_a_failed_or_interrupted_write(t
         atomic_write(target, interrupted)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.bin"] and target.read_bytes() == b"old"
     assert atomic_write(target, lambda tmp: tmp.write_bytes(b"new")) == target and target.read_bytes() == b"new"
+
+
+def test_a_file_that_cannot_be_created_is_explained(tmp_path):
+    """Exports to a missing folder said "Error opening b'...': System error." (GUI review)."""
+    import numpy as np
+    import pytest
+
+    from wavern.engine.audio_io import write_audio
+    from wavern.engine.sinks import FileSink
+    from wavern.errors import AudioDeviceError, ParameterError
+    from wavern.fileio import why_unwritable
+
+    (tmp_path / "file").write_text("x")
+    assert why_unwritable(tmp_path / "missing" / "a.wav") == f"folder {tmp_path / 'missing'} does not exist"
+    assert why_unwritable(tmp_path / "file" / "a.wav") == f"{tmp_path / 'file'} is not a folder"
+    assert why_unwritable(tmp_path / "a.wav") is None
+    with pytest.raises(ParameterError, match="does not exist"):
+        write_audio(tmp_path / "missing" / "a.wav", np.zeros(10, np.float32), 22050)
+    with pytest.raises(AudioDeviceError, match="does not exist"):
+        FileSink(tmp_path / "missing" / "b.wav", sample_rate=22050)
