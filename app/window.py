@@ -18,6 +18,7 @@ export the last utterance, Ctrl+Shift+E export the whole text.
 from __future__ import annotations
 
 import bisect
+import json
 import math
 import logging
 import re
@@ -65,6 +66,7 @@ __all__ = ["MainWindow", "run_window", "committed_end", "SILENT"]
 log = logging.getLogger(__name__)
 
 SILENT = -1  # device-combo value of "Silent playback"
+AUTOSAVE_MS = 5000  # settings and the text are saved this often (and on close)
 TICK_MS = 33  # meter / view refresh period
 BUFFER_S = 1.0  # generation runs at most this far ahead of playback: controls are heard within it
 PREVIEW_DELAY_MS = 250  # typing pause before the preview is refreshed
@@ -150,6 +152,13 @@ class _Slider(QWidget):
         self.set_value(value)
         self.label.setText(self.fmt.format(self.value()))
 
+    def set_name(self, name: str) -> None:
+        """What a screen reader calls it (on the slider itself: its value is read as "1.00×", not 20)."""
+        self.slider.setAccessibleName(name)
+        self.setAccessibleName(name)
+        self.slider.setAccessibleDescription(self.fmt.format(self.value()))
+        self.slider.valueChanged.connect(lambda _: self.slider.setAccessibleDescription(self.fmt.format(self.value())))
+
     def value(self) -> float:
         return self.slider.value() * self.step
 
@@ -215,6 +224,10 @@ class MainWindow(QMainWindow):
         self.timer.setInterval(TICK_MS)
         self.timer.timeout.connect(self._tick)
         self.timer.start()
+        self.autosave = QTimer(self)  # settings and text kept through a kill or crash, not only a close
+        self.autosave.setInterval(AUTOSAVE_MS)
+        self.autosave.timeout.connect(self.save_settings)
+        self.autosave.start()
 
     # ------------------------------------------------------------------ construction
     def _build_ui(self) -> None:
@@ -248,10 +261,31 @@ class MainWindow(QMainWindow):
         self.passes.setToolTip("Mel-matching passes (engine/melmatch.py): more, a cleaner copy of the mel; "
                                "fewer, earlier first audio and more of the vocoder's own sound")
 
+        self.editor.setTabChangesFocus(True)  # (Tab inserted a tab and focus could not leave forwards)
+        self.editor.setAccessibleName("text to speak")
+        self.preview.setAccessibleName("what will be spoken")
+        for widget, name, tip in (
+                (self.speed, "speed", "Speaking rate; acts on the next chunk"),
+                (self.volume, "volume", "Output gain; acts on the next chunk"),
+                (self.pause, "sentence pause", "Silence between sentences; acts on the next chunk"),
+                (self.pitch, "pitch", None), (self.pitch_range, "intonation", None),
+                (self.passes, "mel passes", None)):
+            widget.set_name(name)
+            if tip:
+                widget.setToolTip(tip)
+        self.voice_combo.setAccessibleName("voice")
+        self.voice_combo.setToolTip("The voice: installed voices and the one given with --voice")
+        self.speaker_combo.setAccessibleName("speaker")
+        self.speaker_combo.setToolTip("One of the voice's speakers (remembered per voice)")
+        self.device_combo.setAccessibleName("output device")
+        self.device_combo.setToolTip("Where speech plays; silent playback paces it in real time")
+
         voice_box = QGroupBox("Voice")
-        f = QFormLayout(voice_box)
-        f.addRow(self.voice_combo)
-        f.addRow(self.card)
+        v = QVBoxLayout(voice_box)  # the card in a box layout: a form row cut its wrapped lines
+        v.addWidget(self.voice_combo)
+        v.addWidget(self.card)
+        f = QFormLayout()
+        v.addLayout(f)
         f.addRow("speaker", self.speaker_combo)
         f.addRow("pitch", self.pitch)
         f.addRow("intonation", self.pitch_range)
@@ -296,7 +330,7 @@ class MainWindow(QMainWindow):
         self.main_split = QSplitter(Qt.Orientation.Vertical)
         self.main_split.addWidget(top)
         self.main_split.addWidget(scopes)
-        self.main_split.setSizes([520, 260])
+        self.main_split.setSizes([600, 200])  # the scopes at their minimum to start: the side column fits
         self.setCentralWidget(self.main_split)
 
         self.output_label = QLabel("")
@@ -315,6 +349,8 @@ class MainWindow(QMainWindow):
 
         self.speak_action = action("Speak", "Ctrl+Return", lambda: self.speak(now=True))
         self.queue_action = action("Queue", "Ctrl+Shift+Return", lambda: self.speak(now=False))
+        self.speak_action.setShortcuts([QKeySequence("Ctrl+Return"), QKeySequence("Ctrl+Enter")])  # + keypad Enter
+        self.queue_action.setShortcuts([QKeySequence("Ctrl+Shift+Return"), QKeySequence("Ctrl+Shift+Enter")])
         self.pause_action = action("Pause", "Ctrl+Space", self.set_paused, checkable=True)
         self.stop_action = action("Stop", "Escape", self.stop)
         self.sayt_action = action("Speak as you type", "Ctrl+T", self.set_speak_as_you_type, checkable=True)
@@ -414,7 +450,10 @@ class MainWindow(QMainWindow):
         self.sample_rate = state.sample_rate
         self.speaker_combo.clear()
         self.speaker_combo.addItems(list(state.speakers))
-        if state.default_speaker in state.speakers:  # what `wavern say` uses, not the alphabet's first
+        saved = self._saved_speakers().get(str(state.path))
+        if saved in state.speakers:  # the user's choice for this voice, kept across restarts
+            self.speaker_combo.setCurrentText(saved)
+        elif state.default_speaker in state.speakers:  # what `wavern say` uses, not the alphabet's first
             self.speaker_combo.setCurrentText(state.default_speaker)
         self.speaker_combo.setEnabled(len(state.speakers) > 1)
         for s in (self.pitch, self.pitch_range):
@@ -461,7 +500,20 @@ class MainWindow(QMainWindow):
             self.device_combo.blockSignals(True)
             self.device_combo.setCurrentIndex(0)
             self.device_combo.blockSignals(False)
-        self.output_label.setText(text)
+        self._set_output_label(text)
+
+    def _set_output_label(self, text: str) -> None:
+        """The status bar's permanent output note, short (a long one cut every message off below ~1000
+        px of width); the whole of it in its tooltip."""
+        short = text
+        if "No audio device" in text:
+            short = "No audio device: silent playback"
+        elif text.startswith("Output: silent playback"):
+            short = "Output: silent playback"
+        elif len(text) > 48:
+            short = text[:45] + "…"
+        self.output_label.setText(short)
+        self.output_label.setToolTip(text)
 
     def _on_live_changed(self) -> None:
         self.worker.set_live(speed=self.speed.value(), volume=self.volume.value(), pause_s=self.pause.value())
@@ -503,6 +555,13 @@ class MainWindow(QMainWindow):
         self.editor.highlight(sentence=None, word=None)
 
     def set_paused(self, paused: bool) -> None:
+        m = self.worker.meters()
+        if paused and not (m.busy or m.queued_ms > 0):  # nothing playing: a latched pause silenced what came next
+            self.pause_action.blockSignals(True)
+            self.pause_action.setChecked(False)
+            self.pause_action.blockSignals(False)
+            self.statusBar().showMessage("Nothing is playing: nothing to pause.", 4000)
+            return
         self.worker.set_paused(paused)
         self.pause_action.setText("Resume" if paused else "Pause")
 
@@ -715,12 +774,24 @@ class MainWindow(QMainWindow):
         self.device_combo.setCurrentIndex(i if i >= 0 else (1 if self.devices else 0))
         self._on_device_chosen(self.device_combo.currentIndex())
         if not self.devices:
-            self.output_label.setText("No audio device: speech plays silently in real time; use Export to hear it")
+            self._set_output_label("No audio device: speech plays silently in real time; use Export to hear it")
         self.sayt_action.setChecked(str(s.value("speak_as_you_type", "false")).lower() == "true")
         self._on_live_changed()
 
+    def _saved_speakers(self) -> dict:
+        """{voice folder: speaker} the user chose (settings "speakers", JSON; a damaged one is empty)."""
+        try:
+            d = json.loads(str(self.settings.value("speakers", "{}")))
+        except ValueError:
+            return {}
+        return d if isinstance(d, dict) else {}
+
     def save_settings(self) -> None:
         s = self.settings
+        if self.voice_state is not None and self.speaker_combo.currentText():
+            speakers = self._saved_speakers()
+            speakers[str(self.voice_state.path)] = self.speaker_combo.currentText()
+            s.setValue("speakers", json.dumps(speakers))
         s.setValue("geometry", self.saveGeometry())
         s.setValue("speed", self.speed.value())
         s.setValue("volume", self.volume.value())
@@ -736,6 +807,7 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event) -> None:  # noqa: N802 - Qt's name
         self.save_settings()
+        self.autosave.stop()
         self.timer.stop()
         self.preview_timer.stop()
         self.worker.shutdown()

@@ -10,7 +10,8 @@ import torch
 
 def make_tiny_voice(out: Path, *, seed: int = 0, hidden_size: int = 64, density: float = 0.5,
                     name: str = "testvoice", lpc_order: int = 0, excitation: str = "linear",
-                    ltp: bool = False, ltp_input: bool = False, prosody: bool = False) -> Path:
+                    ltp: bool = False, ltp_input: bool = False, prosody: bool = False,
+                    speakers: tuple[str, ...] = ("en-us",)) -> Path:
     """A voice folder with a randomly initialised tiny acoustic model and a block-pruned WaveRNN.
 
     ``ltp``: the acoustic model predicts pitch features and the vocoder (mu-law LPC) reads them,
@@ -31,7 +32,7 @@ def make_tiny_voice(out: Path, *, seed: int = 0, hidden_size: int = 64, density:
     acfg = AcousticConfig(
         encoder=EncoderConfig(n_symbols=len(table), d_model=32, n_layers=1, n_heads=2, window=8, ffn_channels=32),
         decoder_layers=1, decoder_d_model=32, decoder_heads=2, decoder_ffn_channels=32, duration_channels=16,
-        speaker_dim=8, ref_channels=8, peer_width=8, pitch=ltp, prosody=prosody)
+        speaker_dim=8, ref_channels=8, peer_width=8, pitch=ltp, prosody=prosody, speakers=speakers)
     acoustic = AcousticModel(acfg).eval()
     if prosody:
         with torch.no_grad():
