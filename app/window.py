@@ -635,7 +635,9 @@ class MainWindow(QMainWindow):
         m = self.worker.meters()
         self.waveform.set_position(m.position)
         self.spectrogram.set_position(m.position)
-        self.dashboard.set_live(m, capacity_ms=self.buffer_s * 1000.0)
+        sink = self.worker.sink  # the ring rounds its capacity up to a power of two: scale the bar to it
+        capacity_ms = sink.ring.capacity * 1000.0 / sink.device_rate if sink is not None else self.buffer_s * 1000.0
+        self.dashboard.set_live(m, capacity_ms=capacity_ms)
         if m.busy or m.queued_ms > 0:
             self.highlight_at(m.position)
 

@@ -891,3 +891,16 @@ def test_keyboard_use_speaker_memory_idle_pause_and_autosave(qapp, tmp_path):
         assert w2.speaker_combo.currentText() == other
     finally:
         w2.close()
+
+
+def test_the_buffer_bar_is_scaled_to_the_outputs_real_capacity(qtbot, window):
+    """(GUI review) The ring rounds its capacity up to a power of two (0.5 s -> 16384 samples,
+    743 ms): a bar scaled to 500 ms sat full most of the time."""
+    window.editor.setPlainText("A sentence to fill the buffer for a moment.")
+    job = window.speak()
+    qtbot.waitUntil(lambda: window.worker.sink is not None, timeout=WAIT_MS)
+    sink = window.worker.sink
+    window._tick()
+    want = int(sink.ring.capacity * 1000.0 / sink.device_rate)
+    assert want > window.buffer_s * 1000.0 and window.dashboard.buffer_bar.maximum() == want
+    _stats_of(qtbot, window, job)
