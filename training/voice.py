@@ -21,7 +21,7 @@ import numpy as np
 
 from wavern.dsp import DEFAULT_MEL
 from wavern.engine.voicefile import FORMAT, FORMAT_VERSION, read_voice_json, write_voice_json
-from wavern.errors import ParameterError
+from wavern.errors import ParameterError, WavernError
 
 __all__ = ["assemble_voice", "VoiceBuildConfig", "build_voice", "PRESETS"]
 
@@ -72,6 +72,11 @@ def assemble_voice(out_dir: str | Path, *, acoustic, vocoder, symbols: list[str]
     (out / "MODEL_CARD.md").write_text(card or f"# {name}\n\nA wavern voice.\n", encoding="utf-8")
     read_voice_json(out)
     return out
+
+
+class TrainingStopped(WavernError):
+    """A stage of a voice build stopped before its last step (a signal, a time limit): nothing is
+    assembled; the stage's checkpoint lets the same command continue."""
 
 
 def _check_writable(out: Path) -> None:
@@ -145,7 +150,9 @@ PRESETS: dict[str, dict[str, Any]] = {
     "default": dict(name="default", corpus="data/corpus", runs="runs", utterances=2000, voices=None,
                     acoustic=dict(steps=100000, batch_size=8, lr=1.5e-3, warmup_steps=200, lr_half_life_steps=10000,
                                   model=dict(encoder=dict(d_model=128, n_layers=3, ffn_channels=256),
-                                             decoder_kind="window", pitch=True, prosody=True)),
+                                             decoder_kind="window", decoder_layers=3, decoder_d_model=128,
+                                             decoder_ffn_channels=256, duration_channels=128,
+                                             pitch=True, prosody=True)),
                     vocoder=dict(steps=200000, batch_size=16, segment_frames=4, lr=1e-3, warmup_steps=100,
                                  lr_half_life_steps=40000, lr_min=3e-5, bf16="on", period_input_fade=0.8,
                                  vocoder=dict(hidden_size=384, cond_channels=128, cond_blocks=3,
@@ -201,7 +208,10 @@ def build_voice(cfg: VoiceBuildConfig) -> dict[str, Any]:
         a["model"] = AcousticConfig.from_dict(m)
     acfg = AcousticTrainConfig(corpus_dir=str(corpus), out_dir=str(runs / "acoustic"), seed=cfg.seed,
                                device=cfg.device, threads=cfg.threads, resume=cfg.resume, **a)
-    train_acoustic(acfg)
+    res = train_acoustic(acfg)
+    if not res.finished:  # stopped (a signal, the time limit): no half-trained voice; a rerun resumes
+        raise TrainingStopped(f"the acoustic model stopped at step {res.step} of {acfg.steps} (checkpoint in "
+                              f"{runs / 'acoustic'}); run the same command again to continue")
     v = dict(p["vocoder"])
     if cfg.vocoder_steps:
         v["steps"] = cfg.vocoder_steps
@@ -209,8 +219,11 @@ def build_voice(cfg: VoiceBuildConfig) -> dict[str, Any]:
         v["vocoder"] = VocoderConfig.from_dict({**VocoderConfig().to_dict(), **v["vocoder"]})
     vcfg = VocoderTrainConfig(corpus_dir=str(corpus), run_dir=str(runs / "vocoder"), seed=cfg.seed,
                               device=cfg.device, threads=cfg.threads, resume=cfg.resume, fresh=not cfg.resume, **v)
-    train_vocoder(vcfg)
-    wall = time.time() - t0
+    trainer = train_vocoder(vcfg)
+    if trainer.step < vcfg.steps:
+        raise TrainingStopped(f"the vocoder stopped at step {trainer.step} of {vcfg.steps} (checkpoint in "
+                              f"{runs / 'vocoder'}); run the same command again to continue")
+    held_out = {stage: _last_eval(runs / stage / "metrics.jsonl") for stage in ("acoustic", "vocoder")}
     card = (f"# {name}\n\nwavern's {cfg.preset} voice, trained on this machine by `wavern train voice "
             f"--set preset='\"{cfg.preset}\"'` from an espeak-ng corpus of "
             f"{have.get('utterances', cfg.utterances or p['utterances'])} sentences (corpus seed "
@@ -219,9 +232,29 @@ def build_voice(cfg: VoiceBuildConfig) -> dict[str, Any]:
                        vocoder_checkpoint=runs / "vocoder" / "checkpoint.pt", corpus_dir=corpus, name=name,
                        card=card, postfilter=p["postfilter"], melmatch=p.get("melmatch", False),
                        melmatch_measured=p.get("melmatch_measured"),
-                       metrics={"build_wall_s": round(wall, 1)})
+                       metrics={"acoustic_held_out": held_out["acoustic"], "vocoder_held_out": held_out["vocoder"],
+                                "last_call_wall_s": round(time.time() - t0, 1)})
     prov = json.loads((out / "voice.json").read_text()).get("provenance", {})
+    # the runs' own training time over every call (a resumed build's last call is only part of it)
+    wall = prov["acoustic"]["wall_s"] + prov["vocoder"]["wall_s"]
     return {"voice": str(out), "preset": cfg.preset, "build_wall_s": round(wall, 1), **prov}
+
+
+def _last_eval(path: Path) -> dict[str, Any]:
+    """The last held-out evaluation a trainer wrote to its metrics.jsonl (its step and numbers), or {}."""
+    last: dict[str, Any] = {}
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return last
+    for line in lines:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and row.get("kind") == "eval":
+            last = {k: v for k, v in row.items() if k != "kind" and isinstance(v, (int, float))}
+    return last
 
 
 def load_vocoder_checkpoint(path: str | Path):

@@ -27,6 +27,10 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> Path
     tmp = path.with_name(path.name + ".tmp")
     try:
         write(tmp)
+        try:  # the file replaced keeps its mode; a new one gets the umask's (safetensors writes 0600)
+            os.chmod(tmp, path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~_umask())
+        except OSError:
+            pass
         os.replace(tmp, path)
     except OSError as e:
         tmp.unlink(missing_ok=True)
@@ -37,6 +41,19 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> Path
         tmp.unlink(missing_ok=True)
         raise
     return path
+
+
+def _umask() -> int:
+    """The process's umask, read without setting it (os.umask would change it for every thread
+    for a moment); 0o022 where /proc does not say."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022
 
 
 def why_unwritable(path: str | os.PathLike) -> str | None:

@@ -137,3 +137,51 @@ def test_a_voice_folder_that_cannot_be_written_is_refused_before_training(tmp_pa
             build_voice(VoiceBuildConfig(preset="tiny", corpus_dir=str(corpus), run_dir=str(runs),
                                          out_dir=str(ro / "voices" / "tiny")))
     assert not corpus.exists() and not runs.exists()
+
+
+def test_the_default_preset_builds_the_shipped_architecture():
+    """`make voice` builds the shipped voice's architecture (docs say so): its acoustic model config
+    (with the corpus's symbols and speakers) and its vocoder config equal the shipped voice.json's.
+    (The preset's acoustic decoder had the code defaults: a model 2.1x the shipped one's size.)"""
+    import wavern.assets
+    from wavern.conditioning.config import AcousticConfig
+    from wavern.training.voice import PRESETS
+    from wavern.vocoder.config import VocoderConfig
+
+    shipped = json.loads((Path(wavern.assets.__file__).parent / "voices" / "default" / "voice.json").read_text())
+    p = PRESETS["default"]
+    m = dict(p["acoustic"]["model"])
+    m["encoder"] = {**m["encoder"], "n_symbols": shipped["acoustic"]["encoder"]["n_symbols"]}
+    m["speakers"] = shipped["acoustic"]["speakers"]
+    assert AcousticConfig.from_dict(m) == AcousticConfig.from_dict(shipped["acoustic"])
+    built = VocoderConfig.from_dict({**VocoderConfig().to_dict(), **p["vocoder"]["vocoder"]})
+    assert built == VocoderConfig.from_dict(shipped["vocoder"])
+
+
+def test_a_stage_that_stops_early_assembles_no_voice_and_a_rerun_continues(tmp_path, monkeypatch):
+    """A stage stopped before its last step (here the acoustic model's time limit; a SIGTERM does
+    the same) ends the build with TrainingStopped and writes no voice: it went on and wrote a
+    half-trained one, exit code 0 (a helper's from-nothing build). The rerun resumes."""
+    from corpus_factory import make_fake_corpus
+
+    from wavern.training.voice import PRESETS, TrainingStopped, VoiceBuildConfig, build_voice
+
+    tiny = {**PRESETS["tiny"], "acoustic": {**PRESETS["tiny"]["acoustic"], "time_limit_s": 1e-6}}
+    monkeypatch.setitem(PRESETS, "tiny", tiny)
+    corpus = make_fake_corpus(tmp_path / "corpus", n_utts=12, seed=4, words=(1, 3), durations=(0, 600))
+    cfg = VoiceBuildConfig(preset="tiny", corpus_dir=str(corpus), run_dir=str(tmp_path / "runs"),
+                           out_dir=str(tmp_path / "voice"), acoustic_steps=3, vocoder_steps=2, threads=1)
+    with pytest.raises(TrainingStopped, match=r"acoustic model stopped at step \d of 3"):
+        build_voice(cfg)
+    assert not (tmp_path / "voice").exists() and not (tmp_path / "runs" / "vocoder").exists()
+    assert (tmp_path / "runs" / "acoustic" / "checkpoint.pt").is_file()
+    monkeypatch.setitem(PRESETS, "tiny", {**tiny, "acoustic": {k: v for k, v in tiny["acoustic"].items()
+                                                              if k != "time_limit_s"}})
+    summary = build_voice(cfg)  # the same command again: continues and finishes
+    assert summary["acoustic"]["step"] == 3 and (tmp_path / "voice" / "voice.json").is_file()
+    # the provenance holds the runs' held-out evaluations and their whole training time
+    metrics = json.loads((tmp_path / "voice" / "voice.json").read_text())["provenance"]["metrics"]
+    assert metrics["acoustic_held_out"]["step"] == 3 and "mel_l1" in metrics["acoustic_held_out"]
+    assert metrics["vocoder_held_out"]["step"] == 2
+    assert summary["build_wall_s"] == pytest.approx(summary["acoustic"]["wall_s"] + summary["vocoder"]["wall_s"],
+                                                    abs=0.11)

@@ -69,3 +69,23 @@ def test_a_file_that_cannot_be_created_is_explained(tmp_path):
         write_audio(tmp_path / "missing" / "a.wav", np.zeros(10, np.float32), 22050)
     with pytest.raises(AudioDeviceError, match="does not exist"):
         FileSink(tmp_path / "missing" / "b.wav", sample_rate=22050)
+
+
+def test_atomic_write_gives_a_new_file_the_umasks_mode_and_keeps_an_old_files(tmp_path):
+    """A voice built from nothing had its weight files at 0600 (safetensors' temporary file mode):
+    other users could not load it (a helper's from-nothing build)."""
+    import os
+
+    from wavern.fileio import _umask, atomic_write
+
+    def write_private(tmp):
+        tmp.write_bytes(b"w")
+        os.chmod(tmp, 0o600)
+
+    new = atomic_write(tmp_path / "new.bin", write_private)
+    assert new.stat().st_mode & 0o777 == 0o666 & ~_umask()
+    old = tmp_path / "old.bin"
+    old.write_bytes(b"x")
+    os.chmod(old, 0o640)
+    atomic_write(old, write_private)
+    assert old.stat().st_mode & 0o777 == 0o640
