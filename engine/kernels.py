@@ -243,6 +243,11 @@ def _w(data, i):
     return _half_to_float(v) if data.dtype == np.uint16 else v
 
 
+def _widen_half(builder, bits):
+    """LLVM: the float of the i16 half-precision ``bits`` (an exact widening; vcvtph2ps)."""
+    return builder.fpext(builder.bitcast(bits, llir.HalfType()), llir.FloatType())
+
+
 if not numba.config.DISABLE_JIT:
     @intrinsic
     def _half_bits(typingctx, bits):
@@ -251,7 +256,7 @@ if not numba.config.DISABLE_JIT:
             return None
 
         def codegen(context, builder, signature, args):
-            return builder.fpext(builder.bitcast(args[0], llir.HalfType()), llir.FloatType())
+            return _widen_half(builder, args[0])
 
         return types.float32(types.uint16), codegen
 
@@ -335,7 +340,7 @@ def _lane_fma(br: int, bc: int):
                         w_off = builder.add(wo_, builder.add(builder.mul(wr_, const(i)), builder.mul(wc_, const(c))))
                         w_ic = builder.load(builder.gep(w_ptr, [w_off]), align=2 if half else 4)
                         if half:
-                            w_ic = builder.fpext(builder.bitcast(w_ic, llir.HalfType()), llir.FloatType())
+                            w_ic = _widen_half(builder, w_ic)
                         acc = [builder.call(fmas[v], [splat(w_ic, v), xv[c][v], acc[v]]) for v in range(len(widths))]
                     for p, a in zip(ptrs, acc):
                         builder.store(a, p, align=4)

@@ -89,30 +89,34 @@ def _load_melmatch(path, infer: dict, key: str):
 
 
 def quiet_cuts(x: np.ndarray, piece: int, search: int, hop: int) -> list[tuple[int, int]]:
-    """``x`` cut into pieces of at most ``piece`` samples, as (start, stop) pairs: one piece when
-    ``len(x) <= 2 piece``; otherwise each piece ends at the hop boundary of least energy (sum of
-    squares over the hop before it) among those in its last ``search`` samples, so cuts fall in
-    pauses where speech has them. Every piece but the last is a whole number of hops long."""
+    """``x`` cut into pieces of at most about ``piece`` samples, as (start, stop) pairs: one piece
+    when ``len(x) <= 2 piece``; otherwise each piece ends at the hop boundary of least energy (sum
+    of squares over the hop before it) among those in its last ``search`` samples, so cuts fall in
+    pauses where speech has them, and the last two split what is left near its middle. Every piece
+    but the last is a whole number of hops long."""
     n = len(x)
     if n <= 2 * piece:
         return [(0, n)]
     cuts, start = [], 0
     while n - start > 2 * piece:
-        lo, hi = start + max(hop, piece - search), start + piece  # candidate ends, on hops from start
-        ends = start + np.arange((lo - start) // hop, (hi - start) // hop + 1) * hop
-        energy = np.array([float(np.dot(x[e - hop:e].astype(np.float64), x[e - hop:e])) for e in ends])
-        end = int(ends[int(np.argmin(energy))])
+        end = _quietest_end(x, start, start + max(hop, piece - search), start + piece, hop)
         cuts.append((start, end))
         start = end
-    if n - start > piece:  # the rest, in two near-halves at a quiet hop
+    if n - start > piece:  # the rest, in two near-halves
         mid = start + (n - start) // 2
-        ends = start + np.arange((mid - search // 2 - start) // hop, (mid + search // 2 - start) // hop + 1) * hop
-        energy = np.array([float(np.dot(x[e - hop:e].astype(np.float64), x[e - hop:e])) for e in ends])
-        end = int(ends[int(np.argmin(energy))])
+        end = _quietest_end(x, start, mid - search // 2, mid + search // 2, hop)
         cuts.append((start, end))
         start = end
     cuts.append((start, n))
     return cuts
+
+
+def _quietest_end(x: np.ndarray, start: int, lo: int, hi: int, hop: int) -> int:
+    """The hop boundary (counted from ``start``) in [lo, hi] whose preceding hop of ``x`` has the
+    least energy."""
+    ends = start + np.arange(-(-(lo - start) // hop), (hi - start) // hop + 1) * hop
+    energy = [float(np.dot(x[e - hop:e].astype(np.float64), x[e - hop:e])) for e in ends]
+    return int(ends[int(np.argmin(energy))])
 
 
 def chunk_samples(k: int) -> int:
