@@ -68,7 +68,9 @@ fi
 #    wheel pulls several GB of CUDA libraries), then wavern itself, editable. Skipped when
 #    pyproject.toml is unchanged and the installed `wavern` runs (a moved checkout's does not).
 #    --dev: the test extras too, in a step of their own, so a failure there leaves wavern working.
-pip_install() { PYTHONWARNINGS=ignore "$VENV/bin/python" -m pip install -q "$@" 2>&1 | grep -v "is ignored" || true; }
+#    (Where PyTorch's index cannot be reached, pip's warnings about it are dropped: torch then comes
+#    from pip's other sources, a local wheel folder on machines set up that way.)
+pip_install() { PYTHONWARNINGS=ignore "$VENV/bin/python" -m pip install -q "$@" 2>&1 | grep -v -e "is ignored" -e "download.pytorch.org" || true; }
 HASH=$(sha256sum pyproject.toml | cut -c1-16)
 STAMP="$VENV/.wavern-installed"
 if [ "$(cat "$STAMP" 2>/dev/null)" != "$HASH" ] || ! "$VENV/bin/wavern" --help >/dev/null 2>&1; then
