@@ -76,7 +76,9 @@ STAMP="$VENV/.wavern-installed"
 if [ "$(cat "$STAMP" 2>/dev/null)" != "$HASH" ] || ! "$VENV/bin/wavern" --help >/dev/null 2>&1; then
   say "installing Python packages (first time: a few minutes)"
   "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
-  pip_install "torch==2.13.0" --extra-index-url https://download.pytorch.org/whl/cpu --timeout 20 --retries 1
+  # (torch alone from there, --no-deps: its dependencies come with wavern's from the usual index, so
+  #  a slow or blocked PyTorch index is asked once, not once per dependency)
+  pip_install "torch==2.13.0" --no-deps --extra-index-url https://download.pytorch.org/whl/cpu --timeout 10 --retries 0
   pip_install -e .
   (cd / && "$VENV/bin/python" -c "import wavern.app.cli, torch, numba") && "$VENV/bin/wavern" --help >/dev/null \
     || { say "installation failed (pip's messages above)"; exit 1; }
