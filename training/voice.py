@@ -182,6 +182,13 @@ def build_voice(cfg: VoiceBuildConfig) -> dict[str, Any]:
 
     out = Path(cfg.out_dir).expanduser() if cfg.out_dir else Path(wavern.assets.__file__).parent / "voices" / name
     _check_writable(out)  # now, not after hours of training
+    v = dict(p["vocoder"])
+    if cfg.vocoder_steps:
+        v["steps"] = cfg.vocoder_steps
+    if "vocoder" in v:
+        v["vocoder"] = VocoderConfig.from_dict({**VocoderConfig().to_dict(), **v["vocoder"]})
+    if cfg.resume:  # a vocoder run of another configuration there is refused now, not after the acoustic stage
+        _check_vocoder_run(runs / "vocoder", v.get("vocoder", VocoderConfig()))
     t0 = time.time()
     torch.set_num_threads(cfg.threads)
     if not (corpus / "metadata.jsonl").is_file():
@@ -212,11 +219,6 @@ def build_voice(cfg: VoiceBuildConfig) -> dict[str, Any]:
     if not res.finished:  # stopped (a signal, the time limit): no half-trained voice; a rerun resumes
         raise TrainingStopped(f"the acoustic model stopped at step {res.step} of {acfg.steps} (checkpoint in "
                               f"{runs / 'acoustic'}); run the same command again to continue")
-    v = dict(p["vocoder"])
-    if cfg.vocoder_steps:
-        v["steps"] = cfg.vocoder_steps
-    if "vocoder" in v:
-        v["vocoder"] = VocoderConfig.from_dict({**VocoderConfig().to_dict(), **v["vocoder"]})
     vcfg = VocoderTrainConfig(corpus_dir=str(corpus), run_dir=str(runs / "vocoder"), seed=cfg.seed,
                               device=cfg.device, threads=cfg.threads, resume=cfg.resume, fresh=not cfg.resume, **v)
     trainer = train_vocoder(vcfg)
@@ -238,6 +240,24 @@ def build_voice(cfg: VoiceBuildConfig) -> dict[str, Any]:
     # the runs' own training time over every call (a resumed build's last call is only part of it)
     wall = prov["acoustic"]["wall_s"] + prov["vocoder"]["wall_s"]
     return {"voice": str(out), "preset": cfg.preset, "build_wall_s": round(wall, 1), **prov}
+
+
+def _check_vocoder_run(run_dir: Path, want) -> None:
+    """Refuse a vocoder run folder whose checkpoint holds another vocoder configuration than ``want``
+    (a VocoderConfig): the build would resume it and fail there, after the acoustic stage."""
+    from wavern.training.common import load_torch
+    from wavern.training.vocoder_trainer import CHECKPOINT
+    from wavern.vocoder.config import VocoderConfig
+
+    path = run_dir / CHECKPOINT
+    if not path.is_file():
+        return
+    ck = load_torch(path, "vocoder checkpoint", map_location="cpu", weights_only=False)
+    saved = VocoderConfig.from_dict(ck["vocoder_config"]) if isinstance(ck, dict) and "vocoder_config" in ck else None
+    if saved != want:
+        differ = sorted(k for k in want.to_dict() if saved is None or saved.to_dict().get(k) != want.to_dict()[k])
+        raise ParameterError(f"{run_dir} holds a vocoder run of another configuration ({', '.join(differ[:6])} "
+                             f"differ); give another run folder (--run-dir) or move that one away")
 
 
 def _last_eval(path: Path) -> dict[str, Any]:

@@ -185,3 +185,22 @@ def test_a_stage_that_stops_early_assembles_no_voice_and_a_rerun_continues(tmp_p
     assert metrics["vocoder_held_out"]["step"] == 2
     assert summary["build_wall_s"] == pytest.approx(summary["acoustic"]["wall_s"] + summary["vocoder"]["wall_s"],
                                                     abs=0.11)
+
+
+def test_a_vocoder_run_of_another_configuration_is_refused_before_the_acoustic_stage(tmp_path):
+    """A leftover runs/vocoder (another configuration) was refused only after the acoustic model
+    had trained (days for the default preset): now at the start."""
+    import torch as _torch
+
+    from wavern.training.voice import PRESETS, VoiceBuildConfig, build_voice
+    from wavern.vocoder.config import VocoderConfig
+
+    runs = tmp_path / "runs"
+    (runs / "vocoder").mkdir(parents=True)
+    other = VocoderConfig(hidden_size=32, cond_channels=8, cond_blocks=1)
+    _torch.save({"format": "x", "vocoder_config": other.to_dict()}, runs / "vocoder" / "checkpoint.pt")
+    assert PRESETS["tiny"]["vocoder"]["vocoder"]["hidden_size"] != 32
+    with pytest.raises(ParameterError, match="holds a vocoder run of another configuration.*hidden_size"):
+        build_voice(VoiceBuildConfig(preset="tiny", corpus_dir=str(tmp_path / "nocorpus"), run_dir=str(runs),
+                                     out_dir=str(tmp_path / "voice"), threads=1))
+    assert not (runs / "acoustic").exists()
