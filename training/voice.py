@@ -130,7 +130,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     # The bootstrap voice: small enough to build in minutes on 2 cores, with the default's
     # architecture. It proves the pipeline, not quality: expect buzzy, mostly unintelligible speech.
     "tiny": dict(name="tiny", corpus="data/corpus-tiny", runs="runs/tiny", utterances=200, voices=["en-us"],
-                 acoustic=dict(steps=300, batch_size=8,
+                 acoustic=dict(steps=300, batch_size=8, warmup_steps=30,  # (400, the default, outlasted the run)
                                model=dict(encoder=dict(d_model=64, n_layers=2, n_heads=2, window=8,
                                                        ffn_channels=128),
                                           decoder_layers=2, decoder_d_model=64, decoder_ffn_channels=128,
@@ -193,7 +193,8 @@ def build_voice(cfg: VoiceBuildConfig) -> dict[str, Any]:
     torch.set_num_threads(cfg.threads)
     if not (corpus / "metadata.jsonl").is_file():
         log.info("building corpus %s", corpus)
-        build_corpus(corpus, utterances=cfg.utterances or p["utterances"], seed=cfg.seed, voices=p["voices"])
+        build_corpus(corpus, utterances=cfg.utterances or p["utterances"], seed=cfg.seed, voices=p["voices"],
+                     jobs=cfg.threads)  # (--threads: the corpus stage's espeak processes too; the bytes do not change)
     try:  # what the corpus is (an existing one may not be what this call would build); the card says it
         have = json.loads((corpus / "corpus.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
