@@ -78,21 +78,32 @@ class HistoryPlot(QWidget):
         p.end()
 
 
+def _heading(text: str) -> QLabel:
+    label = QLabel(text)
+    label.setStyleSheet("color: #666; font-style: italic")
+    return label
+
+
 class LatencyDashboard(QGroupBox):
     """Numbers of the last utterance, live buffer meters, and the history plot."""
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__("Latency", parent)
         self.last: UtteranceStats | None = None
-        self.labels = {k: QLabel("–") for k in ("first_audio", "rtf", "headroom", "min_headroom", "underruns",
-                                                  "audio")}
+        # two groups, so a row never mixes the last finished utterance with the one playing
+        self.labels = {k: QLabel("–") for k in ("first_audio", "rtf", "min_headroom", "underruns", "audio",
+                                                  "headroom", "live_min_headroom", "live_underruns")}
         form = QFormLayout()
+        form.addRow(_heading("last utterance"))
         form.addRow("time to first audio", self.labels["first_audio"])
         form.addRow("real-time factor", self.labels["rtf"])
-        form.addRow("buffered now", self.labels["headroom"])
+        form.addRow("audio", self.labels["audio"])
         form.addRow("fewest buffered", self.labels["min_headroom"])
         form.addRow("underruns", self.labels["underruns"])
-        form.addRow("audio", self.labels["audio"])
+        form.addRow(_heading("now"))
+        form.addRow("buffered", self.labels["headroom"])
+        form.addRow("fewest buffered", self.labels["live_min_headroom"])
+        form.addRow("underruns", self.labels["live_underruns"])
         self.buffer_bar = QProgressBar()
         self.buffer_bar.setTextVisible(False)
         self.buffer_bar.setMaximumHeight(8)
@@ -115,9 +126,9 @@ class LatencyDashboard(QGroupBox):
     def set_live(self, meters: Meters, *, capacity_ms: float) -> None:
         """Called from the window's timer."""
         self.labels["headroom"].setText(_fmt(meters.queued_ms, " ms"))
-        if meters.job_id is not None:
-            self.labels["underruns"].setText(str(meters.underruns))
-            if meters.min_headroom_ms is not None:
-                self.labels["min_headroom"].setText(_fmt(meters.min_headroom_ms, " ms"))
+        playing = meters.job_id is not None
+        self.labels["live_underruns"].setText(str(meters.underruns) if playing else "–")
+        self.labels["live_min_headroom"].setText(
+            _fmt(meters.min_headroom_ms, " ms") if playing and meters.min_headroom_ms is not None else "–")
         self.buffer_bar.setMaximum(max(int(capacity_ms), 1))
         self.buffer_bar.setValue(int(min(meters.queued_ms, capacity_ms)))

@@ -904,3 +904,18 @@ def test_the_buffer_bar_is_scaled_to_the_outputs_real_capacity(qtbot, window):
     want = int(sink.ring.capacity * 1000.0 / sink.device_rate)
     assert want > window.buffer_s * 1000.0 and window.dashboard.buffer_bar.maximum() == want
     _stats_of(qtbot, window, job)
+
+
+def test_the_latency_panel_keeps_the_last_utterance_and_the_one_playing_apart(qapp):
+    """(GUI review) While a new utterance played, "underruns" and "fewest buffered" showed its
+    values beside the last finished one's first audio and length."""
+    from wavern.app.widgets import LatencyDashboard
+    from wavern.app.worker import Meters, UtteranceStats
+
+    d = LatencyDashboard()
+    d.add(UtteranceStats(1, "Hello.", 40.0, 0.2, 1.5, 2, 120.0, False, 0))
+    d.set_live(Meters(1000, 300.0, 80.0, 5, False, True, 2), capacity_ms=1486.0)
+    assert (d.labels["underruns"].text(), d.labels["min_headroom"].text()) == ("2", "120 ms")  # the last one's
+    assert (d.labels["live_underruns"].text(), d.labels["live_min_headroom"].text()) == ("5", "80 ms")
+    d.set_live(Meters(1000, 0.0, None, 0, False, False, None), capacity_ms=1486.0)  # nothing playing
+    assert d.labels["live_underruns"].text() == "–" and d.labels["underruns"].text() == "2"
