@@ -476,3 +476,19 @@ def test_a_device_that_stops_calling_back_is_an_error_not_a_hang(monkeypatch):
         sink.write(np.full(22050, 0.1, np.float32))
     assert time.monotonic() - t0 < 30  # (a bound on the test, not a speed claim)
     sink.abort()
+
+
+def test_paced_sink_lateness_counts_only_blocks_read_while_playing():
+    """(mutation audit) bench's "ms late" is how late the card read blocks while a request
+    played: a pump that catches up on a second of idle blocks is not lateness."""
+    from wavern.engine.sinks import PacedSink
+
+    now = [0.0]
+    sink = PacedSink(sample_rate=1000, blocksize=10, buffer_s=1.0, prefill_s=0.0, clock=lambda: now[0], start=False)
+    now[0] = 1.0
+    sink.pump(now[0])  # 101 idle blocks read a whole second late: not playing
+    assert sink.blocks == 101 and sink.max_late_s == 0.0
+    sink.write(np.zeros(200, np.float32))  # a request: 20 blocks of audio
+    now[0] = 1.2 + 0.005  # the next 20 blocks are due by 1.2 s; read 5 ms after the last is due
+    sink.pump(now[0])
+    assert 0.005 - 1e-9 <= sink.max_late_s <= 0.2 + 1e-9
