@@ -110,10 +110,7 @@ def resolve_voice(name_or_path: str | None) -> Path:
         p = Path(name_or_path).expanduser()
         looks_like_path = os.sep in name_or_path or name_or_path.startswith((".", "~"))
         if looks_like_path:
-            try:
-                if (p / "voice.json").exists():
-                    return p  # (Voice.load says what is wrong with it, unreadable included)
-            except OSError:
+            if _holds_voice(p):
                 return p
             raise VoiceFileError(f"{p} is not a voice folder (no voice.json in it)")
     wanted = name_or_path or DEFAULT_VOICE
@@ -121,12 +118,8 @@ def resolve_voice(name_or_path: str | None) -> Path:
     for v in voices:
         if v.name == wanted:
             return v.path
-    if name_or_path:  # not installed: a voice folder of that name here
-        try:
-            if (p / "voice.json").exists():
-                return p
-        except OSError:
-            return p
+    if name_or_path and _holds_voice(p):  # not installed: a voice folder of that name here
+        return p
     if name_or_path is None:
         valid = [v for v in voices if v.error is None]
         if valid:
@@ -134,6 +127,15 @@ def resolve_voice(name_or_path: str | None) -> Path:
         raise VoiceFileError("no voice installed; run the README's first command (./setup.sh) to build one")
     names = ", ".join(v.name for v in voices) or "none"
     raise ParameterError(f"unknown voice '{wanted}'; installed voices: {names}")
+
+
+def _holds_voice(folder: Path) -> bool:
+    """``folder`` has a voice.json, or cannot be looked into (Voice.load then says what is wrong
+    with it, unreadable included)."""
+    try:
+        return (folder / "voice.json").exists()
+    except OSError:
+        return True
 
 
 def user_config_dir() -> Path:

@@ -203,9 +203,16 @@ class MetricsLog:
             self._writer = None
 
     def read(self) -> list[dict[str, Any]]:
+        """The rows, in order; a line cut short by a kill is left out (as :meth:`truncate_after` does)."""
         if not self.path.is_file():
             return []
-        return [json.loads(line) for line in self.path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        rows = []
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        return rows
 
 
 def compact_checkpoint(src: str | os.PathLike, dst: str | os.PathLike) -> Path:

@@ -256,26 +256,18 @@ def _check_vocoder_run(run_dir: Path, want) -> None:
     ck = load_torch(path, "vocoder checkpoint", map_location="cpu", weights_only=False)
     saved = VocoderConfig.from_dict(ck["vocoder_config"]) if isinstance(ck, dict) and "vocoder_config" in ck else None
     if saved != want:
-        differ = sorted(k for k in want.to_dict() if saved is None or saved.to_dict().get(k) != want.to_dict()[k])
+        have, wanted = (saved.to_dict() if saved else {}), want.to_dict()
+        differ = sorted(k for k in wanted if have.get(k) != wanted[k])
         raise ParameterError(f"{run_dir} holds a vocoder run of another configuration ({', '.join(differ[:6])} "
                              f"differ); give another run folder (--run-dir) or move that one away")
 
 
 def _last_eval(path: Path) -> dict[str, Any]:
     """The last held-out evaluation a trainer wrote to its metrics.jsonl (its step and numbers), or {}."""
-    last: dict[str, Any] = {}
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return last
-    for line in lines:
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(row, dict) and row.get("kind") == "eval":
-            last = {k: v for k, v in row.items() if k != "kind" and isinstance(v, (int, float))}
-    return last
+    from wavern.training.common import MetricsLog
+
+    rows = [r for r in MetricsLog(path, tensorboard=False).read() if isinstance(r, dict) and r.get("kind") == "eval"]
+    return {k: v for k, v in rows[-1].items() if k != "kind" and isinstance(v, (int, float))} if rows else {}
 
 
 def load_vocoder_checkpoint(path: str | Path):

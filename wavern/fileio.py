@@ -76,10 +76,9 @@ def check_output_file(what: str, path: str | os.PathLike) -> Path:
     p = Path(path)
     if p.is_dir():
         raise ParameterError(f"{what} {p} is a folder; give a file name such as {p / 'out.wav'}")
-    if not p.parent.is_dir():
-        raise ParameterError(f"{what} {p}: folder {p.parent} does not exist")
-    if not os.access(p.parent, os.W_OK):
-        raise ParameterError(f"{what} {p}: folder {p.parent} is not writable")
+    why = why_unwritable(p)
+    if why is not None:
+        raise ParameterError(f"{what} {p}: {why}")
     if p.exists() and not p.is_file():  # a pipe or a device: the temp file renamed over it would replace it
         raise ParameterError(f"{what} {p} is not a regular file (a pipe or a device?); it is left alone")
     return p
