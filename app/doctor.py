@@ -60,6 +60,9 @@ def _cpu() -> Check:
     detail = f"{os.cpu_count()} logical CPUs; has {', '.join(have) or 'none of the probed features'}"
     if missing:
         detail += f"; lacks {', '.join(missing)}"
+    from wavern.engine import kernels
+
+    detail += "; engine vectors: " + ("512-bit (16x4 blocks)" if kernels.WIDE_VECTORS else "256-bit")
     return Check("cpu", True, detail)
 
 

@@ -34,6 +34,7 @@ from wavern.engine.vocoder import Vocoder, to_engine  # noqa: E402
 import numba  # noqa: E402
 import numpy as np  # noqa: E402
 
+import wavern  # noqa: E402
 from wavern.vocoder.format import BlockSparse  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -262,6 +263,8 @@ def batch_compare(ref: str, rounds: int, runs: int, n_samples: int, render_s: fl
     results: dict[str, list[dict[str, float]]] = {"this": [], "ref": []}
     with tempfile.TemporaryDirectory() as tmp:
         env_ref = dict(os.environ, PYTHONPATH=str(export_checkout(ref, Path(tmp), folders=("wavern", "engine", "vocoder", "conditioning"))))
+        if env_ref.get("NUMBA_CPU_FEATURES") == wavern.wide_vector_features():
+            del env_ref["NUMBA_CPU_FEATURES"]  # this checkout's import set it: let the other decide its own
         for r in range(rounds):
             for which, env in (("ref", env_ref), ("this", dict(os.environ))):
                 res = subprocess.run(args, cwd=tmp, env=env, capture_output=True, text=True, check=True)
@@ -379,13 +382,16 @@ def main() -> int:
         "## Engine: numba WaveRNN kernels",
         "",
         f"Command: `{cmd}` ({time.strftime('%Y-%m-%d')}, {cpu}, 2 cores, numba {numba.__version__}, "
-        f"NUMBA_SLP_VECTORIZE active: {K.SLP_ACTIVE}). A vocoder training run occupied the other core "
+        f"NUMBA_SLP_VECTORIZE active: {K.SLP_ACTIVE}, 512-bit vectors: {K.WIDE_VECTORS}). "
+        "A vocoder training run occupied the other core "
         "and other jobs shared both cores throughout, so times are CPU time of the generating thread "
         f"(wall time would count the neighbours' slices). Medians of {runs} runs.",
         "",
         "One stream, one thread. Effective GFLOP/s counts 2 FLOPs per stored weight of W_hh and "
         "O1..O4 (non-zero blocks only). Random weights pruned in 16x4 blocks (the VocoderConfig "
-        "default), stored by the engine as 8x4. Torch: a straightforward per-sample loop, dense "
+        f"default), stored by the engine as {rows[0][-1][0]}x{rows[0][-1][1]} blocks "
+        "(`choose_block_kind`: 16x4 where numba has 512-bit vectors, else 8x4; the same products). "
+        "Torch: a straightforward per-sample loop, dense "
         "weights, `torch.set_num_threads(1)`, same frame inputs, same inverse-CDF sampling; "
         "`torch n` is how many samples it ran.",
         "",
@@ -395,10 +401,12 @@ def main() -> int:
     for H, d, sps, rtf, gf, tps, ratio, nt, _ in rows:
         lines.append(f"| {H} | {d:g} | {sps:,.0f} | {rtf:.3f} | {gf:.1f} | {tps:,.0f} | {ratio:,.0f}x | {nt} |")
     goal = next(r for r in rows if r[0] == 512 and r[1] == 0.1)
+    voice = next(r for r in rows if r[0] == 384 and r[1] == 0.1)
     lines += [
         "",
         f"Goals (H 512, 10 % density): RTF <= 0.12 -> measured {goal[3]:.3f}; effective GFLOP/s >= 30 -> "
-        f"{goal[4]:.1f}. Prototype floor (REFERENCES 7): ~125 k samples/s, RTF 0.18.",
+        f"{goal[4]:.1f}. Prototype floor (REFERENCES 7): ~125 k samples/s, RTF 0.18. The default voice's "
+        f"vocoder shape (H 384, 10 %, issue 7: RTF <= 0.12): {voice[3]:.3f}.",
         "",
         "Block-sparse matvec alone, 3H x H with H = 512, 10 % of blocks kept at random, per engine "
         "block shape (these numbers feed `kernels.MEASURED_GFLOPS`, which picks the layout at load):",

@@ -34,6 +34,9 @@ Speed notes (measured, see docs/bench/engine.md and REFERENCES section 7):
 - numba vectorises these loops only with ``NUMBA_SLP_VECTORIZE=1`` set before numba is first
   imported; we set it below if nobody did. If numba was imported earlier without it, the
   kernels still run correctly but 3-5x slower, and :data:`SLP_ACTIVE` is False.
+- On AVX-512 CPUs, wavern's import lets LLVM use 512-bit vectors (``wavern.wide_vector_features``;
+  LLVM's tuning for Intel's server cores prefers 256): 16x4 blocks are then one vector per block
+  column and a 16x4-pruned voice runs ~20 % faster (:data:`WIDE_VECTORS`).
 - ``error_model='numpy'`` (no branch per division), unsigned index arithmetic (no negative
   index wraparound), no ``reassoc`` fast-math on the block kernels.
 - Block products are written out row by row: every load of a block (the output rows and the
@@ -87,7 +90,7 @@ if not SLP_ACTIVE:
                 "numba was imported before wavern.engine.kernels" if _LATE else "NUMBA_SLP_VECTORIZE != 1")
 
 __all__ = [
-    "BLOCK_SHAPES", "MEASURED_GFLOPS", "SLP_ACTIVE", "HOP", "N_CLASSES", "LANE_MULTIPLE",
+    "BLOCK_SHAPES", "MEASURED_GFLOPS", "SLP_ACTIVE", "WIDE_VECTORS", "HOP", "N_CLASSES", "LANE_MULTIPLE",
     "spmv", "lane_spmm", "lanes", "lane_work_size", "conv1d", "conv_taps", "conv1d_taps", "vexp", "sample_class",
     "rng_state", "rng_states", "uniforms", "warmup", "cache_status",
 ]
@@ -114,11 +117,16 @@ _FM_REDUCE = {"contract", "nsz", "arcp", "reassoc", "nnan", "ninf"}
 U = np.uint64  # unsigned index arithmetic: numba then skips the negative-index wraparound
 
 #: Block shapes the kernels support, by ``kind``: (rows, cols) of one block.
-BLOCK_SHAPES: tuple[tuple[int, int], ...] = ((8, 4), (4, 4), (8, 1))
+BLOCK_SHAPES: tuple[tuple[int, int], ...] = ((8, 4), (4, 4), (8, 1), (16, 4))
+#: True when numba compiles for 512-bit vectors (wavern/__init__.py sets NUMBA_CPU_FEATURES).
+WIDE_VECTORS: bool = "-prefer-256-bit" in (numba.core.config.CPU_FEATURES or "")
 #: Effective GFLOP/s of one block-sparse matvec (3H x H, H = 512, 10 % density, one core),
 #: measured by ``bench/engine.py --blocks`` (docs/bench/engine.md); only their ratios matter:
 #: they choose the engine block shape of each matrix at load (vocoder.choose_block_kind).
-MEASURED_GFLOPS: dict[tuple[int, int], float] = {(8, 4): 60.0, (4, 4): 37.0, (8, 1): 29.0}
+#: 16x4 as measured on an AVX-512 Xeon against 8x4 there: 1.17x with 512-bit vectors, 0.96x
+#: with 256-bit ones (so a file pruned in 16x4 blocks runs as 8x4 blocks without them).
+MEASURED_GFLOPS: dict[tuple[int, int], float] = {(8, 4): 60.0, (4, 4): 37.0, (8, 1): 29.0,
+                                                 (16, 4): 70.0 if WIDE_VECTORS else 57.5}
 #: A batch of B streams occupies ``lanes(B)`` lanes, B rounded up to this (one 256-bit vector).
 LANE_MULTIPLE = 8
 
@@ -376,6 +384,7 @@ def _lane_fma(br: int, bc: int):
 _LANE_8x4 = _lane_fma(8, 4)
 _LANE_4x4 = _lane_fma(4, 4)
 _LANE_8x1 = _lane_fma(8, 1)
+_LANE_16x4 = _lane_fma(16, 4)
 _LANE_4x3 = _lane_fma(4, 3)
 _LANE_1x4 = _lane_fma(1, 4)
 _LANE_4x1 = _lane_fma(4, 1)
@@ -461,6 +470,53 @@ def _spmv_8x1(data, rowoff, colptr, x, xoff, y):
             y[r + U(7)] = s7
 
 
+@njit(fastmath=_FM_BLOCK, **_JIT)
+def _spmv_16x4(data, rowoff, colptr, x, xoff, y):
+    """:func:`_spmv_8x4` for 16x4 blocks (weight (i, c) at k*64 + i + 16c): one 512-bit vector
+    per block column where the CPU has them, half the block overhead of two 8x4 blocks."""
+    for j in range(U(colptr.shape[0] - 1)):
+        xj = U(xoff) + j * U(4)
+        x0 = x[xj]
+        x1 = x[xj + U(1)]
+        x2 = x[xj + U(2)]
+        x3 = x[xj + U(3)]
+        for k in range(U(colptr[j]), U(colptr[j + U(1)])):
+            r = U(rowoff[k])
+            b = k * U(64)
+            s0 = y[r] + _w(data, b) * x0 + _w(data, b + U(16)) * x1 + _w(data, b + U(32)) * x2 + _w(data, b + U(48)) * x3
+            s1 = y[r + U(1)] + _w(data, b + U(1)) * x0 + _w(data, b + U(17)) * x1 + _w(data, b + U(33)) * x2 + _w(data, b + U(49)) * x3
+            s2 = y[r + U(2)] + _w(data, b + U(2)) * x0 + _w(data, b + U(18)) * x1 + _w(data, b + U(34)) * x2 + _w(data, b + U(50)) * x3
+            s3 = y[r + U(3)] + _w(data, b + U(3)) * x0 + _w(data, b + U(19)) * x1 + _w(data, b + U(35)) * x2 + _w(data, b + U(51)) * x3
+            s4 = y[r + U(4)] + _w(data, b + U(4)) * x0 + _w(data, b + U(20)) * x1 + _w(data, b + U(36)) * x2 + _w(data, b + U(52)) * x3
+            s5 = y[r + U(5)] + _w(data, b + U(5)) * x0 + _w(data, b + U(21)) * x1 + _w(data, b + U(37)) * x2 + _w(data, b + U(53)) * x3
+            s6 = y[r + U(6)] + _w(data, b + U(6)) * x0 + _w(data, b + U(22)) * x1 + _w(data, b + U(38)) * x2 + _w(data, b + U(54)) * x3
+            s7 = y[r + U(7)] + _w(data, b + U(7)) * x0 + _w(data, b + U(23)) * x1 + _w(data, b + U(39)) * x2 + _w(data, b + U(55)) * x3
+            s8 = y[r + U(8)] + _w(data, b + U(8)) * x0 + _w(data, b + U(24)) * x1 + _w(data, b + U(40)) * x2 + _w(data, b + U(56)) * x3
+            s9 = y[r + U(9)] + _w(data, b + U(9)) * x0 + _w(data, b + U(25)) * x1 + _w(data, b + U(41)) * x2 + _w(data, b + U(57)) * x3
+            s10 = y[r + U(10)] + _w(data, b + U(10)) * x0 + _w(data, b + U(26)) * x1 + _w(data, b + U(42)) * x2 + _w(data, b + U(58)) * x3
+            s11 = y[r + U(11)] + _w(data, b + U(11)) * x0 + _w(data, b + U(27)) * x1 + _w(data, b + U(43)) * x2 + _w(data, b + U(59)) * x3
+            s12 = y[r + U(12)] + _w(data, b + U(12)) * x0 + _w(data, b + U(28)) * x1 + _w(data, b + U(44)) * x2 + _w(data, b + U(60)) * x3
+            s13 = y[r + U(13)] + _w(data, b + U(13)) * x0 + _w(data, b + U(29)) * x1 + _w(data, b + U(45)) * x2 + _w(data, b + U(61)) * x3
+            s14 = y[r + U(14)] + _w(data, b + U(14)) * x0 + _w(data, b + U(30)) * x1 + _w(data, b + U(46)) * x2 + _w(data, b + U(62)) * x3
+            s15 = y[r + U(15)] + _w(data, b + U(15)) * x0 + _w(data, b + U(31)) * x1 + _w(data, b + U(47)) * x2 + _w(data, b + U(63)) * x3
+            y[r] = s0
+            y[r + U(1)] = s1
+            y[r + U(2)] = s2
+            y[r + U(3)] = s3
+            y[r + U(4)] = s4
+            y[r + U(5)] = s5
+            y[r + U(6)] = s6
+            y[r + U(7)] = s7
+            y[r + U(8)] = s8
+            y[r + U(9)] = s9
+            y[r + U(10)] = s10
+            y[r + U(11)] = s11
+            y[r + U(12)] = s12
+            y[r + U(13)] = s13
+            y[r + U(14)] = s14
+            y[r + U(15)] = s15
+
+
 @njit(**_JIT)
 def _spmv(mat, x, xoff, y):
     """y += M x[xoff:]; ``mat`` = (data, rowoff, colptr, kind)."""
@@ -469,8 +525,10 @@ def _spmv(mat, x, xoff, y):
         _spmv_8x4(data, rowoff, colptr, x, xoff, y)
     elif kind == 1:
         _spmv_4x4(data, rowoff, colptr, x, xoff, y)
-    else:
+    elif kind == 2:
         _spmv_8x1(data, rowoff, colptr, x, xoff, y)
+    else:
+        _spmv_16x4(data, rowoff, colptr, x, xoff, y)
 
 
 
@@ -481,10 +539,12 @@ def _spmv(mat, x, xoff, y):
 # matvec. Every row sums in the same order as the matvec, so a batch reproduces single streams
 # bit for bit.
 
-@njit(fastmath=_FM_BLOCK, **_JIT)
-def _spmm4_8x4(data, rowoff, colptr, X, xoff, Y):
-    """Streams 0 .. 4*(B//4)-1 of Y += M X[:, xoff:], four at a time (8x4 blocks): each weight
-    is loaded once for four streams."""
+@njit(fastmath=_FM_BLOCK, inline="always", **_JIT)
+def _spmm4_rows8(data, rowoff, colptr, X, xoff, Y, bw, cw, halves):
+    """Streams 0 .. 4*(B//4)-1 of Y += M X[:, xoff:], four at a time, for blocks of ``halves`` x 8
+    rows and 4 columns (``bw`` weights each, column c of row group g at ``g*8 + c*cw``): each
+    weight is loaded once for four streams. Inlined with constant shapes (:func:`_spmm4_8x4`,
+    :func:`_spmm4_16x4`), so LLVM sees the 8x4 body it vectorises."""
     for j in range(U(colptr.shape[0] - 1)):
         xj = U(xoff) + j * U(4)
         for q in range(U(0), U(X.shape[0] // 4 * 4), U(4)):
@@ -508,72 +568,88 @@ def _spmm4_8x4(data, rowoff, colptr, X, xoff, Y):
             e2 = X[q3, xj + U(2)]
             e3 = X[q3, xj + U(3)]
             for k in range(U(colptr[j]), U(colptr[j + U(1)])):
-                r = U(rowoff[k])
-                o = k * U(32)
-                as0 = Y[q, r] + _w(data, o) * a0 + _w(data, o + U(8)) * a1 + _w(data, o + U(16)) * a2 + _w(data, o + U(24)) * a3
-                as1 = Y[q, r + U(1)] + _w(data, o + U(1)) * a0 + _w(data, o + U(9)) * a1 + _w(data, o + U(17)) * a2 + _w(data, o + U(25)) * a3
-                as2 = Y[q, r + U(2)] + _w(data, o + U(2)) * a0 + _w(data, o + U(10)) * a1 + _w(data, o + U(18)) * a2 + _w(data, o + U(26)) * a3
-                as3 = Y[q, r + U(3)] + _w(data, o + U(3)) * a0 + _w(data, o + U(11)) * a1 + _w(data, o + U(19)) * a2 + _w(data, o + U(27)) * a3
-                as4 = Y[q, r + U(4)] + _w(data, o + U(4)) * a0 + _w(data, o + U(12)) * a1 + _w(data, o + U(20)) * a2 + _w(data, o + U(28)) * a3
-                as5 = Y[q, r + U(5)] + _w(data, o + U(5)) * a0 + _w(data, o + U(13)) * a1 + _w(data, o + U(21)) * a2 + _w(data, o + U(29)) * a3
-                as6 = Y[q, r + U(6)] + _w(data, o + U(6)) * a0 + _w(data, o + U(14)) * a1 + _w(data, o + U(22)) * a2 + _w(data, o + U(30)) * a3
-                as7 = Y[q, r + U(7)] + _w(data, o + U(7)) * a0 + _w(data, o + U(15)) * a1 + _w(data, o + U(23)) * a2 + _w(data, o + U(31)) * a3
-                bs0 = Y[q1, r] + _w(data, o) * b0 + _w(data, o + U(8)) * b1 + _w(data, o + U(16)) * b2 + _w(data, o + U(24)) * b3
-                bs1 = Y[q1, r + U(1)] + _w(data, o + U(1)) * b0 + _w(data, o + U(9)) * b1 + _w(data, o + U(17)) * b2 + _w(data, o + U(25)) * b3
-                bs2 = Y[q1, r + U(2)] + _w(data, o + U(2)) * b0 + _w(data, o + U(10)) * b1 + _w(data, o + U(18)) * b2 + _w(data, o + U(26)) * b3
-                bs3 = Y[q1, r + U(3)] + _w(data, o + U(3)) * b0 + _w(data, o + U(11)) * b1 + _w(data, o + U(19)) * b2 + _w(data, o + U(27)) * b3
-                bs4 = Y[q1, r + U(4)] + _w(data, o + U(4)) * b0 + _w(data, o + U(12)) * b1 + _w(data, o + U(20)) * b2 + _w(data, o + U(28)) * b3
-                bs5 = Y[q1, r + U(5)] + _w(data, o + U(5)) * b0 + _w(data, o + U(13)) * b1 + _w(data, o + U(21)) * b2 + _w(data, o + U(29)) * b3
-                bs6 = Y[q1, r + U(6)] + _w(data, o + U(6)) * b0 + _w(data, o + U(14)) * b1 + _w(data, o + U(22)) * b2 + _w(data, o + U(30)) * b3
-                bs7 = Y[q1, r + U(7)] + _w(data, o + U(7)) * b0 + _w(data, o + U(15)) * b1 + _w(data, o + U(23)) * b2 + _w(data, o + U(31)) * b3
-                cs0 = Y[q2, r] + _w(data, o) * c0 + _w(data, o + U(8)) * c1 + _w(data, o + U(16)) * c2 + _w(data, o + U(24)) * c3
-                cs1 = Y[q2, r + U(1)] + _w(data, o + U(1)) * c0 + _w(data, o + U(9)) * c1 + _w(data, o + U(17)) * c2 + _w(data, o + U(25)) * c3
-                cs2 = Y[q2, r + U(2)] + _w(data, o + U(2)) * c0 + _w(data, o + U(10)) * c1 + _w(data, o + U(18)) * c2 + _w(data, o + U(26)) * c3
-                cs3 = Y[q2, r + U(3)] + _w(data, o + U(3)) * c0 + _w(data, o + U(11)) * c1 + _w(data, o + U(19)) * c2 + _w(data, o + U(27)) * c3
-                cs4 = Y[q2, r + U(4)] + _w(data, o + U(4)) * c0 + _w(data, o + U(12)) * c1 + _w(data, o + U(20)) * c2 + _w(data, o + U(28)) * c3
-                cs5 = Y[q2, r + U(5)] + _w(data, o + U(5)) * c0 + _w(data, o + U(13)) * c1 + _w(data, o + U(21)) * c2 + _w(data, o + U(29)) * c3
-                cs6 = Y[q2, r + U(6)] + _w(data, o + U(6)) * c0 + _w(data, o + U(14)) * c1 + _w(data, o + U(22)) * c2 + _w(data, o + U(30)) * c3
-                cs7 = Y[q2, r + U(7)] + _w(data, o + U(7)) * c0 + _w(data, o + U(15)) * c1 + _w(data, o + U(23)) * c2 + _w(data, o + U(31)) * c3
-                es0 = Y[q3, r] + _w(data, o) * e0 + _w(data, o + U(8)) * e1 + _w(data, o + U(16)) * e2 + _w(data, o + U(24)) * e3
-                es1 = Y[q3, r + U(1)] + _w(data, o + U(1)) * e0 + _w(data, o + U(9)) * e1 + _w(data, o + U(17)) * e2 + _w(data, o + U(25)) * e3
-                es2 = Y[q3, r + U(2)] + _w(data, o + U(2)) * e0 + _w(data, o + U(10)) * e1 + _w(data, o + U(18)) * e2 + _w(data, o + U(26)) * e3
-                es3 = Y[q3, r + U(3)] + _w(data, o + U(3)) * e0 + _w(data, o + U(11)) * e1 + _w(data, o + U(19)) * e2 + _w(data, o + U(27)) * e3
-                es4 = Y[q3, r + U(4)] + _w(data, o + U(4)) * e0 + _w(data, o + U(12)) * e1 + _w(data, o + U(20)) * e2 + _w(data, o + U(28)) * e3
-                es5 = Y[q3, r + U(5)] + _w(data, o + U(5)) * e0 + _w(data, o + U(13)) * e1 + _w(data, o + U(21)) * e2 + _w(data, o + U(29)) * e3
-                es6 = Y[q3, r + U(6)] + _w(data, o + U(6)) * e0 + _w(data, o + U(14)) * e1 + _w(data, o + U(22)) * e2 + _w(data, o + U(30)) * e3
-                es7 = Y[q3, r + U(7)] + _w(data, o + U(7)) * e0 + _w(data, o + U(15)) * e1 + _w(data, o + U(23)) * e2 + _w(data, o + U(31)) * e3
-                Y[q, r] = as0
-                Y[q, r + U(1)] = as1
-                Y[q, r + U(2)] = as2
-                Y[q, r + U(3)] = as3
-                Y[q, r + U(4)] = as4
-                Y[q, r + U(5)] = as5
-                Y[q, r + U(6)] = as6
-                Y[q, r + U(7)] = as7
-                Y[q1, r] = bs0
-                Y[q1, r + U(1)] = bs1
-                Y[q1, r + U(2)] = bs2
-                Y[q1, r + U(3)] = bs3
-                Y[q1, r + U(4)] = bs4
-                Y[q1, r + U(5)] = bs5
-                Y[q1, r + U(6)] = bs6
-                Y[q1, r + U(7)] = bs7
-                Y[q2, r] = cs0
-                Y[q2, r + U(1)] = cs1
-                Y[q2, r + U(2)] = cs2
-                Y[q2, r + U(3)] = cs3
-                Y[q2, r + U(4)] = cs4
-                Y[q2, r + U(5)] = cs5
-                Y[q2, r + U(6)] = cs6
-                Y[q2, r + U(7)] = cs7
-                Y[q3, r] = es0
-                Y[q3, r + U(1)] = es1
-                Y[q3, r + U(2)] = es2
-                Y[q3, r + U(3)] = es3
-                Y[q3, r + U(4)] = es4
-                Y[q3, r + U(5)] = es5
-                Y[q3, r + U(6)] = es6
-                Y[q3, r + U(7)] = es7
+                for g in range(halves):
+                    r = U(rowoff[k]) + g * U(8)
+                    o = k * bw + g * U(8)
+                    o1 = o + cw
+                    o2 = o1 + cw
+                    o3 = o2 + cw
+                    as0 = Y[q, r] + _w(data, o) * a0 + _w(data, o1) * a1 + _w(data, o2) * a2 + _w(data, o3) * a3
+                    as1 = Y[q, r + U(1)] + _w(data, o + U(1)) * a0 + _w(data, o1 + U(1)) * a1 + _w(data, o2 + U(1)) * a2 + _w(data, o3 + U(1)) * a3
+                    as2 = Y[q, r + U(2)] + _w(data, o + U(2)) * a0 + _w(data, o1 + U(2)) * a1 + _w(data, o2 + U(2)) * a2 + _w(data, o3 + U(2)) * a3
+                    as3 = Y[q, r + U(3)] + _w(data, o + U(3)) * a0 + _w(data, o1 + U(3)) * a1 + _w(data, o2 + U(3)) * a2 + _w(data, o3 + U(3)) * a3
+                    as4 = Y[q, r + U(4)] + _w(data, o + U(4)) * a0 + _w(data, o1 + U(4)) * a1 + _w(data, o2 + U(4)) * a2 + _w(data, o3 + U(4)) * a3
+                    as5 = Y[q, r + U(5)] + _w(data, o + U(5)) * a0 + _w(data, o1 + U(5)) * a1 + _w(data, o2 + U(5)) * a2 + _w(data, o3 + U(5)) * a3
+                    as6 = Y[q, r + U(6)] + _w(data, o + U(6)) * a0 + _w(data, o1 + U(6)) * a1 + _w(data, o2 + U(6)) * a2 + _w(data, o3 + U(6)) * a3
+                    as7 = Y[q, r + U(7)] + _w(data, o + U(7)) * a0 + _w(data, o1 + U(7)) * a1 + _w(data, o2 + U(7)) * a2 + _w(data, o3 + U(7)) * a3
+                    bs0 = Y[q1, r] + _w(data, o) * b0 + _w(data, o1) * b1 + _w(data, o2) * b2 + _w(data, o3) * b3
+                    bs1 = Y[q1, r + U(1)] + _w(data, o + U(1)) * b0 + _w(data, o1 + U(1)) * b1 + _w(data, o2 + U(1)) * b2 + _w(data, o3 + U(1)) * b3
+                    bs2 = Y[q1, r + U(2)] + _w(data, o + U(2)) * b0 + _w(data, o1 + U(2)) * b1 + _w(data, o2 + U(2)) * b2 + _w(data, o3 + U(2)) * b3
+                    bs3 = Y[q1, r + U(3)] + _w(data, o + U(3)) * b0 + _w(data, o1 + U(3)) * b1 + _w(data, o2 + U(3)) * b2 + _w(data, o3 + U(3)) * b3
+                    bs4 = Y[q1, r + U(4)] + _w(data, o + U(4)) * b0 + _w(data, o1 + U(4)) * b1 + _w(data, o2 + U(4)) * b2 + _w(data, o3 + U(4)) * b3
+                    bs5 = Y[q1, r + U(5)] + _w(data, o + U(5)) * b0 + _w(data, o1 + U(5)) * b1 + _w(data, o2 + U(5)) * b2 + _w(data, o3 + U(5)) * b3
+                    bs6 = Y[q1, r + U(6)] + _w(data, o + U(6)) * b0 + _w(data, o1 + U(6)) * b1 + _w(data, o2 + U(6)) * b2 + _w(data, o3 + U(6)) * b3
+                    bs7 = Y[q1, r + U(7)] + _w(data, o + U(7)) * b0 + _w(data, o1 + U(7)) * b1 + _w(data, o2 + U(7)) * b2 + _w(data, o3 + U(7)) * b3
+                    cs0 = Y[q2, r] + _w(data, o) * c0 + _w(data, o1) * c1 + _w(data, o2) * c2 + _w(data, o3) * c3
+                    cs1 = Y[q2, r + U(1)] + _w(data, o + U(1)) * c0 + _w(data, o1 + U(1)) * c1 + _w(data, o2 + U(1)) * c2 + _w(data, o3 + U(1)) * c3
+                    cs2 = Y[q2, r + U(2)] + _w(data, o + U(2)) * c0 + _w(data, o1 + U(2)) * c1 + _w(data, o2 + U(2)) * c2 + _w(data, o3 + U(2)) * c3
+                    cs3 = Y[q2, r + U(3)] + _w(data, o + U(3)) * c0 + _w(data, o1 + U(3)) * c1 + _w(data, o2 + U(3)) * c2 + _w(data, o3 + U(3)) * c3
+                    cs4 = Y[q2, r + U(4)] + _w(data, o + U(4)) * c0 + _w(data, o1 + U(4)) * c1 + _w(data, o2 + U(4)) * c2 + _w(data, o3 + U(4)) * c3
+                    cs5 = Y[q2, r + U(5)] + _w(data, o + U(5)) * c0 + _w(data, o1 + U(5)) * c1 + _w(data, o2 + U(5)) * c2 + _w(data, o3 + U(5)) * c3
+                    cs6 = Y[q2, r + U(6)] + _w(data, o + U(6)) * c0 + _w(data, o1 + U(6)) * c1 + _w(data, o2 + U(6)) * c2 + _w(data, o3 + U(6)) * c3
+                    cs7 = Y[q2, r + U(7)] + _w(data, o + U(7)) * c0 + _w(data, o1 + U(7)) * c1 + _w(data, o2 + U(7)) * c2 + _w(data, o3 + U(7)) * c3
+                    es0 = Y[q3, r] + _w(data, o) * e0 + _w(data, o1) * e1 + _w(data, o2) * e2 + _w(data, o3) * e3
+                    es1 = Y[q3, r + U(1)] + _w(data, o + U(1)) * e0 + _w(data, o1 + U(1)) * e1 + _w(data, o2 + U(1)) * e2 + _w(data, o3 + U(1)) * e3
+                    es2 = Y[q3, r + U(2)] + _w(data, o + U(2)) * e0 + _w(data, o1 + U(2)) * e1 + _w(data, o2 + U(2)) * e2 + _w(data, o3 + U(2)) * e3
+                    es3 = Y[q3, r + U(3)] + _w(data, o + U(3)) * e0 + _w(data, o1 + U(3)) * e1 + _w(data, o2 + U(3)) * e2 + _w(data, o3 + U(3)) * e3
+                    es4 = Y[q3, r + U(4)] + _w(data, o + U(4)) * e0 + _w(data, o1 + U(4)) * e1 + _w(data, o2 + U(4)) * e2 + _w(data, o3 + U(4)) * e3
+                    es5 = Y[q3, r + U(5)] + _w(data, o + U(5)) * e0 + _w(data, o1 + U(5)) * e1 + _w(data, o2 + U(5)) * e2 + _w(data, o3 + U(5)) * e3
+                    es6 = Y[q3, r + U(6)] + _w(data, o + U(6)) * e0 + _w(data, o1 + U(6)) * e1 + _w(data, o2 + U(6)) * e2 + _w(data, o3 + U(6)) * e3
+                    es7 = Y[q3, r + U(7)] + _w(data, o + U(7)) * e0 + _w(data, o1 + U(7)) * e1 + _w(data, o2 + U(7)) * e2 + _w(data, o3 + U(7)) * e3
+                    Y[q, r] = as0
+                    Y[q, r + U(1)] = as1
+                    Y[q, r + U(2)] = as2
+                    Y[q, r + U(3)] = as3
+                    Y[q, r + U(4)] = as4
+                    Y[q, r + U(5)] = as5
+                    Y[q, r + U(6)] = as6
+                    Y[q, r + U(7)] = as7
+                    Y[q1, r] = bs0
+                    Y[q1, r + U(1)] = bs1
+                    Y[q1, r + U(2)] = bs2
+                    Y[q1, r + U(3)] = bs3
+                    Y[q1, r + U(4)] = bs4
+                    Y[q1, r + U(5)] = bs5
+                    Y[q1, r + U(6)] = bs6
+                    Y[q1, r + U(7)] = bs7
+                    Y[q2, r] = cs0
+                    Y[q2, r + U(1)] = cs1
+                    Y[q2, r + U(2)] = cs2
+                    Y[q2, r + U(3)] = cs3
+                    Y[q2, r + U(4)] = cs4
+                    Y[q2, r + U(5)] = cs5
+                    Y[q2, r + U(6)] = cs6
+                    Y[q2, r + U(7)] = cs7
+                    Y[q3, r] = es0
+                    Y[q3, r + U(1)] = es1
+                    Y[q3, r + U(2)] = es2
+                    Y[q3, r + U(3)] = es3
+                    Y[q3, r + U(4)] = es4
+                    Y[q3, r + U(5)] = es5
+                    Y[q3, r + U(6)] = es6
+                    Y[q3, r + U(7)] = es7
+
+
+@njit(fastmath=_FM_BLOCK, **_JIT)
+def _spmm4_8x4(data, rowoff, colptr, X, xoff, Y):
+    """:func:`_spmm4_rows8` for 8x4 blocks (weight (i, c) at k*32 + i + 8c)."""
+    _spmm4_rows8(data, rowoff, colptr, X, xoff, Y, U(32), U(8), U(1))
+
+
+@njit(fastmath=_FM_BLOCK, **_JIT)
+def _spmm4_16x4(data, rowoff, colptr, X, xoff, Y):
+    """:func:`_spmm4_rows8` for 16x4 blocks (weight (i, c) at k*64 + i + 16c), as two 8-row halves."""
+    _spmm4_rows8(data, rowoff, colptr, X, xoff, Y, U(64), U(16), U(2))
 
 
 @njit(fastmath=_FM_BLOCK, **_JIT)
@@ -649,6 +725,9 @@ def _spmm(mat, X, xoff, Y):
         done = X.shape[0] // 4 * 4
     elif kind == 1:
         _spmm4_4x4(data, rowoff, colptr, X, xoff, Y)
+        done = X.shape[0] // 4 * 4
+    elif kind == 3:
+        _spmm4_16x4(data, rowoff, colptr, X, xoff, Y)
         done = X.shape[0] // 4 * 4
     for q in range(done, X.shape[0]):
         _spmv(mat, X[q], xoff, Y[q])
@@ -1093,10 +1172,14 @@ def _lane_spmm(mat, X, xoff, Y, L):
             xo = (U(xoff) + j * U(4)) * n
             for k in range(k0, k1):
                 _LANE_4x4(Y, U(rowoff[k]) * n, n, X, xo, n, data, k * U(16), U(1), U(4), n)
-        else:  # 8x1: weight i at k*8 + i
+        elif kind == 2:  # 8x1: weight i at k*8 + i
             xo = (U(xoff) + j) * n
             for k in range(k0, k1):
                 _LANE_8x1(Y, U(rowoff[k]) * n, n, X, xo, n, data, k * U(8), U(1), U(1), n)
+        else:  # 16x4: weight (i, c) at k*64 + i + 16c
+            xo = (U(xoff) + j * U(4)) * n
+            for k in range(k0, k1):
+                _LANE_16x4(Y, U(rowoff[k]) * n, n, X, xo, n, data, k * U(64), U(1), U(16), n)
 
 
 @njit(**_JIT)

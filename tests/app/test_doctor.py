@@ -104,6 +104,10 @@ def test_cpu_features_are_the_flags_of_proc_cpuinfo():
     flags = set(line.split(":", 1)[1].split())
     feats = doctor.cpu_features()
     assert feats and all(v == (k in flags) for k, v in feats.items())
+    from wavern.engine import kernels
+
+    assert not kernels.WIDE_VECTORS or "avx512f" in flags
+    assert doctor._cpu().detail.endswith("engine vectors: " + ("512-bit (16x4 blocks)" if kernels.WIDE_VECTORS else "256-bit"))
 
 
 def test_a_probe_that_raises_is_reported_not_raised(monkeypatch):

@@ -81,6 +81,25 @@ def test_lane_spmm_equals_spmv_per_lane_bit_for_bit(kind, n_lanes):
     np.testing.assert_allclose(Y, ref, rtol=1e-5, atol=1e-5)
 
 
+def _assert_same_products(a: tuple, b: tuple, rows: int, rng: np.random.Generator, *, x_scale: float = 1.0,
+                          n_lanes: int = 24, n_streams: int = 6) -> None:
+    """Engine matrices ``a`` and ``b`` (rows x 32) give the same bytes in the matvec, in lanes and
+    four streams at a time (the streams past a multiple of four one by one), x at offset 8."""
+    x = rng.standard_normal(40).astype(np.float32) * x_scale
+    y0 = rng.standard_normal(rows).astype(np.float32)
+    np.testing.assert_array_equal(K.spmv(a, x, y0.copy(), xoff=8), K.spmv(b, x, y0.copy(), xoff=8))
+    X = rng.standard_normal((40, n_lanes)).astype(np.float32)
+    Y0 = rng.standard_normal((rows, n_lanes)).astype(np.float32)
+    np.testing.assert_array_equal(K.lane_spmm(a, X, Y0.copy(), xoff=8), K.lane_spmm(b, X, Y0.copy(), xoff=8))
+    XS = np.ascontiguousarray(X.T[:n_streams])
+    Ya, Yb = np.ascontiguousarray(Y0.T[:n_streams]), np.ascontiguousarray(Y0.T[:n_streams])
+    K._spmm(a, XS, 8, Ya)
+    K._spmm(b, XS, 8, Yb)
+    np.testing.assert_array_equal(Ya, Yb)
+    for s in range(n_streams):
+        np.testing.assert_array_equal(Ya[s], K.spmv(b, XS[s], np.ascontiguousarray(Y0[:, s]), xoff=8))
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_float16_weights_give_the_float32_products_bit_for_bit(kind):
     """Weights that are float16 values, stored as their float16 bits (``to_engine(half=True)``):
@@ -93,17 +112,19 @@ def test_float16_weights_give_the_float32_products_bit_for_bit(kind):
     mat32, mat16 = to_engine(m, kind=kind), to_engine(m, kind=kind, half=True)
     assert mat16[0].dtype == np.uint16 and mat16[0].nbytes * 2 == mat32[0].nbytes
     np.testing.assert_array_equal(engine_dense(mat16, m.shape), m)
-    x = rng.standard_normal(40).astype(np.float32) * 1e-3
-    y0 = rng.standard_normal(64).astype(np.float32)
-    np.testing.assert_array_equal(K.spmv(mat16, x, y0.copy(), xoff=8), K.spmv(mat32, x, y0.copy(), xoff=8))
-    X = rng.standard_normal((40, 24)).astype(np.float32)
-    Y0 = rng.standard_normal((64, 24)).astype(np.float32)
-    np.testing.assert_array_equal(K.lane_spmm(mat16, X, Y0.copy(), xoff=8), K.lane_spmm(mat32, X, Y0.copy(), xoff=8))
-    XS = np.ascontiguousarray(X.T[:6])
-    Y16, Y32 = np.ascontiguousarray(Y0.T[:6]), np.ascontiguousarray(Y0.T[:6])
-    K._spmm(mat16, XS, 8, Y16)
-    K._spmm(mat32, XS, 8, Y32)
-    np.testing.assert_array_equal(Y16, Y32)
+    _assert_same_products(mat16, mat32, 64, rng, x_scale=1e-3)
+
+
+@pytest.mark.parametrize("half", [False, True])
+def test_16x4_blocks_give_the_8x4_products_bit_for_bit(half):
+    """A matrix pruned in 16x4 blocks (as training prunes) run as 16x4 engine blocks or as twice
+    as many 8x4 ones: the matvec, four streams at a time and lanes give the same bytes, so the
+    shape chosen at load never changes a sample."""
+    rng = np.random.default_rng(7 + half)
+    m = _random_engine_pattern(96, 32, 16, 4, 0.35, rng).astype(np.float16).astype(np.float32)
+    wide, narrow = to_engine(m, kind=3, half=half), to_engine(m, kind=0, half=half)
+    assert narrow[0].size == wide[0].size and narrow[1].size == 2 * wide[1].size
+    _assert_same_products(wide, narrow, 96, rng, n_lanes=13, n_streams=7)
 
 
 def test_half_weights_must_be_float16_values():
@@ -158,7 +179,8 @@ def test_conv1d_matches_twin_and_does_not_depend_on_the_window():
         K.conv1d(x, np.zeros((4, 12, 2), np.float32), np.zeros(4, np.float32))
 
 
-@pytest.mark.parametrize("file_block,kind", [((16, 4), 0), ((8, 4), 0), ((8, 8), 0), ((4, 4), 1), ((16, 1), 2)])
+@pytest.mark.parametrize("file_block,kind", [((16, 4), 3 if K.WIDE_VECTORS else 0), ((8, 4), 0), ((8, 8), 0),
+                                             ((4, 4), 1), ((16, 1), 2), ((32, 4), 3 if K.WIDE_VECTORS else 0)])
 def test_file_blocks_convert_without_fill(file_block, kind):
     rng = np.random.default_rng(1)
     bs = naive.random_sparse(96, 32, file_block, 0.2, rng, 1.0)
@@ -305,6 +327,33 @@ def test_slp_vectoriser_is_switched_on_only_when_kernels_import_numba_first():
     assert first.startswith("True|")
     late = _import_flag("import numba; import wavern.engine.kernels as K; print(K.SLP_ACTIVE)")
     assert late.startswith("False|") and "SLP vectoriser is off" in late
+
+
+def test_512_bit_vectors_are_allowed_exactly_where_the_cpu_has_them():
+    """wavern's import adds -prefer-256-bit to the host's own features, as numba would read them,
+    on AVX-512 CPUs only; a user's setting, WAVERN_VECTOR_BITS=256 or a numba imported first
+    leave numba's default (and the 8x4 blocks)."""
+    import llvmlite.binding as ll
+
+    host = ll.get_host_cpu_features()
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CPU_FEATURES", "WAVERN_VECTOR_BITS")}
+    code = "import os, wavern.engine.kernels as K; print(K.WIDE_VECTORS, os.environ.get('NUMBA_CPU_FEATURES', ''))"
+
+    def run(extra: dict, prefix: str = "") -> tuple[str, str]:
+        res = subprocess.run([sys.executable, "-c", prefix + code], capture_output=True, text=True,
+                             env=env | extra, timeout=120)
+        assert res.returncode == 0, res.stderr
+        flag, _, features = res.stdout.strip().partition(" ")
+        return flag, features
+
+    flag, features = run({})
+    if host.get("avx512f"):
+        assert flag == "True" and features == host.flatten() + ",-prefer-256-bit"
+    else:
+        assert flag == "False" and features == ""
+    assert run({"WAVERN_VECTOR_BITS": "256"}) == ("False", "")
+    assert run({"NUMBA_CPU_FEATURES": host.flatten()}) == ("False", host.flatten())
+    assert run({}, prefix="import numba; ") == ("False", "")
 
 
 def test_kernels_compiled_without_the_slp_vectoriser_stay_out_of_the_cache(tmp_path):

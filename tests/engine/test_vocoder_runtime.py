@@ -151,11 +151,11 @@ def test_batch_equals_single_streams(small, B):
         np.testing.assert_array_equal(st.prev[s], single_state.prev)
 
 
-@pytest.mark.parametrize("kind", [1, 2])
+@pytest.mark.parametrize("kind", [0, 1, 2, 3])
 @pytest.mark.parametrize("B", [24, 6])
-def test_batch_equals_single_streams_for_other_block_shapes(kind, B):
-    """The 4x4 and 8x1 engine layouts (chosen at load for other pruning patterns), forced; in
-    lanes (24) and stream-major (6)."""
+def test_batch_equals_single_streams_for_every_block_shape(kind, B):
+    """Each engine layout (8x4, 4x4, 8x1, 16x4: chosen at load by the pruning pattern and the
+    CPU's vectors), forced; in lanes (24) and stream-major (6)."""
     from wavern.engine.vocoder import to_engine
 
     dense, sparse = naive.random_vocoder(H=32, C=8, cond_blocks=1, block=(16, 4), density=0.5, seed=7)
