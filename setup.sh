@@ -108,7 +108,7 @@ fi
 
 # 5. Speak.
 if [ "$SPEAK" = 1 ]; then
-  say "speaking with the default voice (the very first time it also compiles the engine's kernels, ~20 s, cached after)"
+  say "speaking with the default voice (the very first time it also compiles the engine's kernels, ~25 s, cached after)"
   "$VENV/bin/wavern" say "Hello from wavern."
   # The batch renderer's kernels too, so the first `wavern render` does not compile them (measured
   # on 2 cores, one busy: a two-line render 22 s the first time, 5 s after this). From the cache: ~1 s.

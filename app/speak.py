@@ -67,12 +67,12 @@ def read_text_arg(text: str | None, file: str | None) -> str:
 
 def _announce_first_compile() -> None:
     """Say so when the engine's kernels are not compiled yet (a fresh install): the first request
-    waits ~20 s for numba, silent otherwise."""
+    waits ~25 s for numba, silent otherwise."""
     from wavern.engine.kernels import cache_status
 
     where, n = cache_status()
     if where is not None and n == 0:
-        print("wavern: compiling the engine's kernels (once, about 20 s; cached after)", file=sys.stderr)
+        print("wavern: compiling the engine's kernels (once, about 25 s; cached after)", file=sys.stderr)
 
 
 def say(text: str, *, out: str | None, voice: str | None, speed: float = 1.0, volume: float = 1.0,

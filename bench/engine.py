@@ -383,8 +383,8 @@ def main() -> int:
         "",
         f"Command: `{cmd}` ({time.strftime('%Y-%m-%d')}, {cpu}, 2 cores, numba {numba.__version__}, "
         f"NUMBA_SLP_VECTORIZE active: {K.SLP_ACTIVE}, 512-bit vectors: {K.WIDE_VECTORS}). "
-        "A vocoder training run occupied the other core "
-        "and other jobs shared both cores throughout, so times are CPU time of the generating thread "
+        f"The machine is shared (load average {load_before[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at "
+        "the end), so times are CPU time of the generating thread "
         f"(wall time would count the neighbours' slices). Medians of {runs} runs.",
         "",
         "One stream, one thread. Effective GFLOP/s counts 2 FLOPs per stored weight of W_hh and "
@@ -421,9 +421,8 @@ def main() -> int:
         "(`Vocoder.render`; fold = 40 frames + 4 overlap frames, all segments one batch in lanes, "
         "threads split the batch). Per CPU-second: audio seconds made per second of "
         "CPU summed over the threads, i.e. what one free core gives. Two threads share no data but the "
-        "weights (read-only) and L3, so two free cores should give close to twice that; this could not "
-        "be measured here, as both cores were busy with other jobs. Wall clock: as measured on the "
-        "shared machine.",
+        "weights (read-only) and L3, so two free cores should give close to twice that. Wall clock: as "
+        "measured on the shared machine (it depends on what else ran).",
         "",
         "| mode | x real time per CPU-second | x real time, wall clock |",
         "|---|---:|---:|",
