@@ -625,8 +625,10 @@ def _train(cfg: AcousticTrainConfig, device: torch.device, dist_info: DistInfo) 
         bar.close()
     finished = not stopped and step >= cfg.steps
     if main and not stopped and cfg.export:  # reached `steps` or the planned time limit (not a signal)
-        evaluation = evaluate_acoustic(model, corpus, cfg.eval_utterances, table=table)
-        metrics.write({"kind": "eval", "step": step, **evaluation})
+        evaluation = metrics.eval_at(step)  # this step's weights evaluated already (a rerun of a finished run)
+        if evaluation is None:
+            evaluation = evaluate_acoustic(model, corpus, cfg.eval_utterances, table=table)
+            metrics.write({"kind": "eval", "step": step, **evaluation})
         export_checkpoint(ckpt_path, out)
     metrics.close()
     barrier(dist_info)  # every rank returns once rank 0's files are written (a resume right after reads them)

@@ -202,6 +202,13 @@ class MetricsLog:
             self._writer.close()
             self._writer = None
 
+    def eval_at(self, step: int) -> dict[str, Any] | None:
+        """The numbers of the last ``"eval"`` row at ``step`` (without kind and step), or None: a run
+        that reaches its end at a step it has evaluated already (a resumed finished run, an eval
+        step that is also the last) reuses that evaluation rather than writing a second row."""
+        rows = [r for r in self.read() if isinstance(r, dict) and r.get("kind") == "eval" and r.get("step") == step]
+        return {k: v for k, v in rows[-1].items() if k not in ("kind", "step")} if rows else None
+
     def read(self) -> list[dict[str, Any]]:
         """The rows, in order; a line cut short by a kill is left out (as :meth:`truncate_after` does)."""
         if not self.path.is_file():

@@ -641,8 +641,8 @@ def _run(trainer: VocoderTrainer, cfg: VocoderTrainConfig,
             trainer.save()
             trainer.save_compact()
         if trainer.step >= cfg.steps and main:
-            ev = trainer.evaluate()
-            metrics.write({"kind": "eval", "step": trainer.step, **ev})
+            if metrics.eval_at(trainer.step) is None:  # not when the last step was an eval step, or a rerun
+                metrics.write({"kind": "eval", "step": trainer.step, **trainer.evaluate()})
             if cfg.export_at_end and cfg.vocoder.n_inputs == 3:  # the engine cannot run a p_t input yet
                 export_vocoder(trainer.model, run_dir / "vocoder.safetensors")
                 (run_dir / "vocoder_config.json").write_text(json.dumps(cfg.vocoder.to_dict(), indent=2))

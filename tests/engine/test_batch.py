@@ -183,3 +183,17 @@ def test_the_text_limit_admits_a_text_of_exactly_the_limit(voice):
     assert _prepare(voice, text, None, seed=0, max_chars=len(text)).length > 0
     with pytest.raises(ParameterError, match=f"text is {len(text)} characters long; the limit is {len(text) - 1}"):
         _prepare(voice, text, None, seed=0, max_chars=len(text) - 1)
+
+
+@pytest.mark.parametrize("T", [1, 11, 12, 13, 24, 25, 37])
+def test_an_items_share_of_a_batch_counts_the_frames_the_vocoder_generates_for_it(T):
+    """The compute time of a shared batch is split by each item's generated frames: one stream of
+    T frames where it fits one segment, else every folded segment with its overlap (as
+    ``fold_frame_inputs`` cuts them: the last one padded to full length)."""
+    from wavern.engine.batch import _streams
+    from wavern.engine.vocoder import fold_frame_inputs
+
+    S, O = FOLD["fold_frames"], FOLD["overlap_frames"]
+    segments = fold_frame_inputs(np.zeros((T, 2), np.float32), S, O)
+    assert _streams(T, S, O) == (T if T <= S else segments.shape[0] * segments.shape[1])
+    assert _streams(T, None, O) == T

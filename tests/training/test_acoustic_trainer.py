@@ -219,3 +219,14 @@ def test_a_prosody_model_starts_from_a_pitch_model_and_reads_each_records_settin
     if r.rate is not None:
         np.testing.assert_array_equal(prosody_of(r), [r.rate, r.pitch, r.pitch_range])
     assert np.isfinite(evaluate_acoustic(model, load_corpus(corpus_dir), 2)["mel_l1"])
+
+
+def test_a_finished_run_run_again_keeps_its_one_final_evaluation(corpus_dir, tmp_path):
+    """`make voice` reruns every stage: a finished acoustic run returns the evaluation it wrote at its
+    last step (the same numbers) and writes no second eval row."""
+    first = train_acoustic(_cfg(corpus_dir, tmp_path / "a", export=True))
+    again = train_acoustic(_cfg(corpus_dir, tmp_path / "a", export=True, resume=True))
+    assert again.finished and again.step == first.step == 4
+    assert again.evaluation == first.evaluation
+    rows = [json.loads(x) for x in (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if r["kind"] == "eval"] == [4]

@@ -594,3 +594,18 @@ def test_a_cache_that_cannot_fit_is_a_disk_full_error_not_a_bus_error(tmp_path):
             _reserved_memmap(mnt / "big.npy", np.int16, (1_000_000,))
         assert sorted(p.name for p in mnt.iterdir()) == ["small.npy"]  # nothing left filling the disk
         assert np.load(mnt / "small.npy")[0] == 7
+
+
+def test_the_last_step_is_evaluated_once_even_when_a_finished_run_is_run_again(corpus, tmp_path):
+    """steps = 8 with an evaluation every 4: one eval row at 4 and one at 8 (the end's evaluation
+    is the eval step's), and a rerun of the finished run adds no row."""
+    root, _ = corpus
+
+    def evals() -> list[int]:
+        lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+        return [r["step"] for r in map(json.loads, lines) if r["kind"] == "eval"]
+
+    train_vocoder(_cfg(root, tmp_path / "run"))
+    assert evals() == [4, 8]
+    again = train_vocoder(_cfg(root, tmp_path / "run", resume=True))
+    assert again.step == 8 and evals() == [4, 8]
