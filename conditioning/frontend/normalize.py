@@ -202,7 +202,9 @@ _SYMBOL_NAMES = {
     ">": "greater than", "\u00d7": "times", "\u00f7": "divided by", "\u00b1": "plus or minus",
     "\u00b0": "degrees", "\u00a9": "copyright", "\u00a7": "section", "\u00b6": "paragraph",
     "$": "dollars", "\u00a3": "pounds", "\u20ac": "euros", "\u00a5": "yen", "\u00a2": "cents",
-    "\u20b9": "rupees", "\u221e": "infinity",
+    "\u20b9": "rupees", "\u221e": "infinity", "\u2260": "is not equal to", "\u2264": "is less than or equal to",
+    "\u2265": "is greater than or equal to", "\u2248": "is approximately", "\u221a": "the square root of",
+    "\u00ae": "registered", "\u2211": "the sum of", "\u2192": "to",
 }
 
 
@@ -332,26 +334,33 @@ _TITLES_NO_PERIOD = {"Mr": "mister", "Mrs": "missus", "Ms": "miz", "Dr": "doctor
 # Inside a sentence; never end one.
 _INLINE = {
     "e.g.": "for example", "i.e.": "that is", "vs.": "versus", "cf.": "compare",
-    "approx.": "approximately", "ca.": "circa", "viz.": "namely", "fig.": "figure",
-    "vol.": "volume", "ch.": "chapter", "pp.": "pages", "dept.": "department",
-    "est.": "established", "nos.": "numbers",
+    "approx.": "approximately", "ca.": "circa", "viz.": "namely", "dept.": "department",
 }
 # May end a sentence as well as abbreviate.
 _MAY_END = {
     "etc.": "et cetera", "jr.": "junior", "sr.": "senior", "inc.": "incorporated",
     "ltd.": "limited", "co.": "company", "corp.": "corporation", "bros.": "brothers",
     "ave.": "avenue", "blvd.": "boulevard", "rd.": "road", "hwy.": "highway",
-    "a.m.": "A M", "p.m.": "P M", "lb.": "pounds", "lbs.": "pounds", "oz.": "ounces",
-    "ft.": "feet", "hr.": "hours", "hrs.": "hours", "min.": "minutes", "sec.": "seconds",
-    "al.": "al",
-    **_MONTH_ABBREV,
-    **_DAY_ABBREV,
+    "a.m.": "A M", "p.m.": "P M", "al.": "al",
 }
 # Read so only before a number.
 _BEFORE_NUMBER = {"no.": "number", "p.": "page"}
 _STREET = {"st.": "street", "dr.": "drive", "St": "street", "Dr": "drive"}
 
-_ABBREVIATIONS = frozenset(_TITLES) | frozenset(_INLINE) | frozenset(_MAY_END) | frozenset(_BEFORE_NUMBER)
+# Abbreviations that are also everyday words ("The cat sat.", "We watched the sun.", "a sec.", "a
+# fig.", "the engine's rev."): each is one only where its context makes it one, a question the
+# reading (_read_word_like) and the sentence splitter (is_abbreviation, given the text that
+# follows) answer alike (_is_abbreviation_here). Elsewhere the word is itself and its period may
+# end the sentence.
+_WORD_TITLES = frozenset(("rev.", "gen.", "col.", "gov.", "sen.", "rep.", "hon."))  # before a capitalised name
+_DATE_ABBREV = {**_MONTH_ABBREV, **_DAY_ABBREV}  # capitalised ("Sat.", "Mar."), or before a number
+_WORD_BEFORE_NUMBER = {"fig.": "figure", "vol.": "volume", "ch.": "chapter", "est.": "established",
+                       "pp.": "pages", "nos.": "numbers"}  # "Fig. 3", "vol. 2"
+_WORD_AFTER_NUMBER = frozenset(("min.", "sec.", "hr.", "hrs.", "ft.", "lb.", "lbs.", "oz."))  # "5 min.": units
+_WORD_LIKE = _WORD_TITLES | frozenset(_DATE_ABBREV) | frozenset(_WORD_BEFORE_NUMBER) | _WORD_AFTER_NUMBER
+
+_ABBREVIATIONS = (frozenset(_TITLES) | frozenset(_INLINE) | frozenset(_MAY_END) | frozenset(_BEFORE_NUMBER)
+                  | _WORD_LIKE)
 
 _DIGIT_BY_DIGIT = frozenset(("911",))  # the emergency number, as said
 _SCALE_WORDS = {"thousand", "million", "billion", "trillion"}
@@ -619,7 +628,12 @@ def _read_numeric(s: str, ctx: Context) -> str | None:
         if amount is not None:
             per = m["per"]
             return amount + " per " + (_UNITS[per][0] if per in _UNITS else _PER_WORDS.get(per.lower(), per))
-    return _read_range(s, ctx)
+    spoken = _read_range(s, ctx)
+    parts = s.split("-")
+    if spoken is None and len(parts) > 1 and all(parts) and any(_RE_ORDINAL.fullmatch(p) for p in parts):
+        # "3rd-party", "21st-century", "2nd-hand": each part on its own (not "three ar-dee party")
+        return "-".join(_read_numeric(p, Context()) or read_plain(p) for p in parts)
+    return spoken
 
 
 def _read_slash(m: re.Match, ctx: Context) -> str:
@@ -740,6 +754,8 @@ def _read_abbreviation(s: str, key: str, ctx: Context) -> Reading | None:
         if s in _TITLES_NO_PERIOD and before_name:
             return Reading(_TITLES_NO_PERIOD[s])
         return None
+    if key in _WORD_LIKE:
+        return _read_word_like(s, key, ctx)
     if key in _TITLES and not _is_unit_not_title(s, key):
         return Reading(_TITLES[key])
     if key in _BEFORE_NUMBER:  # "No. 5", "p. 7"; otherwise the word "No" or a letter
@@ -751,9 +767,41 @@ def _read_abbreviation(s: str, key: str, ctx: Context) -> Reading | None:
     if key in _MAY_END:
         return Reading(_MAY_END[key], may_end=True)
     if _RE_DOTTED.fullmatch(s) and (s.endswith(".") or len(s) > 2):
-        letters = [c for c in s if c != "."]
+        # letter by letter; espeak reads a lone "A" before a word as the article ("A I" -> "uh eye"),
+        # "eigh" as the letter's name
+        letters = ["eigh" if c in "aA" else c for c in s if c != "."]
         return Reading(" ".join(letters), may_end=s.endswith("."))
     return None
+
+
+def _is_abbreviation_here(s: str, key: str, following: str | None) -> bool:
+    """Whether the word-like abbreviation ``s`` (key ``key`` in ``_WORD_LIKE``) is one before
+    ``following`` (the text after it; its first character decides; None or "" at the end)."""
+    nxt = (following or "")[:1]
+    if key in _WORD_TITLES:
+        return s[:1].isupper() and nxt.isupper()  # "Rev. Smith", "Gen. Lee"
+    if key in _DATE_ABBREV:
+        return s[:1].isupper() or nxt.isdigit()  # "Sat. Dec. 5", "on Mar. 3", "dec. 5"
+    if key in _WORD_BEFORE_NUMBER:
+        return nxt.isdigit()  # "Fig. 3", "vol. 2"
+    return nxt.islower() or nxt.isdigit()  # a unit whose sentence goes on: "5 min. later"
+
+
+def _read_word_like(s: str, key: str, ctx: Context) -> Reading:
+    word = Reading(s[:-1], may_end=True)
+    if key in _WORD_AFTER_NUMBER:  # "5 min." -> minutes; "a sec." -> sec
+        value = _plain_number_value(ctx.prev)
+        if value is None:
+            return word
+        one, many = _UNITS[key[:-1]]
+        return Reading(one if value == 1 and "." not in (ctx.prev or "") else many, may_end=True)
+    if not _is_abbreviation_here(s, key, ctx.next):
+        return word
+    if key in _WORD_TITLES:
+        return Reading(_TITLES[key])
+    if key in _DATE_ABBREV:
+        return Reading(_DATE_ABBREV[key], may_end=True)
+    return Reading(_WORD_BEFORE_NUMBER[key])
 
 
 def _is_unit_not_title(s: str, key: str) -> bool:
@@ -761,10 +809,14 @@ def _is_unit_not_title(s: str, key: str) -> bool:
     return key[:-1] in _UNITS and not s[:1].isupper()
 
 
-def is_abbreviation(s: str) -> bool:
+def is_abbreviation(s: str, following: str | None = None) -> bool:
     """Whether a token ending in "." keeps its period as part of the word ("Dr.", "U.S.",
-    "e.g.", an initial "J."). Used by the sentence splitter when peeling punctuation."""
+    "e.g.", an initial "J."). Used by the sentence splitter when peeling punctuation.
+    ``following``: the text after the token (None or "" at the end), which decides for the
+    abbreviations that are also words ("Sat. Dec. 5" but "The cat sat.", "Fig. 3" but "a fig.")."""
     key = s.lower()
+    if key in _WORD_LIKE:
+        return _is_abbreviation_here(s, key, following)
     if key in _ABBREVIATIONS:
         return not (key in _TITLES and _is_unit_not_title(s, key))
     return len(s) >= 2 and _RE_DOTTED.fullmatch(s) is not None and (len(s) > 2 or s[0].isupper())

@@ -128,7 +128,7 @@ _TRAIL = frozenset("\"'\u201c\u201d\u2018\u2019\u00ab\u00bb\u2039\u203a)]}.,;:!?
 _DASHES = frozenset("-\u2010\u2011\u2012\u2013\u2014\u2015\u2212")
 _CLOSERS = frozenset("\"'\u201d\u2019\u00bb\u203a)]}\uff09\u300d\u300f\u3011\u3009\u300b\uff3d\uff5d")
 _BULLETS = frozenset("-*\u2022\u2023\u25e6\u00b7\u2043\u25aa\u25ab\u25b8\u25ba\u2013\u2014+")
-_KEEP_SYMBOLS = frozenset("\u00b0\u00a9\u00a7\u00b6")
+_KEEP_SYMBOLS = frozenset("\u00b0\u00a9\u00a7\u00b6\u00ae")  # the symbols read_plain names
 
 # Breaks inside a run of non-space text: dashes, ellipses, commas and semicolons not
 # between digits, and full stops of scripts that write no spaces.
@@ -222,7 +222,7 @@ def _split_joined_stops(text: str, a: int, b: int) -> list[tuple[int, int]]:
         return [(a, b)]
     out, pos = [], a
     for m in _JOINED_STOP_RE.finditer(piece):
-        if not is_abbreviation(m["w"] + "."):
+        if not is_abbreviation(m["w"] + ".", piece[m.end():m.end() + 1]):
             dot = a + m.end("w")
             out.append((pos, dot + 1))  # the stop stays with the word, as "left." would
             pos = dot + 1
@@ -247,7 +247,7 @@ def _peel(text: str, a: int, b: int) -> tuple[int, int]:
         b -= 1
     if a < b < end and text[b] in ".\uff0e" and text[b + 1: b + 2] not in (".", "\uff0e"):
         core = prepare(text[a:b + 1])
-        if is_abbreviation(core) or _AMPM_END_RE.search(core[:-1]):
+        if is_abbreviation(core, text[b + 1:b + 65].lstrip()[:1]) or _AMPM_END_RE.search(core[:-1]):
             b += 1
     return a, b
 

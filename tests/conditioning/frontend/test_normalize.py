@@ -63,6 +63,9 @@ TABLE = [
     ("10.05", "ten point zero five"),
     # ordinals
     ("1st", "first"),
+    ("3rd-party", "third-party"),  # (text review: "three ar-dee party")
+    ("21st-century", "twenty-first-century"),
+    ("2nd-hand", "second-hand"),
     ("2nd", "second"),
     ("3rd", "third"),
     ("4th", "fourth"),
@@ -277,7 +280,14 @@ TABLE = [
     ("Mt. Everest", "mount Everest"),
     ("the U.S.", "the U S"),
     ("U.K.", "U K"),
-    ("U.S.A.", "U S A"),
+    ("a \u2260 b", "a is not equal to b"),  # (text review: maths symbols were dropped without a word)
+    ("x \u2264 y", "x is less than or equal to y"),
+    ("x \u2265 y", "x is greater than or equal to y"),
+    ("\u221a2 \u2248 1.41", "the square root of two is approximately one point four one"),
+    ("Wavern\u00ae", "Wavern registered"),
+    ("U.S.A.", "U S eigh"),  # espeak: a lone "A" before a word is the article
+    ("A.I. is here", "eigh I is here"),
+    ("a.k.a. Bob", "eigh k eigh Bob"),
     ("e.g. this", "for example this"),
     ("i.e. that", "that is that"),
     ("cats, dogs, etc.", "cats, dogs, et cetera"),

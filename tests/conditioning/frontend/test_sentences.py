@@ -282,3 +282,27 @@ def test_a_forced_cut_never_leaves_a_piece_shorter_than_the_minimum_before_it():
     sizes = [len(x.words) for x in segment(text)]
     assert sum(sizes) == 46 and max(sizes) <= MAX_SENTENCE_WORDS
     assert all(n >= MIN_SPLIT_WORDS for n in sizes[:-1]), sizes
+
+
+@pytest.mark.parametrize(("text", "spoken"), [
+    # everyday words that are also abbreviations: the word, and its period ends the sentence
+    ("The cat sat. Then it slept.", ["The cat sat.", "Then it slept."]),
+    ("We watched the sun. It set.", ["We watched the sun.", "It set."]),
+    ("They will wed. Everyone cheered.", ["They will wed.", "Everyone cheered."]),
+    ("Give me a fig. Thanks.", ["Give me a fig.", "Thanks."]),
+    ("Wait a sec. Okay.", ["Wait a sec.", "Okay."]),
+    ("Check the engine's rev. Then drive.", ["Check the engine's rev.", "Then drive."]),
+    ("Tie a knot, then give the rope a rep. Done.", ["Tie a knot, then give the rope a rep.", "Done."]),
+    # the same words where their context makes them abbreviations
+    ("Sat. Dec. 5 at noon.", ["Saturday December fifth at noon."]),
+    ("The meeting is on Wed. Then we eat.", ["The meeting is on Wednesday.", "Then we eat."]),
+    ("It opens dec. 5 this year.", ["It opens December fifth this year."]),
+    ("See Fig. 3 and vol. 2, ch. 4.", ["See figure three and volume two, chapter four."]),
+    ("Rev. Smith met Gen. Lee.", ["reverend Smith met general Lee."]),
+    ("Wait 5 min. Then go.", ["Wait five minutes.", "Then go."]),
+    ("It takes 5 min. at most and 1 hr. to cool.", ["It takes five minutes at most and one hour to cool."]),
+    ("He weighs 1 lb. and 10 oz. Nice.", ["He weighs one pound and ten ounces.", "Nice."]),
+])
+def test_abbreviations_that_are_also_words_read_by_their_context(text, spoken):
+    """(text review: "The cat sat." was read "The cat Saturday." and "wed." joined two sentences)"""
+    assert [x.spoken for x in segment(text)] == spoken
