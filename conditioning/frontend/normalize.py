@@ -166,11 +166,22 @@ _POWERS = {"\u00b2": " squared ", "\u00b3": " cubed "}
 _FRACTION_MARK = "_"  # put before a vulgar fraction's digits by prepare ("3½" -> "3_1/2")
 
 
+# Cyrillic letters as Latin (a plain romanisation: the English voice then reads "привет" as
+# "privet", not letter by letter)
+_CYRILLIC = dict(zip("абвгдеёжзийклмнопрстуфхцчшщъыьэюяіїєґў",
+                     "a b v g d e yo zh z i y k l m n o p r s t u f kh ts ch sh shch _ y _ e yu ya i yi ye g w".split()))
+
+
 @functools.lru_cache(maxsize=4096)
 def _prepare_char(c: str) -> str:
-    """NFKC of one character, digits of any script as ASCII, format characters removed."""
+    """NFKC of one character, digits of any script as ASCII, format characters removed,
+    Cyrillic romanised."""
     if c in _POWERS:
         return _POWERS[c]
+    low = c.lower()
+    if low in _CYRILLIC:
+        latin = _CYRILLIC[low].strip("_")  # hard and soft signs: nothing
+        return latin.capitalize() if c != low else latin
     cat = unicodedata.category(c)
     if cat == "Nd":
         return str(unicodedata.decimal(c))

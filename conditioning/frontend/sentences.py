@@ -26,13 +26,17 @@ Sentence boundaries (documented rules):
 Dropped input: control characters (newline and tab are whitespace), lone surrogates,
 private-use and unassigned code points, emoji and other pictographs (with their joiners,
 variation selectors and skin-tone modifiers) and combining marks with no letter to sit
-on. They stay inside ``Sentence.text`` (which is an exact slice of the input) but are
-never part of a word or of the spoken text. Letters of any script are kept as written.
+on, and letters of the scripts espeak's English voice can only name ("Chinese letter",
+"Arabic mim": Han, kana, Arabic, Hebrew, Thai, ..., see ``_UNREAD_SCRIPTS``; a warning is logged).
+They stay inside ``Sentence.text`` (which is an exact slice of the input) but are
+never part of a word or of the spoken text. Letters of other scripts are kept (Cyrillic
+transliterated to Latin by ``normalize.prepare``).
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -41,6 +45,8 @@ from wavern.errors import ParameterError
 
 from .lexicon import Lexicon
 from .normalize import Context, Reading, digits, is_abbreviation, is_plain_word, prepare, read_token
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "MAX_SENTENCE_WORDS",
@@ -158,12 +164,24 @@ _STARTERS = frozenset(
 _IGNORE, _KEEP, _ATTACH = 0, 1, 2
 
 
+# Scripts whose letters espeak's English voice reads as "Chinese letter", "Arabic mim", "Thai
+# letter e two a": dropped (with a warning) rather than spelled as noise. Cyrillic is
+# transliterated (normalize.prepare); Greek letters keep their names ("pi", "alpha").
+_UNREAD_SCRIPTS = ("CJK ", "HIRAGANA", "KATAKANA", "HALFWIDTH KATAKANA", "BOPOMOFO", "ARABIC", "HEBREW", "THAI",
+                   "SYRIAC", "THAANA", "NKO", "YI ")
+
+
+@functools.lru_cache(maxsize=65536)
+def _is_unread_letter(c: str) -> bool:
+    return unicodedata.category(c)[0] == "L" and unicodedata.name(c, "").startswith(_UNREAD_SCRIPTS)
+
+
 @functools.lru_cache(maxsize=65536)
 def _char_kind(c: str) -> int:
     """_IGNORE: dropped and splits words; _ATTACH: combining mark or format character,
     dropped when it follows a dropped character; _KEEP: everything else."""
     cat = unicodedata.category(c)
-    if cat in ("Cc", "Cs", "Co", "Cn"):
+    if cat in ("Cc", "Cs", "Co", "Cn") or _is_unread_letter(c):
         return _IGNORE
     if cat[0] == "M" or cat == "Cf":
         return _ATTACH
@@ -552,6 +570,10 @@ def segment(text: str, *, lexicon: Lexicon | None = None, max_chars: int = 1_000
         symbols, emoji or control characters), or is longer than `max_chars`.
     """
     _check(text, max_chars)
+    unread = [c for c in text if not c.isascii() and _is_unread_letter(c)] if not text.isascii() else []
+    if unread:
+        log.warning("skipped %d letter(s) in scripts the English voice does not read (%s...)", len(unread),
+                    "".join(unread[:8]))
     toks = _tokens(text)
     gaps = [_gap(text, toks[i].end, toks[i + 1].start) for i in range(len(toks) - 1)]
     _read_all(text, toks, gaps, lexicon)
@@ -560,8 +582,8 @@ def segment(text: str, *, lexicon: Lexicon | None = None, max_chars: int = 1_000
         gaps = [_gap(text, toks[i].end, toks[i + 1].start) for i in range(len(toks) - 1)]
     if not toks:
         raise ParameterError(
-            "nothing to say: the text has no speakable words (only punctuation, symbols, "
-            f"emoji or control characters in {len(text):,} characters)")
+            "nothing to say: the text has no speakable words (only punctuation, symbols, emoji, control "
+            f"characters or letters of scripts the English voice does not read in {len(text):,} characters)")
     n = len(toks)
     sentences: list[Sentence] = []
     first = len(text) - len(text.lstrip())

@@ -362,8 +362,9 @@ TABLE = [
     ("e\u0301cole", "\u00e9cole"),
     ("ﬁne", "fine"),
     ("Ｈｅｌｌｏ", "Hello"),
-    ("Привет мир", "Привет мир"),
-    ("東京", "東京"),
+    ("Привет мир", "Privet mir"),  # (text review: spelled letter by letter)
+    ("Щука и ёж", "Shchuka i yozh"),
+    ("東京 is Tokyo", "is Tokyo"),  # espeak's English voice says "Chinese letter"
     # (mutation audit: each of these passed with the rule behind it broken)
     ("2021-13-05", "two zero two one, one three, zero five"),  # no month 13 (was an IndexError)
     ("2021-00-05", "two zero two one, zero zero, zero five"),  # no month 0 (was "December fifth")

@@ -74,7 +74,7 @@ SPLITS = [
     ("Ask Ms. Jones now.", ["Ask Ms. Jones now."]),
     ("Mrs.Smith came.", ["Mrs.Smith came."]),
     ("Visit www.example.Com today.", ["Visit www.example.Com today."]),
-    ("你好。世界", ["你好。", "世界"]),
+    ("Привет。Мир", ["Привет。", "Мир"]),
     ("A\n\nB", ["A", "B"]),
     ("Shopping list:\n- eggs\n- milk", ["Shopping list:", "- eggs", "- milk"]),
     ("Items\n* one\n* two", ["Items", "* one", "* two"]),
@@ -156,8 +156,14 @@ def test_tabs_and_odd_newlines_are_whitespace():
     assert normalize_text("a\tb\u00a0c\u2028d\r\ne") == "a b c d e."
 
 
-def test_fullwidth_and_mixed_scripts_kept():
-    assert normalize_text("Ｉ ｈａｖｅ ３ 猫 and Ελληνικά") == "I have three 猫 and Ελληνικά."
+def test_fullwidth_and_greek_kept_and_scripts_the_voice_only_names_dropped_with_a_warning(caplog):
+    """(text review: "你好" was read "Chinese letter, Chinese letter", Hebrew "Hebrew shin ...")"""
+    with caplog.at_level("WARNING", logger="wavern.conditioning.frontend.sentences"):
+        assert normalize_text("Ｉ ｈａｖｅ ３ 猫 and Ελληνικά") == "I have three and Ελληνικά."
+        assert normalize_text("Say שלום and مرحبا to こんにちは Ana.") == "Say and to Ana."
+    assert "skipped 1 letter(s)" in caplog.text and "skipped 14 letter(s)" in caplog.text
+    with pytest.raises(ParameterError, match="scripts the English voice does not read"):
+        segment("你好。世界")
 
 
 def test_long_sentence_without_punctuation_is_cut():
