@@ -159,7 +159,9 @@ _STARTERS = frozenset(
     "the a an he she it we they i you this that these those there here but and so then in on "
     "at after before when if as his her its our their my your what why how who where however "
     "meanwhile also yet some many most all no not now today later finally first still while "
-    "since because although though once".split())
+    "since because although though once everyone everybody someone somebody nobody nothing everything "
+    "each every both another such let please thanks yes maybe perhaps next soon tomorrow yesterday "
+    "tonight afterwards instead otherwise indeed unfortunately luckily sadly".split())
 
 _IGNORE, _KEEP, _ATTACH = 0, 1, 2
 

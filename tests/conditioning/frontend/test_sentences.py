@@ -308,6 +308,7 @@ def test_a_forced_cut_never_leaves_a_piece_shorter_than_the_minimum_before_it():
     ("Wait 5 min. Then go.", ["Wait five minutes.", "Then go."]),
     ("It takes 5 min. at most and 1 hr. to cool.", ["It takes five minutes at most and one hour to cool."]),
     ("He weighs 1 lb. and 10 oz. Nice.", ["He weighs one pound and ten ounces.", "Nice."]),
+    ("We met at 5 p.m. Everyone came.", ["We met at five P M.", "Everyone came."]),  # more sentence openers
 ])
 def test_abbreviations_that_are_also_words_read_by_their_context(text, spoken):
     """(text review: "The cat sat." was read "The cat Saturday." and "wed." joined two sentences)"""
