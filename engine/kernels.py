@@ -925,6 +925,13 @@ def _lpc_synthesis(out, gi, col0, order, frame0, start, hop, hist, mu, ring, hea
 
 
 @njit(inline="always", **_JIT)
+def _tap_input(ring, hd, lag, d, back_scale):
+    """The period input of tap offset ``d``: float32(r_{t-T+d} / back_scale), r_{t-k} at
+    ``ring[(hd - k + 1) % len(ring)]``."""
+    return np.float32(ring[(hd - lag + 1 + d) % ring.shape[0]] / back_scale)
+
+
+@njit(inline="always", **_JIT)
 def _period_inputs(row, w_back, back_scale, lag_col, ring, hd, fb, w_phase, ph):
     """fb[:3H] = the frame's gate inputs ``row[:3H]`` plus ``w_back[j] * float32(r_{t-T+d_j} /
     back_scale)`` for each tap j (``d_j = j - taps // 2``; nothing where the frame's lag
@@ -935,17 +942,39 @@ def _period_inputs(row, w_back, back_scale, lag_col, ring, hd, fb, w_phase, ph):
     (g = ``wavern.dsp.PHASE_INPUT_GAIN``) where the frame has a lag, phi = ``ph[0]`` (float64 cycles); then ``ph[0]`` moves on to the next
     sample's phase by ``wavern.dsp.phase_step``: + 1 / T wrapped to [0, 1), or 0 without a lag."""
     n = fb.shape[0]
-    for i in range(n):
-        fb[i] = row[i]
     lag = int(row[lag_col])
     n_harm = w_phase.shape[0] // 2
-    if lag > 0:
-        n_ring = ring.shape[0]
-        half = w_back.shape[0] // 2
-        for j in range(w_back.shape[0]):
-            xb = np.float32(ring[(hd - lag + 1 + j - half) % n_ring] / back_scale)
+    if lag <= 0:
+        for i in range(n):
+            fb[i] = row[i]
+        if n_harm:
+            ph[0] = 0.0
+    else:
+        # fb = row + w_0 x_0 + w_1 x_1 + ..., each product and sum rounded in tap order (no FMA:
+        # this loop compiles without fast-math), the first taps (1, 3 or 5; taps are odd) in
+        # the pass that reads the frame's inputs, any further ones a pass each
+        nt = w_back.shape[0]
+        half = nt // 2
+        x0 = _tap_input(ring, hd, lag, -half, back_scale)
+        if nt == 1:
             for i in range(n):
-                fb[i] += w_back[j, i] * xb
+                fb[i] = row[i] + w_back[0, i] * x0
+        else:
+            x1 = _tap_input(ring, hd, lag, 1 - half, back_scale)
+            x2 = _tap_input(ring, hd, lag, 2 - half, back_scale)
+            if nt == 3:
+                for i in range(n):
+                    fb[i] = ((row[i] + w_back[0, i] * x0) + w_back[1, i] * x1) + w_back[2, i] * x2
+            else:
+                x3 = _tap_input(ring, hd, lag, 3 - half, back_scale)
+                x4 = _tap_input(ring, hd, lag, 4 - half, back_scale)
+                for i in range(n):
+                    fb[i] = ((((row[i] + w_back[0, i] * x0) + w_back[1, i] * x1) + w_back[2, i] * x2)
+                             + w_back[3, i] * x3) + w_back[4, i] * x4
+                for j in range(5, nt):
+                    xb = _tap_input(ring, hd, lag, j - half, back_scale)
+                    for i in range(n):
+                        fb[i] += w_back[j, i] * xb
         if n_harm:
             phi = ph[0]
             for k in range(1, n_harm + 1):
@@ -957,8 +986,6 @@ def _period_inputs(row, w_back, back_scale, lag_col, ring, hd, fb, w_phase, ph):
                     fb[i] += w_phase[2 * k - 1, i] * xk
             phi += 1.0 / lag
             ph[0] = phi - 1.0 if phi >= 1.0 else phi
-    elif n_harm:
-        ph[0] = 0.0
 
 
 @njit(inline="always", **_JIT)

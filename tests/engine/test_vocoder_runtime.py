@@ -539,8 +539,10 @@ def test_mulaw_lpc_generation_expands_the_code_before_adding_the_prediction(smal
 
 LTP_KINDS = pytest.mark.parametrize("excitation, ltp_input, taps, phase",
                                     [("mulaw", False, 1, 0), ("linear", False, 1, 0), ("linear", True, 1, 0),
-                                     ("linear", True, 5, 0), ("linear", True, 5, 2)],
-                                    ids=["mulaw", "linear", "linear+period-input", "linear+period-window",
+                                     ("linear", True, 3, 0), ("linear", True, 5, 0), ("linear", True, 7, 0),
+                                     ("linear", True, 5, 2)],
+                                    ids=["mulaw", "linear", "linear+period-input", "linear+period-window3",
+                                         "linear+period-window", "linear+period-window7",
                                          "linear+period-window+phase"])
 # voiced, unvoiced (periodicity under 0.45: no lag), voiced again: a phase input restarts at 0
 RE_VOICED = [0.99, 0.97, 0.95, 0.9, 0.3, 0.2, 0.3, 0.8, 0.9, 0.95, 0.97, 0.99]
