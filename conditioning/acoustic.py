@@ -48,6 +48,11 @@ SPEED_LIMITS = (0.25, 4.0)  # beyond these espeak-trained durations stop soundin
 
 
 # ----------------------------------------------------------------------------- durations
+def torch_threads() -> int:
+    """torch's thread count for the calling thread (the engine reads it through here)."""
+    return torch.get_num_threads()
+
+
 def set_torch_threads(n: int) -> None:
     """Run torch with ``n`` threads from here on (the process default and the calling thread's
     OpenMP pool: a thread that already ran torch keeps its own pool size, so each thread calls

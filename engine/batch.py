@@ -230,7 +230,7 @@ class UtteranceRequest:
     seed: int = 0
 
 
-def render_utterances(voice, requests: Sequence[UtteranceRequest], *,
+def render_utterances(voice, requests: Sequence[UtteranceRequest | str], *,
                       fold_frames: int | None = DEFAULT_FOLD_FRAMES, overlap_frames: int = DEFAULT_OVERLAP_FRAMES,
                       threads: int = 1, max_chars: int = MAX_TEXT_CHARS) -> list[RenderedUtterance | Exception]:
     """Render several texts, their folded segments generated in shared vocoder batches.
@@ -244,13 +244,19 @@ def render_utterances(voice, requests: Sequence[UtteranceRequest], *,
 
     Args:
         voice: a loaded :class:`wavern.engine.Voice`.
-        requests: the items.
+        requests: the items: :class:`UtteranceRequest`, or a plain text (the voice's defaults, seed 0).
         fold_frames, overlap_frames, threads, max_chars: as for :func:`render_utterance`.
 
     Returns:
         Per request, in order, its :class:`RenderedUtterance` or the exception it raised
         (:class:`ParameterError` for bad text, as :func:`render_utterance` raises).
     """
+    if isinstance(requests, str):
+        raise ParameterError("requests must be a list of texts or UtteranceRequests, found one str")
+    requests = [UtteranceRequest(r) if isinstance(r, str) else r for r in requests]
+    bad = next((r for r in requests if not isinstance(r, UtteranceRequest)), None)
+    if bad is not None:
+        raise ParameterError(f"each request must be an UtteranceRequest or a str, found {type(bad).__name__}")
     results: list[RenderedUtterance | Exception | None] = [None] * len(requests)
     prepared: dict[int, _Prepared] = {}
     for i, req in enumerate(requests):

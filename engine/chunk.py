@@ -81,6 +81,14 @@ class SpeakConfig:
     passes: int | None = None
 
     def __post_init__(self):
+        for name in ("speed", "volume", "temperature", "pause_s", "pitch", "pitch_range"):
+            v = getattr(self, name)
+            if (v is None and name in ("speed", "volume")) or not (
+                    v is None or isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)):
+                raise ParameterError(f"{name} must be a number{'' if name in ('speed', 'volume') else ' or None'}, "
+                                     f"found {v!r}")
+        if self.speaker is not None and not isinstance(self.speaker, str):
+            raise ParameterError(f"speaker must be a speaker's name (str) or None, found {self.speaker!r}")
         if self.passes is not None and (not isinstance(self.passes, int) or isinstance(self.passes, bool)
                                         or not 0 <= self.passes <= 32):
             raise ParameterError(f"passes must be an integer in [0, 32] (unset: the voice's own), found {self.passes!r}")

@@ -152,6 +152,49 @@ def use_threads(n: int | None, *, blas: bool = True) -> None:
             threadpool_limits(limits=n, user_api="blas")
 
 
+# The process's torch/BLAS thread settings from before the first open voice set its own
+# (use_threads), put back when the last such voice closes: a program that loads a voice, speaks
+# and closes it gets its own thread counts back.
+_THREADS_LOCK = threading.Lock()
+_THREADS_HOLDERS = [0]
+_THREADS_BEFORE: list = []
+
+
+def _hold_threads(n: int | None) -> bool:
+    """use_threads(n) for a voice being opened; True when it holds the process's settings."""
+    if n is None:
+        return False
+    with _THREADS_LOCK:
+        if _THREADS_HOLDERS[0] == 0:
+            from wavern.conditioning.acoustic import torch_threads
+
+            try:
+                from threadpoolctl import threadpool_info
+                blas = [dict(lib, prefix=lib.get("prefix")) for lib in threadpool_info() if lib.get("user_api") == "blas"]
+            except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn (librosa)
+                blas = []
+            _THREADS_BEFORE[:] = [(torch_threads(), blas)]
+        use_threads(n)
+        _THREADS_HOLDERS[0] += 1
+    return True
+
+
+def _release_threads() -> None:
+    with _THREADS_LOCK:
+        _THREADS_HOLDERS[0] -= 1
+        if _THREADS_HOLDERS[0] or not _THREADS_BEFORE:
+            return
+        (n_torch, blas), = _THREADS_BEFORE
+        _THREADS_BEFORE.clear()
+        from wavern.conditioning.acoustic import set_torch_threads
+
+        set_torch_threads(n_torch)
+        if blas:
+            from threadpoolctl import threadpool_limits
+
+            threadpool_limits(limits=blas)
+
+
 @dataclasses.dataclass(frozen=True)
 class WordTiming:
     """When a word is heard: character span in the original text, sample span in the audio."""
@@ -226,8 +269,9 @@ class _Checked:
 class StreamControl:
     """Settings a caller (GUI thread) may change while a stream runs; read before each chunk.
 
-    ``speed`` and ``volume`` None (the default): the request's :class:`SpeakConfig` values, filled in
-    when the stream starts; ``pause_s`` None: the request's or the voice's pause. Values are checked
+    ``speed`` and ``volume`` None (the default): the request's :class:`SpeakConfig` values (the
+    control is not written: one control may serve several requests); ``pause_s`` None: the request's
+    or the voice's pause. :meth:`stop` ends every stream given this control, now and later. Values are checked
     against :class:`SpeakConfig`'s ranges when set (ParameterError), so a bad one never reaches a chunk.
     """
 
@@ -247,6 +291,35 @@ class StreamControl:
     @property
     def stopped(self) -> bool:
         return self._stop.is_set()
+
+
+class _Live:
+    """A request's view of its :class:`StreamControl`: the control's values where set, the request's
+    :class:`SpeakConfig` speed and volume where None. The caller's control is never written, so one
+    control may serve request after request (each then takes its own SpeakConfig's speed)."""
+
+    __slots__ = ("_control", "_speed", "_volume")
+
+    def __init__(self, control: StreamControl, cfg: SpeakConfig):
+        self._control, self._speed, self._volume = control, cfg.speed, cfg.volume
+
+    @property
+    def speed(self) -> float:
+        v = self._control.speed
+        return self._speed if v is None else v
+
+    @property
+    def volume(self) -> float:
+        v = self._control.volume
+        return self._volume if v is None else v
+
+    @property
+    def pause_s(self) -> float | None:
+        return self._control.pause_s
+
+    @property
+    def stopped(self) -> bool:
+        return self._control.stopped
 
 
 class Voice:
@@ -293,7 +366,7 @@ class Voice:
         self.lexicon = None
         #: torch/BLAS threads for this voice's work (:func:`use_threads`); None = the process's own.
         self.threads = threads
-        use_threads(threads)
+        self._holds_threads = _hold_threads(threads)  # given back by close()
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="wavern-acoustic",
             initializer=functools.partial(use_threads, threads, blas=False))
@@ -305,8 +378,9 @@ class Voice:
         """Load a voice folder; refuses anything malformed with :class:`VoiceFileError`.
 
         ``threads``: torch and BLAS threads for the acoustic model and the conditioning net
-        (process-wide, see :func:`use_threads`); 1 by default, the fastest first audio when
-        another process holds a core. None leaves the process's settings alone.
+        (process-wide, see :func:`use_threads`, while any voice that set them is open; the
+        process's own settings come back when the last one closes); 1 by default, the fastest
+        first audio when another process holds a core. None leaves the process's settings alone.
         """
         from wavern.conditioning.config import AcousticConfig
         from wavern.conditioning.export import load_acoustic
@@ -363,10 +437,21 @@ class Voice:
                                  f"{acfg.encoder.n_symbols}")
         return cls(path, meta, acoustic, vocoder, table, threads=threads)
 
+    def __enter__(self) -> "Voice":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def close(self) -> None:
-        """Stop the worker thread; a stream running now finishes on its own thread, new ones are refused."""
+        """Stop the worker thread; a stream running now finishes on its own thread, new ones are refused.
+        (``with Voice.load(path) as voice:`` closes it at the end of the block.)"""
+        if self._closed:
+            return
         self._closed = True
         self._executor.shutdown(wait=False, cancel_futures=True)
+        if self._holds_threads:
+            _release_threads()
 
     def _prepare_next(self, mels) -> concurrent.futures.Future:
         """The next sentence, prepared on the worker thread (here, once the voice is closed)."""
@@ -473,15 +558,17 @@ class Voice:
         """
         if self._closed:
             raise ParameterError(f"voice {self.name} is closed; load it again to speak")
+        if config is not None and not isinstance(config, SpeakConfig):
+            raise ParameterError(f"config must be a SpeakConfig (or None), found {type(config).__name__}")
+        if control is not None and not isinstance(control, StreamControl):
+            raise ParameterError(f"control must be a StreamControl (or None), found {type(control).__name__}")
+        if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
+            raise ParameterError(f"seed must be an integer, found {seed!r}")
         cfg = config or SpeakConfig()
         speaker = self.resolve_speaker(cfg.speaker)
         temperature = cfg.temperature if cfg.temperature is not None else self.default_temperature
         pause_s = cfg.pause_s if cfg.pause_s is not None else self.default_pause_s
-        control = control or StreamControl()
-        if control.speed is None:
-            control.speed = cfg.speed
-        if control.volume is None:
-            control.volume = cfg.volume
+        control = control or StreamControl()  # its None speed/volume: this request's, read live (never written)
         prosody = self.prosody_of(cfg)
         from wavern.conditioning.frontend import segment
 
@@ -489,8 +576,8 @@ class Voice:
         sentences = segment(text, lexicon=lexicon)  # refuse bad text now, not at the first next()
         postfilter = self.postfilter if cfg.postfilter is not False else None
         melmatch = self.melmatch_for(cfg)
-        return self._stream(text, sentences, speaker, temperature, pause_s, control, seed, postfilter, prosody,
-                            melmatch, lexicon)
+        return self._stream(text, sentences, speaker, temperature, pause_s, _Live(control, cfg), seed, postfilter,
+                            prosody, melmatch, lexicon)
 
     def _stream(self, text, sentences, speaker, temperature, pause_s, control, seed,
                 postfilter=None, prosody=None, melmatch=None, lexicon=None) -> Iterator[AudioChunk]:
@@ -588,7 +675,7 @@ class Voice:
                 concurrent.futures.wait([pending])  # the worker may be inside `mels`; let it finish
             mels.close()
 
-    def _chunk(self, samples: np.ndarray, control: StreamControl, position: int, span, s_idx: int,
+    def _chunk(self, samples: np.ndarray, control: _Live, position: int, span, s_idx: int,
                timings) -> AudioChunk:
         audio = int16_to_float(samples)
         if control.volume != 1.0:

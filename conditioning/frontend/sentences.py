@@ -541,8 +541,8 @@ def _check(text: str, max_chars: int) -> None:
         raise ParameterError(f"max_chars must be a positive integer, got {max_chars!r}")
     if len(text) > max_chars:
         raise ParameterError(
-            f"text is {len(text):,} characters long; the limit is {max_chars:,} (max_chars): "
-            "split it or raise the limit")
+            f"text is {len(text):,} characters long; the limit is {max_chars:,}: split it into pieces "
+            "(a stream of each, or `wavern render` for a long document)")
     if not text.strip():
         raise ParameterError("nothing to say: the text is empty or only whitespace")
 

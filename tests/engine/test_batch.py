@@ -197,3 +197,15 @@ def test_an_items_share_of_a_batch_counts_the_frames_the_vocoder_generates_for_i
     segments = fold_frame_inputs(np.zeros((T, 2), np.float32), S, O)
     assert _streams(T, S, O) == (T if T <= S else segments.shape[0] * segments.shape[1])
     assert _streams(T, None, O) == T
+
+
+def test_plain_texts_are_requests_with_the_voices_defaults_and_other_items_are_refused(voice):
+    """(API review: a list of str came back as a list of AttributeErrors)"""
+    got = render_utterances(voice, ["Hello there.", UtteranceRequest("Quick.", None, 0)], **FOLD)
+    want = [render_utterance(voice, t, None, seed=0, **FOLD) for t in ("Hello there.", "Quick.")]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.samples, w.samples)
+    with pytest.raises(ParameterError, match="list of texts"):
+        render_utterances(voice, "Hello there.")
+    with pytest.raises(ParameterError, match="found dict"):
+        render_utterances(voice, [{"text": "Hello."}])

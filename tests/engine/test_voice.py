@@ -800,3 +800,81 @@ def test_one_voice_streams_from_several_threads_at_once(voice):
         t.join()
     for i in (0, 1):
         assert len(got[i]) == 3 and all(np.array_equal(y, alone[i]) for y in got[i])
+
+
+def test_one_stream_control_serves_request_after_request_with_each_ones_speed(voice):
+    """(API review: stream() wrote the first request's speed into the caller's control, so a reused
+    control ran every later request at that speed) The control's None speed is each request's own."""
+    control = StreamControl()
+    n = {}
+    for speed in (1.0, 2.0, 1.0):
+        n.setdefault(speed, []).append(
+            sum(c.samples.shape[0] for c in voice.stream("Hello there.", SpeakConfig(speed=speed), control=control)))
+    assert control.speed is None and control.volume is None
+    assert n[1.0][0] == n[1.0][1] and n[2.0][0] < 0.7 * n[1.0][0]
+    control.speed = 2.0  # a value set on the control wins over the request's
+    assert sum(c.samples.shape[0] for c in voice.stream("Hello there.", SpeakConfig(speed=1.0), control=control)) \
+        == n[2.0][0]
+
+
+def test_closing_the_last_voice_gives_the_process_its_thread_counts_back(tiny_voice):
+    """(API review: Voice.load left a host program at one torch/BLAS thread for good) Voices with
+    their own thread count hold the process's settings while any is open, and the last close
+    restores what was there before; it runs in a fresh process, the settings being process-wide."""
+    import subprocess
+    import sys
+
+    code = f"""
+import torch
+from threadpoolctl import threadpool_info
+from wavern.engine import Voice
+blas = lambda: sorted({{lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}})
+torch.set_num_threads(2)
+before = (torch.get_num_threads(), blas())
+a = Voice.load({str(tiny_voice)!r}, threads=1)
+b = Voice.load({str(tiny_voice)!r}, threads=1)
+held = (torch.get_num_threads(), blas())
+a.close(); a.close()
+one_left = (torch.get_num_threads(), blas())
+with b:
+    pass
+print(before, held, one_left, (torch.get_num_threads(), blas()))
+"""
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    before, held, one_left, after = eval(res.stdout.strip().replace(") (", "), ("))  # noqa: S307 - our own output
+    assert held == one_left == (1, [1] if before[1] else [])
+    assert after == before and before[0] == 2
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(speed="1.2"), "speed must be a number"), (dict(speed=None), "speed must be a number"),
+    (dict(volume=True), "volume must be a number"), (dict(pitch="high"), "pitch must be a number or None"),
+    (dict(temperature=[1]), "temperature must be a number or None"),
+    (dict(speaker=3), "speaker must be a speaker's name"),
+])
+def test_settings_of_the_wrong_type_are_parameter_errors(kw, match):
+    """(API review: a raw TypeError escaped wavern.errors for these)"""
+    with pytest.raises(ParameterError, match=match):
+        SpeakConfig(**kw)
+
+
+def test_stream_refuses_a_config_control_or_seed_of_the_wrong_type_before_it_starts(voice):
+    with pytest.raises(ParameterError, match="config must be a SpeakConfig"):
+        voice.stream("Hello.", {"speed": 2})
+    with pytest.raises(ParameterError, match="control must be a StreamControl"):
+        voice.stream("Hello.", control=object())
+    with pytest.raises(ParameterError, match="seed must be an integer"):
+        voice.stream("Hello.", seed="x")
+
+
+def test_the_engine_package_lists_and_exports_its_public_names():
+    """(API review: dir(wavern.engine) missed Voice; sinks and batch rendering were not importable from it)"""
+    import wavern.engine as E
+    from wavern.engine import batch, sinks, voice
+
+    assert set(E.__all__) <= set(dir(E))
+    for name in E.__all__:
+        assert getattr(E, name) is getattr({"voice": voice, "sinks": sinks, "batch": batch}.get(
+            E._LAZY.get(name, ""), E), name)
+    assert {"Voice", "FileSink", "NullSink", "render_utterances", "UtteranceRequest"} <= set(E.__all__)
