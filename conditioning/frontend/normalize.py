@@ -374,6 +374,8 @@ _ABBREVIATIONS = (frozenset(_TITLES) | frozenset(_INLINE) | frozenset(_MAY_END) 
                   | _WORD_LIKE)
 
 _DIGIT_BY_DIGIT = frozenset(("911",))  # the emergency number, as said
+# Tokens read as a whole ("C hash" otherwise)
+_NAMED_TOKENS = {"C#": "C sharp", "F#": "F sharp", "C++": "C plus plus", "vs": "versus", "Vs": "versus"}
 _SCALE_WORDS = {"thousand", "million", "billion", "trillion"}
 _SCALE_SUFFIX = {"k": "thousand", "K": "thousand", "m": "million", "M": "million",
                  "mn": "million", "bn": "billion", "b": "billion", "B": "billion",
@@ -875,6 +877,10 @@ def read_token(s: str, ctx: Context = Context(), *, lexicon: Lexicon | None = No
                            may_end=read_token(s, ctx).may_end)
     if is_plain_word(s):
         return Reading(s)
+    if s in _NAMED_TOKENS:
+        return Reading(_NAMED_TOKENS[s])
+    if ctx.is_initial and s.strip("#") == "" and len(s) <= 6 and not (ctx.next or "")[:1].isdigit():
+        return Reading("")  # a Markdown heading's marker ("# Title"), not "hash"
     key = s.lower()
     if key.endswith(".") or s in _TITLES_NO_PERIOD:
         reading = _read_abbreviation(s, key, ctx)

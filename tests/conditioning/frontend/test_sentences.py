@@ -313,3 +313,14 @@ def test_a_forced_cut_never_leaves_a_piece_shorter_than_the_minimum_before_it():
 def test_abbreviations_that_are_also_words_read_by_their_context(text, spoken):
     """(text review: "The cat sat." was read "The cat Saturday." and "wed." joined two sentences)"""
     assert [x.spoken for x in segment(text)] == spoken
+
+
+@pytest.mark.parametrize(("text", "spoken"), [
+    ("# Heading\nSome text here.", ["Heading.", "Some text here."]),  # (text review: "hash Heading")
+    ("## Second level\nMore.", ["Second level.", "More."]),
+    ("# 5 is the answer", ["number five is the answer."]),
+    ("I code in C# and F#, not C++.", ["I code in C sharp and F sharp, not C plus plus."]),
+    ("Cats vs dogs.", ["Cats versus dogs."]),
+])
+def test_markdown_headings_and_named_tokens(text, spoken):
+    assert [x.spoken for x in segment(text)] == spoken
