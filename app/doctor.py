@@ -122,7 +122,30 @@ def _numba_cache() -> Check:
     return Check("numba cache", writable, f"{where} ({n} cached kernel index files; {state})")
 
 
-CHECKS: list[Callable[[], Check]] = [_python, _versions, _cpu, _audio, _espeak, _voices, _numba_cache]
+def _qt() -> Check:
+    """The window's Qt binding, and whether it keeps Python's reference counts (PySide6 6.12.0 on
+    Python 3.11 lost one to True per signal emitted: the window aborted after minutes)."""
+    try:
+        import PySide6
+        from PySide6.QtCore import QObject, Signal
+    except ImportError as e:
+        return Check("qt", False, f"PySide6 not importable ({e}): `wavern gui` cannot start; the rest works")
+
+    class _Probe(QObject):
+        fired = Signal(object)
+
+    probe = _Probe()
+    before = sys.getrefcount(True)
+    for i in range(20):
+        probe.fired.emit(i)
+    lost = before - sys.getrefcount(True)
+    if lost >= 15:
+        return Check("qt", False, f"PySide6 {PySide6.__version__} loses a reference per signal (the window would abort "
+                                  "after minutes): pip install 'PySide6-Essentials<6.12'")
+    return Check("qt", True, f"PySide6 {PySide6.__version__}")
+
+
+CHECKS: list[Callable[[], Check]] = [_python, _versions, _cpu, _audio, _qt, _espeak, _voices, _numba_cache]
 
 
 def run_checks() -> list[Check]:
