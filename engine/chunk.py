@@ -83,10 +83,10 @@ class SpeakConfig:
     def __post_init__(self):
         for name in ("speed", "volume", "temperature", "pause_s", "pitch", "pitch_range"):
             v = getattr(self, name)
-            if (v is None and name in ("speed", "volume")) or not (
-                    v is None or isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)):
-                raise ParameterError(f"{name} must be a number{'' if name in ('speed', 'volume') else ' or None'}, "
-                                     f"found {v!r}")
+            optional = name not in ("speed", "volume")
+            if (v is not None or not optional) and (
+                    isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating))):
+                raise ParameterError(f"{name} must be a number{' or None' if optional else ''}, found {v!r}")
         if self.speaker is not None and not isinstance(self.speaker, str):
             raise ParameterError(f"speaker must be a speaker's name (str) or None, found {self.speaker!r}")
         if self.passes is not None and (not isinstance(self.passes, int) or isinstance(self.passes, bool)

@@ -152,47 +152,47 @@ def use_threads(n: int | None, *, blas: bool = True) -> None:
             threadpool_limits(limits=n, user_api="blas")
 
 
-# The process's torch/BLAS thread settings from before the first open voice set its own
-# (use_threads), put back when the last such voice closes: a program that loads a voice, speaks
-# and closes it gets its own thread counts back.
-_THREADS_LOCK = threading.Lock()
-_THREADS_HOLDERS = [0]
-_THREADS_BEFORE: list = []
+class _ProcessThreads:
+    """The process's torch/BLAS thread counts from before the first open voice set its own
+    (:func:`use_threads`), put back when the last such voice closes: a program that loads a voice,
+    speaks and closes it gets its own thread counts back."""
 
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._holders = 0
+        self._before: tuple[int, list] | None = None  # (torch threads, threadpoolctl's BLAS info)
 
-def _hold_threads(n: int | None) -> bool:
-    """use_threads(n) for a voice being opened; True when it holds the process's settings."""
-    if n is None:
-        return False
-    with _THREADS_LOCK:
-        if _THREADS_HOLDERS[0] == 0:
-            from wavern.conditioning.acoustic import torch_threads
-
-            try:
+    def hold(self, n: int | None) -> bool:
+        """use_threads(n) for a voice being opened; True when it holds the settings (n not None)."""
+        if n is None:
+            return False
+        with self._lock:
+            if self._holders == 0:
                 from threadpoolctl import threadpool_info
-                blas = [dict(lib, prefix=lib.get("prefix")) for lib in threadpool_info() if lib.get("user_api") == "blas"]
-            except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn (librosa)
-                blas = []
-            _THREADS_BEFORE[:] = [(torch_threads(), blas)]
-        use_threads(n)
-        _THREADS_HOLDERS[0] += 1
-    return True
 
+                from wavern.conditioning.acoustic import torch_threads
 
-def _release_threads() -> None:
-    with _THREADS_LOCK:
-        _THREADS_HOLDERS[0] -= 1
-        if _THREADS_HOLDERS[0] or not _THREADS_BEFORE:
-            return
-        (n_torch, blas), = _THREADS_BEFORE
-        _THREADS_BEFORE.clear()
-        from wavern.conditioning.acoustic import set_torch_threads
+                self._before = (torch_threads(), [lib for lib in threadpool_info() if lib.get("user_api") == "blas"])
+            use_threads(n)
+            self._holders += 1
+        return True
 
-        set_torch_threads(n_torch)
-        if blas:
+    def release(self) -> None:
+        with self._lock:
+            self._holders -= 1
+            if self._holders or self._before is None:
+                return
+            (n_torch, blas), self._before = self._before, None
             from threadpoolctl import threadpool_limits
 
-            threadpool_limits(limits=blas)
+            from wavern.conditioning.acoustic import set_torch_threads
+
+            set_torch_threads(n_torch)
+            if blas:
+                threadpool_limits(limits=blas)
+
+
+_PROCESS_THREADS = _ProcessThreads()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -366,7 +366,7 @@ class Voice:
         self.lexicon = None
         #: torch/BLAS threads for this voice's work (:func:`use_threads`); None = the process's own.
         self.threads = threads
-        self._holds_threads = _hold_threads(threads)  # given back by close()
+        self._holds_threads = _PROCESS_THREADS.hold(threads)  # given back by close()
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="wavern-acoustic",
             initializer=functools.partial(use_threads, threads, blas=False))
@@ -451,7 +451,7 @@ class Voice:
         self._closed = True
         self._executor.shutdown(wait=False, cancel_futures=True)
         if self._holds_threads:
-            _release_threads()
+            _PROCESS_THREADS.release()
 
     def _prepare_next(self, mels) -> concurrent.futures.Future:
         """The next sentence, prepared on the worker thread (here, once the voice is closed)."""
