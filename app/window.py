@@ -79,7 +79,9 @@ _COMMIT_RE = re.compile(r"[.!?,;][\"'\u201d\u2019)\]]*(?=\s)")
 def committed_end(text: str, start: int) -> int:
     """End of the last committed clause of ``text[start:]`` (``start`` if none).
 
-    A full stop after an abbreviation or initial ("Dr.", "J.") does not commit.
+    A full stop after an abbreviation or initial ("Dr.", "J.") does not commit; after a word that
+    is one only before a name or a number ("Rev.", "sat.") it waits for the next word's first
+    character to tell ("Rev. S" waits, "The cat sat. T" commits).
     """
     end = start
     for m in _COMMIT_RE.finditer(text, start):
@@ -87,7 +89,8 @@ def committed_end(text: str, start: int) -> int:
             k = m.start()  # the token ending in this full stop: back to the white space before it
             while k > start and not text[k - 1].isspace():
                 k -= 1
-            if is_abbreviation(text[k:m.start() + 1]):
+            token, nxt = text[k:m.start() + 1], text[m.end():m.end() + 64].lstrip()[:1]
+            if is_abbreviation(token, nxt) if nxt else (is_abbreviation(token, "A") or is_abbreviation(token, "1")):
                 continue
         end = m.end()
     return end

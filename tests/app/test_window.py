@@ -272,6 +272,10 @@ def test_shortcuts(window):
     ("He said \"stop.\" Then", 0, len("He said \"stop.\"")),
     ("One, two. Three", 5, len("One, two.")),
     ("Ends without a space.", 0, 0),
+    ("The cat sat. T", 0, len("The cat sat.")),  # a word, not Saturday
+    ("The cat sat. ", 0, 0),  # "sat. 5" would be a date: wait for the next word
+    ("Ask Rev. S", 0, 0),  # a title before a name
+    ("See the rev. then", 0, len("See the rev.")),
 ])
 def test_committed_end(text, start, expected):
     assert committed_end(text, start) == expected
