@@ -23,6 +23,7 @@ import math
 import logging
 import re
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -70,10 +71,68 @@ AUTOSAVE_MS = 5000  # settings and the text are saved this often (and on close)
 TICK_MS = 33  # meter / view refresh period
 BUFFER_S = 1.0  # generation runs at most this far ahead of playback: controls are heard within it
 PREVIEW_DELAY_MS = 250  # typing pause before the preview is refreshed
+SPOOL_AFTER_S = 600  # a request's audio (kept for Export last) goes to a temporary file past this
 
 # A clause is committed once its end mark (. ! ? , ;), with any closing quote or bracket, is
 # followed by white space: "3.5" or "1,000" are not clause ends.
 _COMMIT_RE = re.compile(r"[.!?,;][\"'\u201d\u2019)\]]*(?=\s)")
+
+
+class _Take:
+    """One request's audio as generated, for Export last: in memory up to ``spool_after`` samples
+    (the usual request), beyond that in an unnamed temporary file, read back as a memory map (an
+    hour-long request held ~320 MB of float32 chunks and twice that while they were joined; soak
+    review). A temp folder that cannot take it keeps the audio in memory after all."""
+
+    def __init__(self, spool_after: int) -> None:
+        self._parts: list[np.ndarray] = []
+        self._file = None
+        self._n = 0
+        self._spool_after = spool_after
+
+    def __bool__(self) -> bool:
+        return self._n > 0
+
+    def append(self, samples: np.ndarray) -> None:
+        x = np.ascontiguousarray(samples, np.float32)
+        if self._file is None and self._n + x.size > self._spool_after:
+            try:
+                f = tempfile.TemporaryFile(prefix="wavern-take-")
+                for part in self._parts:
+                    f.write(part.tobytes())
+            except OSError as e:
+                log.warning("keeping the utterance in memory for Export last (%s)", e)
+                self._spool_after = math.inf
+            else:
+                self._file, self._parts = f, []
+        if self._file is not None:
+            try:
+                self._file.write(x.tobytes())
+            except OSError as e:  # the temp folder filled up: what it holds comes back to memory
+                log.warning("keeping the utterance in memory for Export last (%s)", e)
+                self._parts, self._file, self._spool_after = [self._spooled()], None, math.inf
+                self._parts.append(x)
+        else:
+            self._parts.append(x)
+        self._n += x.size
+
+    def _spooled(self) -> np.ndarray:
+        n = self._n
+        self._file.flush()
+        self._file.seek(0)
+        return np.fromfile(self._file, np.float32, count=n)
+
+    def audio(self) -> np.ndarray:
+        """All of it, in order (a read-only memory map when spooled); the take is empty after."""
+        if self._file is not None:
+            self._file.flush()
+            audio = np.memmap(self._file, np.float32, mode="r", shape=(self._n,)) if self._n else \
+                np.zeros(0, np.float32)
+            self._file.close()  # the map keeps the (unnamed) file's data until it is dropped
+        else:
+            audio = np.concatenate(self._parts) if self._parts else np.zeros(0, np.float32)
+        self._parts, self._file, self._n = [], None, 0
+        return audio
 
 
 def committed_end(text: str, start: int) -> int:
@@ -212,7 +271,7 @@ class MainWindow(QMainWindow):
         self.stats: list[UtteranceStats] = []  # every finished utterance, in order
         self.last_audio: np.ndarray | None = None
         # id -> (anchor, chunks, where the request's text has code points the editor counts twice)
-        self._jobs: dict[int, tuple[QTextCursor, list[np.ndarray], list[int]]] = {}
+        self._jobs: dict[int, tuple[QTextCursor, _Take, list[int]]] = {}
         self._words: list[tuple[int, int, int, int, int]] = []  # (start, end, job, char a, char b)
         self._word_starts: list[int] = []
         self._chunks: list[tuple[int, int, int, tuple[int, int]]] = []  # (start, end, job, text span)
@@ -548,7 +607,8 @@ class MainWindow(QMainWindow):
         job = self.worker.speak(text, self.speak_config(), now=now)
         anchor = QTextCursor(self.editor.document())
         anchor.setPosition(start or 0)
-        self._jobs[job] = (anchor, [], astral_indices(text))  # spans count code points, the editor UTF-16 units
+        self._jobs[job] = (anchor, _Take(SPOOL_AFTER_S * self.sample_rate),  # spans count code points,
+                           astral_indices(text))                               # the editor UTF-16 units
         return job
 
     def stop(self) -> None:
@@ -624,12 +684,11 @@ class MainWindow(QMainWindow):
         self.dashboard.add(stats)
         entry = self._jobs.get(stats.job_id)
         if entry is not None and entry[1]:
-            audio = np.concatenate(entry[1])
+            audio = entry[1].audio()
             start = self._job_start.pop(stats.job_id, None)
             if stats.stopped and start is not None and self._heard_until is not None:
                 audio = audio[:max(0, self._heard_until - start)]  # made, but stopped before it was heard
             self.last_audio = audio if audio.size else self.last_audio
-            entry[1].clear()
         if len(self._jobs) > 200:  # forget anchors of long-finished requests
             for k in sorted(self._jobs)[:-100]:
                 del self._jobs[k]

@@ -923,3 +923,49 @@ def test_the_latency_panel_keeps_the_last_utterance_and_the_one_playing_apart(qa
     assert (d.labels["live_underruns"].text(), d.labels["live_min_headroom"].text()) == ("5", "80 ms")
     d.set_live(Meters(1000, 0.0, None, 0, False, False, None), capacity_ms=1486.0)  # nothing playing
     assert d.labels["live_underruns"].text() == "–" and d.labels["underruns"].text() == "2"
+
+
+@pytest.mark.parametrize("spool_after", [10**9, 0, 700])
+def test_a_requests_take_keeps_its_audio_in_order_in_memory_or_spooled(spool_after, monkeypatch):
+    """(soak review: an hour-long request held all its chunks in memory, twice while joined) Past
+    ``spool_after`` samples the take goes to a temporary file; the audio comes back the same."""
+    from wavern.app import window
+
+    rng = np.random.default_rng(0)
+    chunks = [rng.standard_normal(n).astype(np.float32) for n in (256, 300, 512, 1, 700)]
+    take = window._Take(spool_after)
+    assert not take
+    for c in chunks:
+        take.append(c)
+    assert take and (take._file is not None) == (spool_after < 1769)
+    np.testing.assert_array_equal(take.audio(), np.concatenate(chunks))
+    assert not take and take.audio().size == 0
+
+
+def test_a_take_whose_temp_folder_fills_up_keeps_its_audio_in_memory(monkeypatch):
+    from wavern.app import window
+
+    take = window._Take(100)
+    take.append(np.arange(80, dtype=np.float32))
+    take.append(np.arange(80, 160, dtype=np.float32))  # spooled now
+
+    class Full:
+        def __init__(self, f):
+            self.f = f
+
+        def write(self, b):
+            raise OSError(28, "No space left on device")
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+    take._file = Full(take._file)
+    take.append(np.arange(160, 200, dtype=np.float32))
+    assert take._file is None
+    take.append(np.arange(200, 210, dtype=np.float32))
+    np.testing.assert_array_equal(take.audio(), np.arange(210, dtype=np.float32))
+    with monkeypatch.context() as m:  # no temp folder at all: memory from the start
+        m.setattr(window.tempfile, "TemporaryFile", lambda **kw: (_ for _ in ()).throw(OSError(13, "denied")))
+        take = window._Take(10)
+        take.append(np.ones(50, np.float32))
+        assert take._file is None and take.audio().size == 50
