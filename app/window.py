@@ -72,6 +72,7 @@ TICK_MS = 33  # meter / view refresh period
 BUFFER_S = 1.0  # generation runs at most this far ahead of playback: controls are heard within it
 PREVIEW_DELAY_MS = 250  # typing pause before the preview is refreshed
 SPOOL_AFTER_S = 600  # a request's audio (kept for Export last) goes to a temporary file past this
+STATS_KEPT = 500  # finished utterances' stats the window keeps
 
 # A clause is committed once its end mark (. ! ? , ;), with any closing quote or bracket, is
 # followed by white space: "3.5" or "1,000" are not clause ends.
@@ -268,7 +269,7 @@ class MainWindow(QMainWindow):
                                    keep_played=keep_played, parent=self)
         self.worker.set_lexicon(self.lexicon)
         self.history = ScopeHistory(sample_rate=self.sample_rate)
-        self.stats: list[UtteranceStats] = []  # every finished utterance, in order
+        self.stats: list[UtteranceStats] = []  # the last STATS_KEPT finished utterances, in order
         self.last_audio: np.ndarray | None = None
         # id -> (anchor, chunks, where the request's text has code points the editor counts twice)
         self._jobs: dict[int, tuple[QTextCursor, _Take, list[int]]] = {}
@@ -681,6 +682,8 @@ class MainWindow(QMainWindow):
 
     def _on_finished(self, stats: UtteranceStats) -> None:
         self.stats.append(stats)
+        if len(self.stats) > 2 * STATS_KEPT:  # (a window open all day: not every text it spoke)
+            del self.stats[:-STATS_KEPT]
         self.dashboard.add(stats)
         entry = self._jobs.get(stats.job_id)
         if entry is not None and entry[1]:
@@ -692,6 +695,7 @@ class MainWindow(QMainWindow):
         if len(self._jobs) > 200:  # forget anchors of long-finished requests
             for k in sorted(self._jobs)[:-100]:
                 del self._jobs[k]
+                self._job_start.pop(k, None)  # (a request that failed after its first chunk left one)
 
     def _tick(self) -> None:
         m = self.worker.meters()

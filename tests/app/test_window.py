@@ -969,3 +969,18 @@ def test_a_take_whose_temp_folder_fills_up_keeps_its_audio_in_memory(monkeypatch
         take = window._Take(10)
         take.append(np.ones(50, np.float32))
         assert take._file is None and take.audio().size == 50
+
+
+def test_a_window_open_all_day_keeps_the_last_few_hundred_utterances_stats(window, monkeypatch):
+    """(soak review: every finished request, its text included, was kept for the window's life)"""
+    from wavern.app import window as wmod
+    from wavern.app.worker import UtteranceStats
+
+    kept = list(window.stats)
+    monkeypatch.setattr(wmod, "STATS_KEPT", 5)
+    try:
+        for i in range(23):
+            window._on_finished(UtteranceStats(10_000 + i, "x" * 1000, 50.0, 0.2, 1.0, 0, 100.0, False, 0))
+        assert 5 <= len(window.stats) <= 10 and window.stats[-1].job_id == 10_022
+    finally:
+        window.stats[:] = kept
