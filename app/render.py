@@ -859,7 +859,11 @@ def render_main(args) -> int:
     if workers is not None and workers < 1:
         raise ParameterError(f"--jobs must be >= 1, found {workers}")
     quiet = getattr(args, "quiet", False)
+    from wavern.app.speak import announce_first_compile
     from wavern.app.voices import load_lexicon
+
+    if not quiet:
+        announce_first_compile(50)  # the batch kernels too (an API reviewer's first 4 items took 51 s)
 
     lexicon = load_lexicon(getattr(args, "lexicon", None))
     with sigterm_interrupts():

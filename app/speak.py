@@ -65,14 +65,14 @@ def read_text_arg(text: str | None, file: str | None) -> str:
     return text
 
 
-def _announce_first_compile() -> None:
+def announce_first_compile(seconds: int = 25) -> None:
     """Say so when the engine's kernels are not compiled yet (a fresh install): the first request
-    waits ~25 s for numba, silent otherwise."""
+    waits ~``seconds`` for numba (~25 s to speak, ~50 s to render in batches), silent otherwise."""
     from wavern.engine.kernels import cache_status
 
     where, n = cache_status()
     if where is not None and n == 0:
-        print("wavern: compiling the engine's kernels (once, about 25 s; cached after)", file=sys.stderr)
+        print(f"wavern: compiling the engine's kernels (once, about {seconds} s; cached after)", file=sys.stderr)
 
 
 def say(text: str, *, out: str | None, voice: str | None, speed: float = 1.0, volume: float = 1.0,
@@ -92,7 +92,7 @@ def say(text: str, *, out: str | None, voice: str | None, speed: float = 1.0, vo
 
     cfg = SpeakConfig(speed=speed, volume=volume, temperature=temperature, postfilter=postfilter, pitch=pitch,
                       pitch_range=pitch_range, speaker=speaker, passes=passes)  # bad settings fail before loading
-    _announce_first_compile()
+    announce_first_compile()
     v = Voice.load(path)
     v.lexicon = lex
     chunks = v.stream(text, cfg)  # checks the text (ParameterError for nothing to say) before a file is opened

@@ -450,3 +450,17 @@ def test_version_and_python_dash_m(tmp_path):
     r = subprocess.run([sys.executable, "-m", "wavern", "voices", "--help"], cwd=tmp_path, capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 0 and "--speakers" in r.stdout
+
+
+def test_a_fresh_cache_is_announced_once_before_the_first_compile(monkeypatch, capsys, tmp_path):
+    """say and render say that the first run compiles (render: the batch kernels too, ~50 s; an API
+    reviewer's first render of 4 items waited 51 s in silence); with kernels cached, nothing."""
+    from wavern.app import speak
+    from wavern.engine import kernels
+
+    monkeypatch.setattr(kernels, "cache_status", lambda: (str(tmp_path), 0))
+    speak.announce_first_compile(50)
+    assert "compiling the engine's kernels (once, about 50 s; cached after)" in capsys.readouterr().err
+    monkeypatch.setattr(kernels, "cache_status", lambda: (str(tmp_path), 12))
+    speak.announce_first_compile()
+    assert capsys.readouterr().err == ""
