@@ -875,6 +875,10 @@ def read_token(s: str, ctx: Context = Context(), *, lexicon: Lexicon | None = No
             base = entry.respelling if entry.respelling is not None else s
             return Reading(read_plain(prepare(base)), phonemes=entry.phonemes,
                            may_end=read_token(s, ctx).may_end)
+        if s[-2:] in ("'s", "'S") and (entry := lexicon.lookup(s[:-2])) is not None:  # "Siobhan's"
+            base = (entry.respelling if entry.respelling is not None else s[:-2]) + "'s"
+            phonemes = None if entry.phonemes is None else entry.phonemes + _possessive_ipa(entry.phonemes)
+            return Reading(read_plain(prepare(base)), phonemes=phonemes)
     if is_plain_word(s):
         return Reading(s)
     if s in _NAMED_TOKENS:
@@ -913,6 +917,15 @@ def read_token(s: str, ctx: Context = Context(), *, lexicon: Lexicon | None = No
     if roman is not None:
         return Reading(roman)
     return Reading(read_plain(s))
+
+
+def _possessive_ipa(ipa: str) -> str:
+    """The 's ending after a word ending in ``ipa``: /ɪz/ after a sibilant, /s/ after another
+    voiceless consonant, else /z/."""
+    tail = ipa.rstrip("ˈˌː ")
+    if tail.endswith(("s", "z", "ʃ", "ʒ", "tʃ", "dʒ")):
+        return "ɪz"
+    return "s" if tail.endswith(("p", "t", "k", "f", "θ")) else "z"
 
 
 def normalize_text(text: str, *, lexicon: Lexicon | None = None) -> str:

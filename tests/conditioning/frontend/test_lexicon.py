@@ -128,3 +128,20 @@ def test_save_keeps_the_files_mode(tmp_path):
     Lexicon({"b": "bee"}).save(path)
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o664
 
+
+
+def test_an_entry_applies_to_its_possessive_with_the_ending_english_gives_it():
+    """(text review: "Xyzzq's" ignored the entry for "Xyzzq")"""
+    from wavern.conditioning.frontend.normalize import Context, read_token
+
+    lex = Lexicon()
+    lex.set("Siobhan", respelling="shiv awn", phonemes="ʃɪˈvɔːn")
+    lex.set("Xyzzq", respelling="zizzik")
+    lex.set("Trish", phonemes="tɹɪʃ")
+    lex.set("Kit", phonemes="kɪt")
+    assert read_token("Siobhan's", Context(), lexicon=lex).phonemes == "ʃɪˈvɔːnz"
+    assert read_token("Siobhan's", Context(), lexicon=lex).spoken == "shiv awn's"
+    assert read_token("Xyzzq's", Context(), lexicon=lex).spoken == "zizzik's"
+    assert read_token("Trish's", Context(), lexicon=lex).phonemes == "tɹɪʃɪz"
+    assert read_token("Kit's", Context(), lexicon=lex).phonemes == "kɪts"
+    assert read_token("Bob's", Context(), lexicon=lex).phonemes is None
