@@ -183,7 +183,7 @@ def _char_kind(c: str) -> int:
     """_IGNORE: dropped and splits words; _ATTACH: combining mark or format character,
     dropped when it follows a dropped character; _KEEP: everything else."""
     cat = unicodedata.category(c)
-    if cat in ("Cc", "Cs", "Co", "Cn") or _is_unread_letter(c):
+    if cat in ("Cc", "Cs", "Co", "Cn") or c == "\u200b" or _is_unread_letter(c):  # a zero-width space parts words
         return _IGNORE
     if cat[0] == "M" or cat == "Cf":
         return _ATTACH

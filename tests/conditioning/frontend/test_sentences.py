@@ -324,3 +324,10 @@ def test_abbreviations_that_are_also_words_read_by_their_context(text, spoken):
 ])
 def test_markdown_headings_and_named_tokens(text, spoken):
     assert [x.spoken for x in segment(text)] == spoken
+
+
+def test_a_zero_width_space_parts_words_and_a_zero_width_joiner_does_not():
+    """(text review: "two\u200bwords" was read as one word)"""
+    assert [w.text for w in segment("two\u200bwords here")[0].words] == ["two", "words", "here"]
+    assert normalize_text("two\u200bwords") == "two words."
+    assert normalize_text("ab\u200dcd") == "abcd."
