@@ -626,9 +626,7 @@ class Voice:
                         timings = tuple(t for t in timings if t.start_sample < lands) + tuple(  # (not sent yet)
                             t for t in self._word_timings(utt, part, lands - done)
                             if t.start_sample >= lands)
-                        if pending is not None and not pending.cancel():
-                            concurrent.futures.wait([pending])
-                        mels.close()
+                        _close_after(pending, mels)
                         mels = self.sentence_parts(text, speaker=speaker, speed=speed, after=s_idx,
                                                    sentences=sentences, prosody=prosody, lexicon=lexicon)
                         pending = self._prepare_next(mels)
@@ -671,9 +669,7 @@ class Voice:
                 # The next sentence: from the worker, or (an empty sentence: nobody asked) right here.
                 spoken, pending = (next(mels, None) if pending is None else _result(pending, mels)), None
         finally:
-            if pending is not None and not pending.cancel():
-                concurrent.futures.wait([pending])  # the worker may be inside `mels`; let it finish
-            mels.close()
+            _close_after(pending, mels)
 
     def _chunk(self, samples: np.ndarray, control: _Live, position: int, span, s_idx: int,
                timings) -> AudioChunk:
@@ -812,6 +808,16 @@ class Voice:
         for _ in self.stream("Hi. Yes.", SpeakConfig()):  # two sentences: the worker thread runs torch too
             pass
         return time.perf_counter() - t
+
+
+def _close_after(pending: concurrent.futures.Future | None, mels) -> None:
+    """Close the sentence generator ``mels`` once the worker's job on it (``pending``) is over,
+    without waiting for it: a job already running closes it as it finishes, so a stop (or a change
+    of speed) does not wait for the sentence being decoded (43 ms p90, 128 ms worst; soak review)."""
+    if pending is None or pending.cancel():
+        mels.close()
+    else:
+        pending.add_done_callback(lambda _: mels.close())
 
 
 def _result(pending: concurrent.futures.Future, mels):

@@ -878,3 +878,36 @@ def test_the_engine_package_lists_and_exports_its_public_names():
         assert getattr(E, name) is getattr({"voice": voice, "sinks": sinks, "batch": batch}.get(
             E._LAZY.get(name, ""), E), name)
     assert {"Voice", "FileSink", "NullSink", "render_utterances", "UtteranceRequest"} <= set(E.__all__)
+
+
+def test_closing_a_stream_does_not_wait_for_the_sentence_the_worker_is_decoding(voice, monkeypatch):
+    """(soak review: a stop waited up to 128 ms for the next sentence's decode) The worker's job is
+    held on an event; closing the stream returns while it is still held, and the job, let go,
+    closes the sentence generator itself."""
+    import wavern.engine.voice as vmod
+
+    held, entered = threading.Event(), threading.Event()
+    real = vmod._prepare
+
+    def slow_prepare(mels):
+        entered.set()
+        held.wait(30)
+        return real(mels)
+
+    monkeypatch.setattr(vmod, "_prepare", slow_prepare)
+    release = threading.Timer(20, held.set)  # only a guard: the old code blocked in close() until this
+    release.start()
+    try:
+        gen = voice.stream("First sentence here. Second one. Third one.", SpeakConfig(), seed=1)
+        for _ in gen:
+            if entered.is_set():
+                break
+        assert entered.wait(20)
+        gen.close()
+        assert not held.is_set()  # close() came back while the worker was still inside its job
+    finally:
+        held.set()
+        release.cancel()
+    # the voice still speaks afterwards, the same as ever
+    again = np.concatenate([c.samples for c in voice.stream("Second one.", SpeakConfig(), seed=1)])
+    assert again.size > 0
