@@ -83,12 +83,13 @@ class _Take:
     """One request's audio as generated, for Export last: in memory up to ``spool_after`` samples
     (the usual request), beyond that in an unnamed temporary file, read back as a memory map (an
     hour-long request held ~320 MB of float32 chunks and twice that while they were joined; soak
-    review). A temp folder that cannot take it keeps the audio in memory after all."""
+    review). A temp folder that cannot take it (or fills up) keeps the audio in memory after all.
+    The file is unbuffered, so a full disk shows at the write that meets it."""
 
     def __init__(self, spool_after: int) -> None:
         self._parts: list[np.ndarray] = []
         self._file = None
-        self._n = 0
+        self._n = 0  # samples in the take
         self._spool_after = spool_after
 
     def __bool__(self) -> bool:
@@ -97,43 +98,53 @@ class _Take:
     def append(self, samples: np.ndarray) -> None:
         x = np.ascontiguousarray(samples, np.float32)
         if self._file is None and self._n + x.size > self._spool_after:
+            f = None
             try:
-                f = tempfile.TemporaryFile(prefix="wavern-take-")
+                f = tempfile.TemporaryFile(prefix="wavern-take-", buffering=0)
                 for part in self._parts:
-                    f.write(part.tobytes())
+                    _write_all(f, part)
             except OSError as e:
-                log.warning("keeping the utterance in memory for Export last (%s)", e)
-                self._spool_after = math.inf
+                self._keep_in_memory(e, f)
             else:
                 self._file, self._parts = f, []
         if self._file is not None:
             try:
-                self._file.write(x.tobytes())
+                _write_all(self._file, x)
             except OSError as e:  # the temp folder filled up: what it holds comes back to memory
-                log.warning("keeping the utterance in memory for Export last (%s)", e)
-                self._parts, self._file, self._spool_after = [self._spooled()], None, math.inf
-                self._parts.append(x)
-        else:
+                self._keep_in_memory(e, self._file)
+        if self._file is None:
             self._parts.append(x)
         self._n += x.size
 
-    def _spooled(self) -> np.ndarray:
-        n = self._n
-        self._file.flush()
-        self._file.seek(0)
-        return np.fromfile(self._file, np.float32, count=n)
+    def _keep_in_memory(self, e: OSError, f) -> None:
+        log.warning("keeping the utterance in memory for Export last (%s)", e)
+        if f is not None and self._file is f:  # spooled so far: read what it holds back
+            f.seek(0)
+            self._parts = [np.frombuffer(f.read(self._n * 4), np.float32).copy()]
+        if f is not None:
+            f.close()
+        self._file, self._spool_after = None, math.inf
 
     def audio(self) -> np.ndarray:
         """All of it, in order (a read-only memory map when spooled); the take is empty after."""
-        if self._file is not None:
-            self._file.flush()
-            audio = np.memmap(self._file, np.float32, mode="r", shape=(self._n,)) if self._n else \
-                np.zeros(0, np.float32)
-            self._file.close()  # the map keeps the (unnamed) file's data until it is dropped
-        else:
-            audio = np.concatenate(self._parts) if self._parts else np.zeros(0, np.float32)
+        f, n, parts = self._file, self._n, self._parts
         self._parts, self._file, self._n = [], None, 0
-        return audio
+        if f is None:
+            return np.concatenate(parts) if parts else np.zeros(0, np.float32)
+        try:
+            return np.memmap(f, np.float32, mode="r", shape=(n,)) if n else np.zeros(0, np.float32)
+        finally:
+            f.close()  # the map keeps the (unnamed) file's data until it is dropped
+
+
+def _write_all(f, x: np.ndarray) -> None:
+    """Write ``x``'s bytes to the unbuffered file ``f`` (a short write is a full disk)."""
+    data = memoryview(x).cast("B")
+    while data:
+        n = f.write(data)
+        if not n:
+            raise OSError(28, "No space left on device (short write)")
+        data = data[n:]
 
 
 def committed_end(text: str, start: int) -> int:

@@ -89,7 +89,7 @@ class SpeakConfig:
                 raise ParameterError(f"{name} must be a number{' or None' if optional else ''}, found {v!r}")
         if self.speaker is not None and not isinstance(self.speaker, str):
             raise ParameterError(f"speaker must be a speaker's name (str) or None, found {self.speaker!r}")
-        if self.passes is not None and (not isinstance(self.passes, int) or isinstance(self.passes, bool)
+        if self.passes is not None and (not isinstance(self.passes, (int, np.integer)) or isinstance(self.passes, bool)
                                         or not 0 <= self.passes <= 32):
             raise ParameterError(f"passes must be an integer in [0, 32] (unset: the voice's own), found {self.passes!r}")
         if self.postfilter is not None and not isinstance(self.postfilter, bool):

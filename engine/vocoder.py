@@ -66,8 +66,9 @@ def choose_block_kind(dense: np.ndarray) -> int:
     """The engine block shape (index into ``kernels.BLOCK_SHAPES``) with the least expected time.
 
     Expected time = stored weights after re-blocking (zeros inside kept blocks count) divided by
-    the shape's measured speed (``kernels.MEASURED_GFLOPS``). A file pruned in 8x4 (or 16x4,
-    8x8, ...) blocks keeps 8x4; 4x4 keeps 4x4; 16x1 becomes 8x1 without fill.
+    the shape's measured speed (``kernels.MEASURED_GFLOPS``). A file pruned in 16x4 blocks runs
+    as 16x4 where numba has 512-bit vectors (``kernels.WIDE_VECTORS``), else as 8x4; 8x4 (or 8x8,
+    ...) keeps 8x4; 4x4 keeps 4x4; 16x1 becomes 8x1 without fill.
     """
     rows, cols = dense.shape
     best, best_cost = -1, np.inf

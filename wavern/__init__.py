@@ -37,7 +37,7 @@ def wide_vector_features() -> str | None:
         import llvmlite.binding as _ll
 
         features = _ll.get_host_cpu_features()
-    except (ImportError, RuntimeError):
+    except Exception:  # noqa: BLE001 - no LLVM to ask (missing or broken library): numba's defaults
         return None
     return features.flatten() + ",-prefer-256-bit" if features.get("avx512f") else None
 
@@ -47,12 +47,20 @@ def _allow_512_bit_vectors() -> None:
     is first imported. A user's NUMBA_CPU_FEATURES, NUMBA_CPU_NAME or NUMBA_ENABLE_AVX=0, or
     WAVERN_VECTOR_BITS=256, leaves numba's default; so does a numba imported before wavern."""
     env = _os.environ
+    if "numba" in _sys.modules:
+        return
+    if "NUMBA_CPU_FEATURES" in env and env.get("NUMBA_CPU_FEATURES") == env.get(_OURS):
+        # set by wavern in a parent process (perhaps on another machine): this one decides afresh
+        del env["NUMBA_CPU_FEATURES"], env[_OURS]
     if ("NUMBA_CPU_FEATURES" in env or "NUMBA_CPU_NAME" in env or env.get("NUMBA_ENABLE_AVX") == "0"
-            or env.get("WAVERN_VECTOR_BITS") == "256" or "numba" in _sys.modules):
+            or env.get("WAVERN_VECTOR_BITS") == "256"):
         return
     features = wide_vector_features()
     if features:
-        env["NUMBA_CPU_FEATURES"] = features
+        env["NUMBA_CPU_FEATURES"] = env[_OURS] = features
+
+
+_OURS = "WAVERN_NUMBA_CPU_FEATURES"  # what wavern set NUMBA_CPU_FEATURES to (children tell it from a user's)
 
 
 _allow_512_bit_vectors()

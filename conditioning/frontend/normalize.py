@@ -168,8 +168,9 @@ _FRACTION_MARK = "_"  # put before a vulgar fraction's digits by prepare ("3½" 
 
 # Cyrillic letters as Latin (a plain romanisation: the English voice then reads "привет" as
 # "privet", not letter by letter)
-_CYRILLIC = dict(zip("абвгдеёжзийклмнопрстуфхцчшщъыьэюяіїєґў",
-                     "a b v g d e yo zh z i y k l m n o p r s t u f kh ts ch sh shch _ y _ e yu ya i yi ye g w".split()))
+_CYRILLIC = dict(zip("абвгдеёжзийклмнопрстуфхцчшщъыьэюяіїєґўђјљњћџѓќѕ",
+                     "a b v g d e yo zh z i y k l m n o p r s t u f kh ts ch sh shch _ y _ e yu ya i yi ye g w "
+                     "dj j lj nj c dz gj kj dz".split()))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -203,6 +204,9 @@ def prepare(raw: str) -> str:
         out = raw if raw.isprintable() else "".join(c for c in raw if c.isprintable())
     else:
         out = unicodedata.normalize("NFC", "".join(_prepare_char(c) for c in raw))
+        if out != raw and raw.isupper() and any(c.lower() in _CYRILLIC for c in raw):
+            # an all-caps Cyrillic word: "США" an acronym as written, "ХОРОШО" a word ("KhOROShO" else)
+            out = out.upper() if len(raw) <= 3 else out.capitalize()
     return out.translate(_APOSTROPHES)
 
 
@@ -295,6 +299,11 @@ class Context:
         The previous token starts a sentence.
     prev2:
         The token before `prev` when only spaces separate the three, else None.
+    following:
+        The next token whatever separates it (punctuation, a line break), or None at the end:
+        what decides for the abbreviations that are also words ("Rev.\nSmith", "Fig. (3)").
+    line_start:
+        This token is the first on its line.
     """
 
     prev: str | None = None
@@ -302,6 +311,8 @@ class Context:
     prev2: str | None = None
     is_initial: bool = False
     prev_is_initial: bool = False
+    following: str | None = None
+    line_start: bool = False
 
 
 @dataclass(frozen=True)
@@ -422,7 +433,7 @@ _ROMAN_VALUES = {"I": 1, "V": 5, "X": 10, "L": 50, "C": 100, "D": 500, "M": 1000
 # "Chapter IV" -> "chapter four" after these words; after other capitalised words
 # ("Henry VIII") a numeral up to _MAX_REGNAL reads "the eighth".
 _ROMAN_CARDINAL_AFTER = frozenset(
-    "chapter part volume vol book act scene section article appendix war phase type class "
+    "chapter ch part volume vol book act scene section article appendix war phase type class "
     "level stage episode round grade unit table figure fig season series".split()
     # sequels, missions, models, councils: "Apollo XI", "Super Bowl XL", "Rocky II", "Mark IV"
     + "apollo gemini rocky bowl fantasy mark vatican council olympiad".split())
@@ -787,17 +798,22 @@ def _read_abbreviation(s: str, key: str, ctx: Context) -> Reading | None:
     return None
 
 
-def _is_abbreviation_here(s: str, key: str, following: str | None) -> bool:
-    """Whether the word-like abbreviation ``s`` (key ``key`` in ``_WORD_LIKE``) is one before
-    ``following`` (the text after it; its first character decides; None or "" at the end)."""
-    nxt = (following or "")[:1]
+def _is_label(word: str) -> bool:
+    """A number's stand-in after "Fig.", "Vol.", "Ch.": a Roman numeral ("IV", "xii") or a letter
+    with digits ("S1")."""
+    return (word.isalpha() and _ROMAN_RE.fullmatch(word.upper()) is not None) or \
+        (word[:1].isupper() and word[1:].isdigit() and len(word) > 1)
+
+
+def _expands_here(s: str, key: str, following: str) -> bool:
+    """Whether the word-like abbreviation ``s`` (key ``key`` in ``_WORD_LIKE``, not a unit) reads
+    as its expansion before the word ``following`` ("" at the end)."""
+    nxt = following[:1]
     if key in _WORD_TITLES:
         return s[:1].isupper() and nxt.isupper()  # "Rev. Smith", "Gen. Lee"
     if key in _DATE_ABBREV:
         return s[:1].isupper() or nxt.isdigit()  # "Sat. Dec. 5", "on Mar. 3", "dec. 5"
-    if key in _WORD_BEFORE_NUMBER:
-        return nxt.isdigit()  # "Fig. 3", "vol. 2"
-    return nxt.islower() or nxt.isdigit()  # a unit whose sentence goes on: "5 min. later"
+    return key in _WORD_BEFORE_NUMBER and (nxt.isdigit() or _is_label(following))  # "Fig. 3", "Vol. II"
 
 
 def _read_word_like(s: str, key: str, ctx: Context) -> Reading:
@@ -808,7 +824,7 @@ def _read_word_like(s: str, key: str, ctx: Context) -> Reading:
             return word
         one, many = _UNITS[key[:-1]]
         return Reading(one if value == 1 and "." not in (ctx.prev or "") else many, may_end=True)
-    if not _is_abbreviation_here(s, key, ctx.next):
+    if not _expands_here(s, key, ctx.following or ""):
         return word
     if key in _WORD_TITLES:
         return Reading(_TITLES[key])
@@ -825,11 +841,15 @@ def _is_unit_not_title(s: str, key: str) -> bool:
 def is_abbreviation(s: str, following: str | None = None) -> bool:
     """Whether a token ending in "." keeps its period as part of the word ("Dr.", "U.S.",
     "e.g.", an initial "J."). Used by the sentence splitter when peeling punctuation.
-    ``following``: the text after the token (None or "" at the end), which decides for the
-    abbreviations that are also words ("Sat. Dec. 5" but "The cat sat.", "Fig. 3" but "a fig.")."""
+    ``following``: the next word (past any brackets, quotes or line break; None or "" at the
+    end), which decides for the abbreviations that are also words: "Sat. Dec. 5" but "The cat
+    sat.", "Fig. 3" but "a fig."; before a lower-case word the sentence goes on ("The gov.
+    agencies", "5 min. later")."""
     key = s.lower()
     if key in _WORD_LIKE:
-        return _is_abbreviation_here(s, key, following)
+        nxt = (following or "")[:1]
+        return (nxt.islower() or (key in _WORD_AFTER_NUMBER and nxt.isdigit())
+                or (key not in _WORD_AFTER_NUMBER and _expands_here(s, key, following or "")))
     if key in _ABBREVIATIONS:
         return not (key in _TITLES and _is_unit_not_title(s, key))
     return len(s) >= 2 and _RE_DOTTED.fullmatch(s) is not None and (len(s) > 2 or s[0].isupper())
@@ -883,7 +903,7 @@ def read_token(s: str, ctx: Context = Context(), *, lexicon: Lexicon | None = No
         return Reading(s)
     if s in _NAMED_TOKENS:
         return Reading(_NAMED_TOKENS[s])
-    if ctx.is_initial and s.strip("#") == "" and len(s) <= 6 and not (ctx.next or "")[:1].isdigit():
+    if ctx.line_start and s.strip("#") == "" and len(s) <= 6 and not (ctx.next or "")[:1].isdigit():
         return Reading("")  # a Markdown heading's marker ("# Title"), not "hash"
     key = s.lower()
     if key.endswith(".") or s in _TITLES_NO_PERIOD:

@@ -134,6 +134,7 @@ _TRAIL = frozenset("\"'\u201c\u201d\u2018\u2019\u00ab\u00bb\u2039\u203a)]}.,;:!?
 _DASHES = frozenset("-\u2010\u2011\u2012\u2013\u2014\u2015\u2212")
 _CLOSERS = frozenset("\"'\u201d\u2019\u00bb\u203a)]}\uff09\u300d\u300f\u3011\u3009\u300b\uff3d\uff5d")
 _BULLETS = frozenset("-*\u2022\u2023\u25e6\u00b7\u2043\u25aa\u25ab\u25b8\u25ba\u2013\u2014+")
+_FOLLOWING_RE = re.compile(r"[\s" + re.escape("".join(sorted(_LEAD))) + r"]*(\w[\w']*)")
 _KEEP_SYMBOLS = frozenset("\u00b0\u00a9\u00a7\u00b6\u00ae")  # the symbols read_plain names
 
 # Breaks inside a run of non-space text: dashes, ellipses, commas and semicolons not
@@ -235,6 +236,13 @@ def _pieces(text: str, a: int, b: int) -> list[tuple[int, int]]:
     return out
 
 
+def _following_word(text: str, pos: int) -> str:
+    """The word after ``pos``, past white space and opening brackets or quotes ("" if none): what
+    the next token's core will be, for :func:`is_abbreviation` ("Rev.\nSmith", "Fig. (3)")."""
+    m = _FOLLOWING_RE.match(text, pos, min(len(text), pos + 256))
+    return m.group(1) if m else ""
+
+
 def _split_joined_stops(text: str, a: int, b: int) -> list[tuple[int, int]]:
     """text[a:b] cut at each full stop that ends a sentence with no space after it."""
     piece = text[a:b]
@@ -242,7 +250,7 @@ def _split_joined_stops(text: str, a: int, b: int) -> list[tuple[int, int]]:
         return [(a, b)]
     out, pos = [], a
     for m in _JOINED_STOP_RE.finditer(piece):
-        if not is_abbreviation(m["w"] + ".", piece[m.end():m.end() + 1]):
+        if not is_abbreviation(m["w"] + ".", _following_word(text, a + m.end())):
             dot = a + m.end("w")
             out.append((pos, dot + 1))  # the stop stays with the word, as "left." would
             pos = dot + 1
@@ -267,7 +275,7 @@ def _peel(text: str, a: int, b: int) -> tuple[int, int]:
         b -= 1
     if a < b < end and text[b] in ".\uff0e" and text[b + 1: b + 2] not in (".", "\uff0e"):
         core = prepare(text[a:b + 1])
-        if is_abbreviation(core, text[b + 1:b + 65].lstrip()[:1]) or _AMPM_END_RE.search(core[:-1]):
+        if is_abbreviation(core, _following_word(text, b + 1)) or _AMPM_END_RE.search(core[:-1]):
             b += 1
     return a, b
 
@@ -415,6 +423,8 @@ def _read_all(text: str, tokens: list[_Token], gaps: list[_Gap], lexicon: Lexico
                    and gaps[i - 2].joined else None),
             is_initial=initial[i],
             prev_is_initial=i > 0 and initial[i - 1],
+            following=tokens[i + 1].norm if i < n - 1 else None,
+            line_start=not text[_line_start(text, tok.start):tok.start].strip(),
         )
         tok.reading = read_token(tok.norm, ctx, lexicon=lexicon)
         if (_AREA_CODE_RE.fullmatch(tok.norm) and text[tok.start - 1: tok.start] == "("

@@ -275,7 +275,8 @@ def test_shortcuts(window):
     ("The cat sat. T", 0, len("The cat sat.")),  # a word, not Saturday
     ("The cat sat. ", 0, 0),  # "sat. 5" would be a date: wait for the next word
     ("Ask Rev. S", 0, 0),  # a title before a name
-    ("See the rev. then", 0, len("See the rev.")),
+    ("See the rev. Then", 0, len("See the rev.")),
+    ("See the rev. then", 0, 0),  # a lower-case word after it: the sentence goes on
 ])
 def test_committed_end(text, start, expected):
     assert committed_end(text, start) == expected
@@ -949,18 +950,17 @@ def test_a_take_whose_temp_folder_fills_up_keeps_its_audio_in_memory(monkeypatch
     take.append(np.arange(80, dtype=np.float32))
     take.append(np.arange(80, 160, dtype=np.float32))  # spooled now
 
-    class Full:
-        def __init__(self, f):
-            self.f = f
+    import resource
+    import signal
 
-        def write(self, b):
-            raise OSError(28, "No space left on device")
-
-        def __getattr__(self, name):
-            return getattr(self.f, name)
-
-    take._file = Full(take._file)
-    take.append(np.arange(160, 200, dtype=np.float32))
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    old_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    try:  # the real thing: the file may not grow past 700 bytes (a full disk, as the kernel says it)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (700, hard))
+        take.append(np.arange(160, 200, dtype=np.float32))  # 640 -> 800 bytes: a short write, then EFBIG
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, old_handler)
     assert take._file is None
     take.append(np.arange(200, 210, dtype=np.float32))
     np.testing.assert_array_equal(take.audio(), np.arange(210, dtype=np.float32))

@@ -336,7 +336,8 @@ def test_512_bit_vectors_are_allowed_exactly_where_the_cpu_has_them():
     import llvmlite.binding as ll
 
     host = ll.get_host_cpu_features()
-    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CPU_FEATURES", "WAVERN_VECTOR_BITS")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("NUMBA_CPU_FEATURES", "WAVERN_VECTOR_BITS", "WAVERN_NUMBA_CPU_FEATURES")}
     code = "import os, wavern.engine.kernels as K; print(K.WIDE_VECTORS, os.environ.get('NUMBA_CPU_FEATURES', ''))"
 
     def run(extra: dict, prefix: str = "") -> tuple[str, str]:
@@ -354,6 +355,11 @@ def test_512_bit_vectors_are_allowed_exactly_where_the_cpu_has_them():
     assert run({"WAVERN_VECTOR_BITS": "256"}) == ("False", "")
     assert run({"NUMBA_CPU_FEATURES": host.flatten()}) == ("False", host.flatten())
     assert run({}, prefix="import numba; ") == ("False", "")
+    if host.get("avx512f"):  # a child of a wavern process decides afresh (it may run on another machine)
+        ours = host.flatten() + ",-prefer-256-bit"
+        inherited = {"NUMBA_CPU_FEATURES": ours, "WAVERN_NUMBA_CPU_FEATURES": ours}
+        assert run(inherited | {"WAVERN_VECTOR_BITS": "256"}) == ("False", "")
+        assert run(inherited) == ("True", ours)
 
 
 def test_kernels_compiled_without_the_slp_vectoriser_stay_out_of_the_cache(tmp_path):
@@ -370,3 +376,28 @@ def test_kernels_compiled_without_the_slp_vectoriser_stay_out_of_the_cache(tmp_p
                          capture_output=True, text=True, env=env, timeout=300)
     assert res.returncode == 0 and res.stdout.strip() == "True", res.stderr
     assert list(tmp_path.rglob("*.nbi"))  # the vectorised ones are cached
+
+
+@pytest.mark.parametrize("taps", [1, 3, 5, 7, 9])
+def test_the_period_input_adds_each_taps_product_in_tap_order(taps):
+    """The fused pass (the first 1/3/5 taps with the copy of the frame's inputs) against a numpy
+    twin that rounds every product and every sum to float32 in tap order, as the one-pass-per-tap
+    code did: the same bytes (the diff reviewer found samples blind to a reordered sum)."""
+    rng = np.random.default_rng(taps)
+    n3 = 48
+    row = rng.standard_normal(n3 + 4).astype(np.float32)
+    row[n3 + 2] = 37.0  # the frame's lag (column lag_col)
+    w_back = rng.standard_normal((taps, n3)).astype(np.float32)
+    ring = rng.standard_normal(101) * 3000.0
+    for hd in (0, 50, 100):
+        fb = np.zeros(n3, np.float32)
+        K._period_inputs(row, w_back, 512.0, n3 + 2, ring, hd, fb, np.zeros((0, n3), np.float32), np.zeros(1))
+        want = row[:n3].copy()
+        for j in range(taps):
+            x = np.float32(ring[(hd - 37 + 1 + j - taps // 2) % ring.shape[0]] / 512.0)
+            want = (want + (w_back[j] * x).astype(np.float32)).astype(np.float32)
+        np.testing.assert_array_equal(fb, want)
+    fb = np.zeros(n3, np.float32)  # no lag: the frame's inputs as they are
+    row[n3 + 2] = 0.0
+    K._period_inputs(row, w_back, 512.0, n3 + 2, ring, 0, fb, np.zeros((0, n3), np.float32), np.zeros(1))
+    np.testing.assert_array_equal(fb, row[:n3])

@@ -364,6 +364,9 @@ TABLE = [
     ("Ｈｅｌｌｏ", "Hello"),
     ("Привет мир", "Privet mir"),  # (text review: spelled letter by letter)
     ("Щука и ёж", "Shchuka i yozh"),
+    ("ХОРОШО", "Khorosho"),  # an all-caps word (was "KhOROShO", spelled by espeak)
+    ("США", "SSHA"),  # an acronym stays one
+    ("Љубљана", "Ljubljana"),  # Serbian letters
     ("東京 is Tokyo", "is Tokyo"),  # espeak's English voice says "Chinese letter"
     # (mutation audit: each of these passed with the rule behind it broken)
     ("2021-13-05", "two zero two one, one three, zero five"),  # no month 13 (was an IndexError)

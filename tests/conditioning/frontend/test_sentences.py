@@ -331,3 +331,22 @@ def test_a_zero_width_space_parts_words_and_a_zero_width_joiner_does_not():
     assert [w.text for w in segment("two\u200bwords here")[0].words] == ["two", "words", "here"]
     assert normalize_text("two\u200bwords") == "two words."
     assert normalize_text("ab\u200dcd") == "abcd."
+
+
+@pytest.mark.parametrize(("text", "spoken"), [
+    # (diff review) the word after, past a line break, bracket or quote, decides as a plain space would
+    ("Yesterday afternoon we had a very long conversation with Rev.\nSmith about the roof and the bells.",
+     ["Yesterday afternoon we had a very long conversation with reverend Smith about the roof and the bells."]),
+    ("Wait 5 min. (or so) then go.", ["Wait five minutes, or so, then go."]),
+    ("See Fig. (3) now.", ["See figure, three, now."]),
+    ("Rev. (Dr.) Smith came.", ["reverend, doctor, Smith came."]),
+    # a Roman numeral or a lettered label stands for the number
+    ("See Fig. S1 and Vol. II, Ch. IV.", ["See figure S one and volume two, chapter four."]),
+    # before a lower-case word the sentence goes on, and the word is itself
+    ("The gov. agencies met.", ["The gov agencies met."]),
+    ("The rep. said so.", ["The rep said so."]),
+    # a '#' is a heading's marker only at a line's start
+    ("Press the key. # is the key.", ["Press the key.", "hash is the key."]),
+])
+def test_the_next_word_decides_for_word_like_abbreviations_past_punctuation(text, spoken):
+    assert [x.spoken for x in segment(text)] == spoken
