@@ -271,7 +271,7 @@ class StreamControl:
 
     ``speed`` and ``volume`` None (the default): the request's :class:`SpeakConfig` values (the
     control is not written: one control may serve several requests); ``pause_s`` None: the request's
-    or the voice's pause. :meth:`stop` ends every stream given this control, now and later. Values are checked
+    or the voice's pause. :meth:`stop` ends every stream given this control until :meth:`reset`. Values are checked
     against :class:`SpeakConfig`'s ranges when set (ParameterError), so a bad one never reaches a chunk.
     """
 
@@ -287,6 +287,11 @@ class StreamControl:
 
     def stop(self) -> None:
         self._stop.set()
+
+    def reset(self) -> None:
+        """Undo :meth:`stop` for the streams given this control from now on (one that has already
+        ended stays ended): a stop button's control may serve the next request."""
+        self._stop.clear()
 
     @property
     def stopped(self) -> bool:

@@ -911,3 +911,13 @@ def test_closing_a_stream_does_not_wait_for_the_sentence_the_worker_is_decoding(
     # the voice still speaks afterwards, the same as ever
     again = np.concatenate([c.samples for c in voice.stream("Second one.", SpeakConfig(), seed=1)])
     assert again.size > 0
+
+
+def test_a_stopped_control_serves_the_next_request_after_reset(voice):
+    """(API review: no way to reuse a stop button's control)"""
+    control = StreamControl()
+    control.stop()
+    assert list(voice.stream("Hello there.", control=control)) == []
+    control.reset()
+    assert not control.stopped
+    assert sum(c.samples.size for c in voice.stream("Hello there.", control=control)) > 0
