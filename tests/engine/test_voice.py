@@ -895,6 +895,16 @@ def test_closing_a_stream_does_not_wait_for_the_sentence_the_worker_is_decoding(
         return real(mels)
 
     monkeypatch.setattr(vmod, "_prepare", slow_prepare)
+    closed = []
+    real_parts = Voice.sentence_parts
+
+    def watched_parts(self, *a, **kw):  # the sentence generator, noting when it is closed
+        try:
+            yield from real_parts(self, *a, **kw)
+        finally:
+            closed.append(threading.current_thread().name)
+
+    monkeypatch.setattr(Voice, "sentence_parts", watched_parts)
     release = threading.Timer(20, held.set)  # only a guard: the old code blocked in close() until this
     release.start()
     try:
@@ -904,10 +914,12 @@ def test_closing_a_stream_does_not_wait_for_the_sentence_the_worker_is_decoding(
                 break
         assert entered.wait(20)
         gen.close()
-        assert not held.is_set()  # close() came back while the worker was still inside its job
+        assert not held.is_set() and closed == []  # back while the worker was still inside its job
     finally:
         held.set()
         release.cancel()
+    voice._executor.submit(lambda: None).result(timeout=30)  # the worker's queue, in order: its job is done
+    assert len(closed) == 1 and closed[0].startswith("wavern-acoustic")  # closed there, once
     # the voice still speaks afterwards, the same as ever
     again = np.concatenate([c.samples for c in voice.stream("Second one.", SpeakConfig(), seed=1)])
     assert again.size > 0
