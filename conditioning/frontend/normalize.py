@@ -134,13 +134,14 @@ def digits(s: str) -> str:
     return " ".join(_ONES[ord(c) - 48] for c in s)
 
 
-def year(n: int) -> str:
+def year(n: int, *, paired_from: int = 1100) -> str:
     """Read a year: 1999 -> "nineteen ninety-nine", 2005 -> "two thousand five",
     1905 -> "nineteen oh five", 1900 -> "nineteen hundred", 2021 -> "twenty twenty-one".
 
-    Only 1100..9999 use the paired reading; other values are plain cardinals.
+    Only ``paired_from``..9999 use the paired reading (1100: "1066" alone may be a count; "in 1066"
+    passes 1000); other values are plain cardinals.
     """
-    if n < 1100 or n > 9999 or 2000 <= n <= 2009 or n % 1000 == 0:
+    if n < paired_from or n > 9999 or 2000 <= n <= 2009 or n % 1000 == 0:
         return cardinal(n)
     high, low = divmod(n, 100)
     if low == 0:
@@ -385,6 +386,8 @@ _ABBREVIATIONS = (frozenset(_TITLES) | frozenset(_INLINE) | frozenset(_MAY_END) 
                   | _WORD_LIKE)
 
 _DIGIT_BY_DIGIT = frozenset(("911",))  # the emergency number, as said
+# A four-digit number after these is a year, even out of 1100-2099 ("in 1066", "by 2150")
+_YEAR_AFTER = frozenset("in since until till by circa ca. c. year around before after from".split())
 # Tokens read as a whole ("C hash" otherwise)
 _NAMED_TOKENS = {"C#": "C sharp", "F#": "F sharp", "C++": "C plus plus", "vs": "versus", "Vs": "versus"}
 _SCALE_WORDS = {"thousand", "million", "billion", "trillion"}
@@ -713,6 +716,9 @@ def _read_number_in_context(sign: str, num: str, ctx: Context) -> str:
             the = "" if prev is not None and prev.lower() == "the" else "the "  # "on the 4 July"
             return the + ordinal(int(num)) + " of"
     as_year = not sign and (nxt is None or nxt not in _UNITS)
+    if (as_year and plain_int and len(num) == 4 and 1000 <= int(num) <= 2999 and prev is not None
+            and prev.lower() in _YEAR_AFTER):  # "in 1066", "since 1010", "by 2150": years out of 1100-2099 too
+        return year(int(num), paired_from=1000)
     return _signed(sign, _number_words(num, as_year=as_year))
 
 

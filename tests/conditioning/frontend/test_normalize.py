@@ -64,6 +64,9 @@ TABLE = [
     # ordinals
     ("1st", "first"),
     ("3rd-party", "third-party"),  # (text review: "three ar-dee party")
+    ("in 1066", "in ten sixty-six"),  # a year by its context, out of 1100-2099 too (text review)
+    ("by 2150", "by twenty-one fifty"),
+    ("1066 sheep", "one thousand sixty-six sheep"),
     ("21st-century", "twenty-first-century"),
     ("2nd-hand", "second-hand"),
     ("2nd", "second"),
