@@ -155,6 +155,8 @@ _AMPM_END_RE = re.compile(r"[aApP]\.[mM]$")
 _LIST_MARKER_RE = re.compile(r"\d{1,2}|[A-Za-z]")
 _AREA_CODE_RE = re.compile(r"\d{3}")
 _LOCAL_NUMBER_RE = re.compile(r"\d{3}-\d{4}")
+_COUNTRY_CODE_RE = re.compile(r"\+\d{1,3}")
+_PHONE_GROUP_RE = re.compile(r"\d{2,4}")
 
 _STARTERS = frozenset(
     "the a an he she it we they i you this that these those there here but and so then in on "
@@ -398,10 +400,29 @@ def _plain_reading(word: str) -> Reading:
     return Reading(word)
 
 
+def _spaced_phone_numbers(text: str, tokens: list[_Token], gaps: list[_Gap]) -> set[int]:
+    """Indices of the tokens of phone numbers written in spaced groups after a country code:
+    "+1 555 123 4567", "+44 20 7946 0958" (a "+" and 1-3 digits, then 2-4 groups of 2-4 digits
+    separated by single spaces, 7+ digits after the code)."""
+    out: set[int] = set()
+    i = 0
+    while i < len(tokens):
+        if _COUNTRY_CODE_RE.fullmatch(text[tokens[i].start:tokens[i].end]):
+            j = i
+            while (j + 1 < len(tokens) and j - i < 4 and gaps[j].joined and _PHONE_GROUP_RE.fullmatch(tokens[j + 1].norm)):
+                j += 1
+            if j - i >= 2 and sum(len(tokens[k].norm) for k in range(i + 1, j + 1)) >= 7:
+                out.update(range(i, j + 1))
+                i = j
+        i += 1
+    return out
+
+
 def _read_all(text: str, tokens: list[_Token], gaps: list[_Gap], lexicon: Lexicon | None) -> None:
     """Read every token in context (sets ``reading``, ``spoken`` and ``list_marker``)."""
     n = len(tokens)
     initial = [True] + [g.breaks > 0 or g.end_mark is not None for g in gaps]
+    phone = _spaced_phone_numbers(text, tokens, gaps)
     for i, tok in enumerate(tokens):
         before = gaps[i - 1] if i > 0 else None
         after = gaps[i] if i < n - 1 else None
@@ -431,6 +452,8 @@ def _read_all(text: str, tokens: list[_Token], gaps: list[_Gap], lexicon: Lexico
                 and text[tok.end: tok.end + 1] == ")" and i < n - 1
                 and _LOCAL_NUMBER_RE.fullmatch(tokens[i + 1].norm)):
             tok.reading = Reading(digits(tok.norm))  # "(555) 123-4567"
+        if i in phone:  # "+1 555 123 4567": digit by digit, the groups apart
+            tok.reading = Reading(("plus " if tok.norm[0] == "+" else "") + digits(tok.norm.lstrip("+")))
         tok.spoken = _clean(tok.reading.spoken)
         if tok.list_marker and not tok.spoken:
             tok.list_marker = False

@@ -350,3 +350,13 @@ def test_a_zero_width_space_parts_words_and_a_zero_width_joiner_does_not():
 ])
 def test_the_next_word_decides_for_word_like_abbreviations_past_punctuation(text, spoken):
     assert [x.spoken for x in segment(text)] == spoken
+
+
+@pytest.mark.parametrize(("text", "spoken"), [
+    ("Call +1 555 123 4567 now.", ["Call plus one five five five one two three four five six seven now."]),
+    ("Ring +44 20 7946 0958 today.", ["Ring plus four four two zero seven nine four six zero nine five eight today."]),
+    ("It is +5 degrees and 10 20 30.", ["It is plus five degrees and ten twenty thirty."]),  # too few digits: numbers
+])
+def test_a_phone_number_in_spaced_groups_after_a_country_code_is_read_digit_by_digit(text, spoken):
+    """(text review: "+1 555 123 4567" was "plus one five hundred fifty-five one hundred twenty-three ...")"""
+    assert [x.spoken for x in segment(text)] == spoken
