@@ -409,7 +409,7 @@ def _spaced_phone_numbers(text: str, tokens: list[_Token], gaps: list[_Gap]) -> 
     while i < len(tokens):
         if _COUNTRY_CODE_RE.fullmatch(text[tokens[i].start:tokens[i].end]):
             j = i
-            while (j + 1 < len(tokens) and j - i < 4 and gaps[j].joined and _PHONE_GROUP_RE.fullmatch(tokens[j + 1].norm)):
+            while j + 1 < len(tokens) and j - i < 4 and gaps[j].joined and _PHONE_GROUP_RE.fullmatch(tokens[j + 1].norm):
                 j += 1
             if j - i >= 2 and sum(len(tokens[k].norm) for k in range(i + 1, j + 1)) >= 7:
                 out.update(range(i, j + 1))
@@ -452,7 +452,7 @@ def _read_all(text: str, tokens: list[_Token], gaps: list[_Gap], lexicon: Lexico
                 and text[tok.end: tok.end + 1] == ")" and i < n - 1
                 and _LOCAL_NUMBER_RE.fullmatch(tokens[i + 1].norm)):
             tok.reading = Reading(digits(tok.norm))  # "(555) 123-4567"
-        if i in phone:  # "+1 555 123 4567": digit by digit, the groups apart
+        if i in phone:  # "+1 555 123 4567": digit by digit
             tok.reading = Reading(("plus " if tok.norm[0] == "+" else "") + digits(tok.norm.lstrip("+")))
         tok.spoken = _clean(tok.reading.spoken)
         if tok.list_marker and not tok.spoken:
