@@ -16,6 +16,9 @@ import sys as _sys
 _os.environ.setdefault("NUMBA_SLP_VECTORIZE", "1")
 
 
+_OURS = "WAVERN_NUMBA_CPU_FEATURES"  # what wavern set NUMBA_CPU_FEATURES to (children tell it from a user's)
+
+
 def wide_vector_features() -> str | None:
     """The NUMBA_CPU_FEATURES that let numba's LLVM use 512-bit vectors here, or None where the CPU
     has no AVX-512 (or LLVM cannot say): the host's own features, as numba would take them, plus
@@ -58,9 +61,6 @@ def _allow_512_bit_vectors() -> None:
     features = wide_vector_features()
     if features:
         env["NUMBA_CPU_FEATURES"] = env[_OURS] = features
-
-
-_OURS = "WAVERN_NUMBA_CPU_FEATURES"  # what wavern set NUMBA_CPU_FEATURES to (children tell it from a user's)
 
 
 _allow_512_bit_vectors()
