@@ -17,6 +17,13 @@ Conventions (documented choices):
   currency sign it is a cardinal ("1,999", "$1999").
 - Slash dates are US month/day/year ("3/4/2021" -> "March fourth, ..."); when the first
   field cannot be a month but the second can ("25/12/2021") they are read day/month.
+- European formats are read as the numbers they mean: a decimal comma with one, two or four
+  and more digits after it ("1,5 kg" -> "one point five kilograms"; "1,500" stays one thousand
+  five hundred), dots grouping thousands ("1.234,56", "1.234.567"; a single group, "1.234", is
+  an English decimal) and day.month.year dates ("12.01.2026" -> "January twelfth, ...").
+- After a number, "m" is meters and "M", "mn", "bn", "tn" are scales ("5M users" -> "five
+  million users"); "k" and "B" stay letters ("a 10K run"). A currency sign after a number reads
+  as money ("12,50 €" -> "twelve euros and fifty cents").
 - Digit groups joined by hyphens with seven or more digits in all are phone numbers, read
   digit by digit with a comma between groups ("555-1234").
 - Spelled letters keep their written case ("U.S." -> "U S", "www" -> "w w w"); "a.m." and
@@ -427,7 +434,7 @@ _UNITS = {
     "ms": ("millisecond", "milliseconds"), "kW": ("kilowatt", "kilowatts"),
     "kWh": ("kilowatt hour", "kilowatt hours"), "mAh": ("milliamp hour", "milliamp hours"),
     "min": ("minute", "minutes"), "sec": ("second", "seconds"), "hr": ("hour", "hours"),
-    "hrs": ("hours", "hours"),
+    "hrs": ("hours", "hours"), "m": ("meter", "meters"),
 }
 _UNIT_ALT = "|".join(re.escape(u) for u in sorted(_UNITS, key=len, reverse=True))
 
@@ -488,6 +495,15 @@ _PER_WORDS = {"hr": "hour", "h": "hour", "mo": "month", "yr": "year", "wk": "wee
               "sec": "second", "s": "second", "d": "day", "ea": "each"}
 _RE_NUM_UNIT = re.compile(rf"(?P<sign>[-+]?)(?P<num>{_NUM})(?P<unit>{_UNIT_ALT})")
 _RE_NUMBER = re.compile(rf"(?P<sign>[-+]?)(?P<num>{_NUM})")
+# "5M users", "2.5bn people": a scale letter with no currency ("M", "mn", "bn", "tn"; a lower-case
+# "m" is meters, "5k" and "2B" stay as written: "ten K run", "a 2B pencil")
+_RE_NUM_SCALE = re.compile(rf"(?P<sign>[-+]?)(?P<num>{_NUM})(?P<scale>M|mn|bn|tn)")
+# European number formats, rewritten to English ones before reading: a decimal comma ("1,5",
+# "12,50 €", not the English "1,500"), dots grouping thousands ("1.234,56", "1.234.567"), and
+# day.month.year dates ("12.01.2026")
+_RE_EURO_NUMBER = re.compile(
+    r"(?P<head>\D*?)(?P<int>\d{1,3}(?:\.\d{3})+|\d+)(?:,(?P<frac>\d{1,2}|\d{4,}))?(?P<tail>\D*)")
+_RE_DOTTED_DATE = re.compile(r"(?P<d>\d{1,2})\.(?P<m>\d{1,2})\.(?P<y>\d{4})")
 _RE_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _RE_DOMAIN = re.compile(r"[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.(?P<tld>[A-Za-z]{2,4})(?:[/:?#]\S*)?")
 _RE_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
@@ -521,10 +537,26 @@ def _signed(sign: str, words: str) -> str:
     return {"-": "minus ", "+": "plus "}.get(sign, "") + words
 
 
+def _from_european(s: str) -> str | None:
+    """The token in English number format when it is written in a European one ("1,5" -> "1.5",
+    "€1.234,56" -> "€1234.56", "1.234.567" -> "1234567"), else None."""
+    m = _RE_EURO_NUMBER.fullmatch(s)
+    if m is None or not (m["head"] == "" or m["head"] in "+-" or m["head"].lstrip("+-") in _CURRENCIES):
+        return None
+    grouped = "." in m["int"]
+    if m["frac"] is None and not (grouped and m["int"].count(".") >= 2):
+        return None  # "1.234" is an English decimal; "1,500" never reaches here (no comma match)
+    if m["tail"] and not (m["tail"].lstrip() in _CURRENCIES or m["tail"] in _UNITS or m["tail"] == "%"):
+        return None
+    number = m["int"].replace(".", "") + ("." + m["frac"] if m["frac"] is not None else "")
+    return m["head"] + number + m["tail"]
+
+
 def _plain_number_value(s: str | None) -> float | None:
-    """Value of a token that is just a number ("1", "-2.5", "1,000"), else None."""
+    """Value of a token that is just a number ("1", "-2.5", "1,000", "1,5"), else None."""
     if s is None:
         return None
+    s = _from_european(s) or s
     last_end = s.rpartition("-")[2].rpartition("\u2013")[2]  # a range's upper end: "5-10 kg" is 10 of them
     m = _RE_NUMBER.fullmatch(s) or _RE_NUMBER.fullmatch(last_end)
     if m is None or not s[:1].isdigit() and s[:1] not in "-+.":
@@ -590,6 +622,8 @@ def _is_year_range(a: str, b: str) -> bool:
 
 def _read_numeric(s: str, ctx: Context) -> str | None:
     """Spoken form of a token holding digits, or None when no number pattern fits."""
+    if (english := _from_european(s)) is not None:
+        return _read_numeric(english, ctx)
     if m := _RE_CUR_PRE.fullmatch(s):
         if m["scale"] is None and ctx.next in _SCALE_WORDS:
             return _signed(m["sign"], _number_words(m["num"], as_year=False))
@@ -609,6 +643,10 @@ def _read_numeric(s: str, ctx: Context) -> str | None:
             ampm = ctx.next is not None and re.fullmatch(_AMPM, ctx.next) is not None
             return _time(h, mins, None if secs is None else int(secs), with_ampm=ampm)
     if m := _RE_ISO_DATE.fullmatch(s):
+        mo, d = int(m["m"]), int(m["d"])
+        if 1 <= mo <= 12 and 1 <= d <= 31:
+            return _date(mo, d, m["y"])
+    if m := _RE_DOTTED_DATE.fullmatch(s):
         mo, d = int(m["m"]), int(m["d"])
         if 1 <= mo <= 12 and 1 <= d <= 31:
             return _date(mo, d, m["y"])
@@ -647,6 +685,8 @@ def _read_numeric(s: str, ctx: Context) -> str | None:
         return _signed(m["sign"], _number_words(m["num"], as_year=False) + " " + unit)
     if m := _RE_NUMBER.fullmatch(s):
         return _read_number_in_context(m["sign"], m["num"], ctx)
+    if m := _RE_NUM_SCALE.fullmatch(s):
+        return _signed(m["sign"], _number_words(m["num"], as_year=False) + " " + _SCALE_SUFFIX[m["scale"]])
     if m := _RE_SHORT_YEAR.fullmatch(s):  # "in '05", "the '99 season"
         y = int(m["y"])
         return "oh " + _ONES[y] if y < 10 else cardinal(y)
@@ -706,6 +746,8 @@ def _read_number_in_context(sign: str, num: str, ctx: Context) -> str:
         if nxt in _SCALE_WORDS:
             return _signed(sign, _number_words(num, as_year=False))
         return _signed(sign, _money(prev, num, None))
+    if nxt is not None and nxt in _CURRENCIES:
+        return _signed(sign, _money(nxt, num, None))  # "12.50 €", "1 €": the symbol after reads nothing
     plain_int = not sign and num.isdigit()
     if plain_int and num in _DIGIT_BY_DIGIT:  # "call 911"
         return digits(num)
@@ -937,6 +979,8 @@ def read_token(s: str, ctx: Context = Context(), *, lexicon: Lexicon | None = No
             return Reading(key + " " + _CURRENCIES[ctx.prev2][1])
     if s in _CURRENCIES and ctx.next is not None and _RE_NUMBER.fullmatch(ctx.next):
         return Reading("")  # "$ 5": the number reads the currency
+    if s in _CURRENCIES and prev_value is not None:
+        return Reading("")  # "12.50 €": the number before read it
     if s in ("#", "No") and ctx.next is not None and ctx.next[:1].isdigit():
         return Reading("number")
     roman = _read_roman(s, ctx) if s.isupper() else None

@@ -16,7 +16,8 @@ Sentence boundaries (documented rules):
 - at a blank line; at a single line break when the next line starts with a bullet
   (``-``, ``*``, ``•``) or a numbered marker ("1.", "2)"), when the line ends in a colon,
   or when the line is shorter than ``SHORT_LINE_CHARS`` and the next begins with a
-  capital or a digit (list items, headings), but not inside hard-wrapped prose;
+  capital or a digit (list items, headings), but not inside hard-wrapped prose; a line
+  break between two such short lines that ends no sentence is a pause ("milk\neggs");
 - forced: a sentence longer than ``MAX_SENTENCE_WORDS`` spoken words is cut at its last
   comma, semicolon or colon that leaves at least ``MIN_SPLIT_WORDS`` words before it, or,
   failing that, right at the limit. A single written token longer than
@@ -35,6 +36,7 @@ transliterated to Latin by ``normalize.prepare``).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import re
@@ -366,8 +368,7 @@ def _operator_word(text: str, m: re.Match, tokens: list[_Token], equations: dict
         return None
     line = _line_start(text, m.start())
     if line not in equations:
-        stop = min((k for k in (text.find("\n", line), text.find("\r", line)) if k >= 0), default=len(text))
-        equations[line] = "=" in text[line:stop]
+        equations[line] = "=" in text[line:_line_end(text, line)]
     return words[0] if equations[line] else words[1]
 
 
@@ -497,6 +498,27 @@ def _is_boundary(text: str, t: _Token, u: _Token, g: _Gap) -> bool:
             and u.norm.lower() in _STARTERS)
 
 
+def _line_end(text: str, pos: int) -> int:
+    return min((k for k in (text.find("\n", pos), text.find("\r", pos)) if k >= 0), default=len(text))
+
+
+def _line_pauses(text: str, toks: list[_Token], gaps: list[_Gap]) -> list[_Gap]:
+    """A single line break between two short lines with no punctuation at it is a pause (",").
+    A list, a verse or an address written one item a line ("milk\neggs\nbread") is read with
+    a breath between the lines rather than run together; hard-wrapped prose has longer lines."""
+    out = gaps
+    for i, g in enumerate(gaps):
+        if g.breaks != 1 or g.pause is not None or g.end_mark is not None:
+            continue
+        t, u = toks[i], toks[i + 1]
+        if (t.end - _line_start(text, t.start) < SHORT_LINE_CHARS
+                and _line_end(text, u.start) - _line_start(text, u.start) < SHORT_LINE_CHARS):
+            if out is gaps:
+                out = list(gaps)
+            out[i] = dataclasses.replace(g, pause=",")
+    return out
+
+
 def _quoted_mark_goes_on(text: str, u: _Token, g: _Gap) -> bool:
     """'"Stop!" she cried.': a ? or ! before a closing quote, then a lower-case word on the same
     line, ends no sentence (it is read as a pause)."""
@@ -615,6 +637,7 @@ def segment(text: str, *, lexicon: Lexicon | None = None, max_chars: int = 1_000
     if not all(t.spoken for t in toks):  # silent tokens ("*", "$ " before a number) leave
         toks = [t for t in toks if t.spoken]
         gaps = [_gap(text, toks[i].end, toks[i + 1].start) for i in range(len(toks) - 1)]
+    gaps = _line_pauses(text, toks, gaps)
     if not toks:
         raise ParameterError(
             "nothing to say: the text has no speakable words (only punctuation, symbols, emoji, control "

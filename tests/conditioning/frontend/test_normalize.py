@@ -380,6 +380,24 @@ TABLE = [
     ("12:30:45", "twelve thirty and forty-five seconds"),
     ("1.0 kg", "one point zero kilograms"),  # a decimal takes the plural
     ("the 800s", "the eight hundreds"),
+    # (text review, session 16: each was read as written, "one hundred m", "one five kg", ...)
+    ("the 100m sprint", "the one hundred meters sprint"),  # lower-case m after a number: meters
+    ("a 1 m step", "a one meter step"),
+    ("5M users", "five million users"),  # a scale letter with no currency
+    ("2.5bn people", "two point five billion people"),
+    ("a 10K run", "a ten K run"),  # k and B stay letters ("a 2B pencil")
+    ("1,5 kg", "one point five kilograms"),  # a European decimal comma
+    ("3,14", "three point one four"),
+    ("1,500", "one thousand five hundred"),  # an English thousands comma stays one
+    ("€1.234,56", "one thousand two hundred thirty-four euros and fifty-six cents"),
+    ("1.234.567 people", "one million two hundred thirty-four thousand five hundred sixty-seven people"),
+    ("1.234", "one point two three four"),  # one dot group: an English decimal
+    ("-3,5%", "minus three point five percent"),
+    ("12.01.2026", "January twelfth, twenty twenty-six"),  # day.month.year (was read as a phone number)
+    ("31.12.1999", "December thirty-first, nineteen ninety-nine"),
+    ("12,50 €", "twelve euros and fifty cents"),  # a currency symbol after the number
+    ("1 €", "one euro"),  # (was "one euros")
+    ("-5 €", "minus five euros"),  # (was "minus five euros euros")
 ]
 
 

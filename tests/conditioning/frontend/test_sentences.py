@@ -153,7 +153,25 @@ def test_control_characters_and_surrogates_dropped():
 
 
 def test_tabs_and_odd_newlines_are_whitespace():
-    assert normalize_text("a\tb\u00a0c\u2028d\r\ne") == "a b c d e."
+    assert normalize_text("a\tb\u00a0c d e") == "a b c d e."
+    # the line separators are line breaks: between short lines, a pause
+    assert normalize_text("a\tb\u00a0c\u2028d\r\ne") == "a b c, d, e."
+
+
+@pytest.mark.parametrize(("text", "spoken"), [
+    ("Shopping list\nmilk\neggs\nbread", ["Shopping list, milk, eggs, bread."]),
+    ("Roses are red\nviolets are blue", ["Roses are red, violets are blue."]),
+    ("Eggs\nMilk", ["Eggs.", "Milk."]),  # a capital after a short line still ends a sentence
+    ("This is a long line of hard-wrapped prose that goes on\nand on past the fifty characters of a "
+     "short line and\nends here.",
+     ["This is a long line of hard-wrapped prose that goes on and on past the fifty characters of a short "
+      "line and ends here."]),  # a long line either side: no pause
+    ("short\nbut the line after this one is much longer than fifty characters",
+     ["short but the line after this one is much longer than fifty characters."]),
+])
+def test_a_break_between_short_lines_is_a_pause(text, spoken):
+    """Session 16 text review: "milk\neggs\nbread" ran together as one phrase."""
+    assert [x.spoken for x in segment(text)] == spoken
 
 
 def test_fullwidth_and_greek_kept_and_scripts_the_voice_only_names_dropped_with_a_warning(caplog):
