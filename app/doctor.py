@@ -119,7 +119,7 @@ def _numba_cache() -> Check:
     writable = os.access(where if os.path.isdir(where) else os.path.dirname(where), os.W_OK)
     state = ("writable" if writable else "NOT writable: kernels recompile each run") + \
         ("" if n else "; empty: the first `wavern say` compiles the kernels, ~25 s")
-    return Check("numba cache", writable, f"{where} ({n} cached kernel index files; {state})")
+    return Check("numba cache", writable, f"{where} ({n} kernels cached for this CPU setting; {state})")
 
 
 def _qt() -> Check:

@@ -1630,16 +1630,29 @@ def uniforms(state: np.ndarray, n: int) -> np.ndarray:
 
 
 def cache_status() -> tuple[str | None, int]:
-    """(folder numba caches these kernels in, how many compiled kernel index files of this module
-    are there): numba's own choice, beside the sources when writable, else its user-wide cache
-    (~/.cache/numba, or NUMBA_CACHE_DIR). (None, 0) when nothing is cached (no SLP vectoriser)."""
+    """(folder numba caches these kernels in, how many of this module's kernels have a build
+    there that this process can load): numba's own choice of folder, beside the sources when
+    writable, else its user-wide cache (~/.cache/numba, or NUMBA_CACHE_DIR). A build counts when
+    its index is fresh (the source file unchanged) and holds an entry for this process's code
+    generation (CPU name and features: a change of vector width, ``WAVERN_VECTOR_BITS``, compiles
+    anew). (None, 0) when nothing is cached (no SLP vectoriser)."""
     path = getattr(getattr(_generate, "_cache", None), "_cache_path", None)
     if not path:
         return None, 0
     try:
-        n = sum(1 for name in os.listdir(path) if name.startswith("kernels.") and name.endswith(".nbi"))
-    except OSError:
+        from numba.core.registry import cpu_target
+
+        magic = cpu_target.target_context.codegen().magic_tuple()
         n = 0
+        for obj in list(globals().values()):
+            cache_file = getattr(getattr(obj, "_cache", None), "_cache_file", None)
+            if getattr(obj, "py_func", None) is not None and cache_file is not None:
+                n += any(key[1] == magic for key in cache_file._load_index())  # numba's private index
+    except Exception:  # noqa: BLE001 - another numba's internals: count the index files instead
+        try:
+            n = sum(1 for name in os.listdir(path) if name.startswith("kernels.") and name.endswith(".nbi"))
+        except OSError:
+            n = 0
     return str(path), n
 
 

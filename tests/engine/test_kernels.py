@@ -362,6 +362,31 @@ def test_512_bit_vectors_are_allowed_exactly_where_the_cpu_has_them():
         assert run(inherited) == ("True", ours)
 
 
+def test_cache_status_counts_the_builds_this_process_can_load(tmp_path):
+    """The first-compile notice reads cache_status(): a build for other CPU features (another
+    vector width) is not one this process can load (session 15's review saw a silent 78 s compile
+    after WAVERN_VECTOR_BITS=256, with the 512-bit builds counted)."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("NUMBA_CPU_FEATURES", "WAVERN_VECTOR_BITS", "WAVERN_NUMBA_CPU_FEATURES")}
+    env["NUMBA_CACHE_DIR"] = str(tmp_path)
+
+    def status(code: str = "", **extra: str) -> tuple[bool, int]:
+        res = subprocess.run([sys.executable, "-c", "import numpy as np, wavern.engine.kernels as K; " + code
+                              + "print(K.WIDE_VECTORS, K.cache_status()[1])"],
+                             capture_output=True, text=True, env=env | extra, timeout=300)
+        assert res.returncode == 0, res.stderr
+        wide, n = res.stdout.split()
+        return wide == "True", int(n)
+
+    assert status()[1] == 0
+    wide, n = status("K.vexp(np.zeros(4, np.float32)); ")  # compiles and caches vexp (and what it calls)
+    assert n >= 1
+    assert status() == (wide, n)  # a later process loads the same builds
+    # other features: nothing to load, though the index files are there (without AVX-512 the
+    # setting changes nothing)
+    assert status(WAVERN_VECTOR_BITS="256") == (False, 0 if wide else n)
+
+
 def test_kernels_compiled_without_the_slp_vectoriser_stay_out_of_the_cache(tmp_path):
     # numba's cache key does not record the setting: cached slow kernels would be loaded later by
     # processes that report SLP_ACTIVE
