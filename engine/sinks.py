@@ -93,7 +93,13 @@ class NullSink(Sink):
 
 
 class FileSink(Sink):
-    """Streams to ``path`` (WAV/FLAC/OGG by suffix) through a temp file renamed on close."""
+    """Streams to ``path`` (WAV/FLAC/OGG by suffix) through a temp file renamed on close.
+
+    Raises:
+        ParameterError: the file cannot be created (its folder is missing, not a folder, not
+            writable; the message says which). DiskFullError: no space, here or while writing
+            (nothing is left behind).
+    """
 
     def __init__(self, path: Path, *, sample_rate: int):
         import soundfile as sf
@@ -110,7 +116,7 @@ class FileSink(Sink):
                 self._tmp.unlink(missing_ok=True)
             if is_disk_full(e, self.path):
                 raise DiskFullError(f"disk full: cannot create {self.path}") from None
-            raise AudioDeviceError(f"cannot write {self.path}: {why_unwritable(self.path) or e}") from None
+            raise ParameterError(f"cannot write {self.path}: {why_unwritable(self.path) or e}") from None
 
     def write(self, samples: np.ndarray) -> None:
         try:
