@@ -681,7 +681,7 @@ class MainWindow(QMainWindow):
                 self._chunks.pop()
         self._chunks.append((view.position, end, view.job_id, view.text_span))
         if view.words:  # timings sent again (after a change of speed) replace those still to come
-            k = bisect.bisect_left(self._word_starts, min(w.start for w in view.words))
+            k = self._resent_from(view)
             del self._words[k:], self._word_starts[k:]
         for w in view.words:
             self._words.append((w.start, w.end, view.job_id, w.char_start, w.char_end))
@@ -690,6 +690,20 @@ class MainWindow(QMainWindow):
             self._chunks = self._chunks[-2000:]
         if len(self._words) > 4000:
             self._words, self._word_starts = self._words[-2000:], self._word_starts[-2000:]
+
+    def _resent_from(self, view: ChunkView) -> int:
+        """Index in ``_words`` of the first word whose timing ``view`` sends again, else the end.
+        The engine re-sends the words not yet begun where a change of speed lands, a suffix of the
+        request's words, so they are found by their characters: by sample position, a slower voice
+        sends a word later than its old start, and the old timing would stay beside the new."""
+        first = view.words[0].char_start
+        for k in range(len(self._words) - 1, -1, -1):
+            job, ca = self._words[k][2], self._words[k][3]
+            if job != view.job_id:
+                break
+            if ca == first:
+                return k
+        return len(self._words)
 
     def _on_finished(self, stats: UtteranceStats) -> None:
         self.stats.append(stats)

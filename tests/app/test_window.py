@@ -694,6 +694,29 @@ def test_a_change_of_speed_replaces_the_words_still_to_come(qtbot, window):
         w.speed.set_value(1.0)
 
 
+def test_words_sent_again_replace_their_old_timings_when_the_voice_slows_down(window):
+    """After a change to a slower speed the re-sent words start later than their old timings: the
+    window kept every old timing before the earliest new start, so words not yet begun were in
+    its list twice (the speed test above failed now and then on a loaded machine)."""
+    from wavern.app.worker import ChunkView, WordSpan
+
+    w = window
+    x = np.zeros(512, np.float32)
+
+    def view(position: int, words) -> ChunkView:
+        return ChunkView(7, position, x, np.zeros((8, 2), np.float32), np.zeros((0, 257), np.uint8), position,
+                         (0, 20), tuple(WordSpan(a, b, s, e) for a, b, s, e in words))
+
+    w._on_chunk(view(0, [(0, 1, 100, 300), (2, 10, 400, 900), (11, 17, 1000, 1500)]))  # "A somewhat longer"
+    w._on_chunk(view(512, [(2, 10, 700, 1500), (11, 17, 1700, 2500)]))  # slower from 512: "A" was begun
+    assert [(ca, a) for a, b, j, ca, cb in w._words if j == 7] == [(0, 100), (2, 700), (11, 1700)]
+    w._on_chunk(view(1024, [(11, 17, 1300, 1600)]))  # faster again from 1024
+    assert [(ca, a) for a, b, j, ca, cb in w._words if j == 7] == [(0, 100), (2, 700), (11, 1300)]
+    w._on_chunk(view(1536, [(18, 20, 1700, 1800)]))  # the next sentence's words: added
+    assert [ca for a, b, j, ca, cb in w._words if j == 7] == [0, 2, 11, 18]
+    assert w._word_starts == sorted(w._word_starts)
+
+
 def test_the_lexicon_lives_in_the_config_folder_say_and_render_read(qapp, tmp_path, monkeypatch):
     from PySide6.QtCore import QStandardPaths
 

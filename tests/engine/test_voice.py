@@ -324,6 +324,30 @@ def test_word_timings_are_sent_again_after_a_change_of_speed(voice):
     assert [t.start_sample for t in final] == sorted(t.start_sample for t in final)
 
 
+@pytest.mark.parametrize("switch_after", range(6))
+@pytest.mark.parametrize("speed", [2.0, 0.6])
+def test_after_a_change_of_speed_each_word_is_timed_once(voice, switch_after, speed):
+    """Whichever chunk the change lands on, slower or faster: the words begun when it lands keep their
+    timings and are not sent again, every word not begun is sent again (none lost, none twice), and
+    the new timings start where the change lands (this voice has no mel matching holding audio back)."""
+    text = "A somewhat longer sentence, so that there are several chunks to play."
+    ctl = StreamControl(speed=1.0)
+    chunks = []
+    for i, c in enumerate(voice.stream(text, control=ctl, seed=2)):
+        chunks.append(c)
+        if i == switch_after:
+            ctl.speed = speed
+    sent = [c.word_timings for c in chunks if c.word_timings]
+    if len(sent) == 1:  # the change came after the sentence's last chunk was made
+        return
+    first, again = sent
+    lands = chunks[switch_after + 1].start_sample
+    kept = [t for t in first if t.start_sample < lands]
+    spans = [(t.char_start, t.char_end) for t in kept + list(again)]
+    assert spans == [(t.char_start, t.char_end) for t in first]  # each word once, in order
+    assert all(t.start_sample >= lands for t in again)
+
+
 @pytest.mark.parametrize("text", ["", "   \n\t", "😀🎉", "..."])
 def test_nothing_to_say_is_parameter_error(voice, text):
     with pytest.raises(ParameterError, match="nothing to say"):
