@@ -1015,7 +1015,7 @@ def _sample_step(fr, net, inv_temp, h, c, f, rng, work, logits, t):
     _copy(b2, lg)
     _spmv(O2, a, z0, lg)
     if logits.shape[0] > 0:
-        logits[t, 0, :] = lg
+        _copy(lg, logits[t, 0])
     c = _draw(lg, inv_temp, _next_uniform(rng, z0), probs)
     # fine half with c_t in its input, then P(f_t) from O3, O4
     xct = np.float32(c) / _BYTE - _ONE
@@ -1026,7 +1026,7 @@ def _sample_step(fr, net, inv_temp, h, c, f, rng, work, logits, t):
     _copy(b4, lg)
     _spmv(O4, a, z0, lg)
     if logits.shape[0] > 0:
-        logits[t, 1, :] = lg
+        _copy(lg, logits[t, 1])
     return c, _draw(lg, inv_temp, _next_uniform(rng, z0), probs)
 
 
@@ -1141,7 +1141,7 @@ def _generate_streams(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, 
         _spmm(O2, A, z0, LG)
         for q in range(B):
             if record:
-                logits[q, t, 0, :] = LG[q]
+                _copy(LG[q], logits[q, t, 0])
             c = _draw(LG[q], inv_temp, _next_uniform(rng, q), probs)
             prev[q, 0] = c
             xct = np.float32(c) / _BYTE - _ONE
@@ -1154,7 +1154,7 @@ def _generate_streams(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, 
         _spmm(O4, A, z0, LG)
         for q in range(B):
             if record:
-                logits[q, t, 1, :] = LG[q]
+                _copy(LG[q], logits[q, t, 1])
             f = _draw(LG[q], inv_temp, _next_uniform(rng, q), probs)
             prev[q, 1] = f
             code = prev[q, 0] * 256 + f - 32768
