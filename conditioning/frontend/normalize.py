@@ -393,6 +393,10 @@ _ABBREVIATIONS = (frozenset(_TITLES) | frozenset(_INLINE) | frozenset(_MAY_END) 
                   | _WORD_LIKE)
 
 _DIGIT_BY_DIGIT = frozenset(("911",))  # the emergency number, as said
+# A five-digit number after a US state's code is a ZIP code, read digit by digit ("IL 62704")
+_US_STATES = frozenset(
+    "AL AK AZ AR CA CO CT DE FL GA HI ID IL IN IA KS KY LA ME MD MA MI MN MS MO MT NE NV NH NJ NM NY NC ND "
+    "OH OK OR PA RI SC SD TN TX UT VT VA WA WV WI WY DC PR".split())
 # A four-digit number after these is a year, even out of 1100-2099 ("in 1066", "by 2150")
 _YEAR_AFTER = frozenset("in since until till by circa ca. c. year around before after from".split())
 # Tokens read as a whole ("C hash" otherwise)
@@ -749,7 +753,7 @@ def _read_number_in_context(sign: str, num: str, ctx: Context) -> str:
     if nxt is not None and nxt in _CURRENCIES:
         return _signed(sign, _money(nxt, num, None))  # "12.50 €", "1 €": the symbol after reads nothing
     plain_int = not sign and num.isdigit()
-    if plain_int and num in _DIGIT_BY_DIGIT:  # "call 911"
+    if plain_int and (num in _DIGIT_BY_DIGIT or len(num) == 5 and prev in _US_STATES):  # "call 911", "IL 62704"
         return digits(num)
     if plain_int and 1 <= int(num) <= 31 and len(num) <= 2:
         if prev is not None and (prev in _MONTH_NAMES.values() or prev.lower() in _MONTH_ABBREV):

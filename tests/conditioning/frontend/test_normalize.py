@@ -398,6 +398,9 @@ TABLE = [
     ("12,50 €", "twelve euros and fifty cents"),  # a currency symbol after the number
     ("1 €", "one euro"),  # (was "one euros")
     ("-5 €", "minus five euros"),  # (was "minus five euros euros")
+    ("Springfield, IL 62704", "Springfield, IL six two seven zero four"),  # a ZIP code after a state's code
+    ("IN 46204", "IN four six two zero four"),
+    ("in 46204 cases", "in forty-six thousand two hundred four cases"),  # "in" is not Indiana
 ]
 
 
