@@ -16,7 +16,14 @@ Conventions (documented choices):
   ("1999" -> "nineteen ninety-nine", "2005" -> "two thousand five"); with a comma or a
   currency sign it is a cardinal ("1,999", "$1999").
 - Slash dates are US month/day/year ("3/4/2021" -> "March fourth, ..."); when the first
-  field cannot be a month but the second can ("25/12/2021") they are read day/month.
+  field cannot be a month but the second can ("25/12/2021") they are read day/month. Dashed
+  dates with the year last ("12-01-2026") are read the same; a four-digit year first is
+  year/month/day ("2026/01/12", "2026-01-12").
+- "3x" is "three times", "1920x1080" "nineteen twenty by ten eighty" (3-4 digit sides in
+  pairs, as resolutions are said; "1080p" likewise), "10^6" "ten to the power of six", "~5"
+  "about five", "FY2024" "F Y twenty twenty-four"; "24h" and "2in" are units only against
+  the number. A bare month or day abbreviation is read out before a number or in a range
+  ("Jan 5", "Mon-Fri"), and left as written otherwise ("Jan" may be a name).
 - European formats are read as the numbers they mean: a decimal comma with one, two or four
   and more digits after it ("1,5 kg" -> "one point five kilograms"; "1,500" stays one thousand
   five hundred), dots grouping thousands ("1.234,56", "1.234.567"; a single group, "1.234", is
@@ -400,7 +407,16 @@ _US_STATES = frozenset(
 # A four-digit number after these is a year, even out of 1100-2099 ("in 1066", "by 2150")
 _YEAR_AFTER = frozenset("in since until till by circa ca. c. year around before after from".split())
 # Tokens read as a whole ("C hash" otherwise)
-_NAMED_TOKENS = {"C#": "C sharp", "F#": "F sharp", "C++": "C plus plus", "vs": "versus", "Vs": "versus"}
+_NAMED_TOKENS = {"C#": "C sharp", "F#": "F sharp", "C++": "C plus plus", "vs": "versus", "Vs": "versus",
+                 "WWI": "World War One", "WWII": "World War Two", "WW1": "World War One", "WW2": "World War Two"}
+# Month and day abbreviations without their period, read out before a number or in a range
+# ("Jan 5", "Mon-Fri"); alone they stay as written ("Jan" may be a name)
+_BARE_DATE_ABBREV = {k[:-1].capitalize(): v for k, v in {**_MONTH_ABBREV, **_DAY_ABBREV}.items()}
+# Units read as such only when written against the number ("24h", "2in"; "5 in a row" is a word)
+_ATTACHED_UNITS = {"h": ("hour", "hours"), "in": ("inch", "inches"), "yr": ("year", "years"),
+                   "yrs": ("years", "years")}
+# Video resolutions ("1080p"): read as said, "ten eighty p"
+_RE_RESOLUTION = re.compile(r"(?P<n>480|576|720|1080|1440|2160|4320)(?P<s>[pi])")
 _SCALE_WORDS = {"thousand", "million", "billion", "trillion"}
 _SCALE_SUFFIX = {"k": "thousand", "K": "thousand", "m": "million", "M": "million",
                  "mn": "million", "bn": "billion", "b": "billion", "B": "billion",
@@ -508,6 +524,13 @@ _RE_NUM_SCALE = re.compile(rf"(?P<sign>[-+]?)(?P<num>{_NUM})(?P<scale>M|mn|bn|tn
 _RE_EURO_NUMBER = re.compile(
     r"(?P<head>\D*?)(?P<int>\d{1,3}(?:\.\d{3})+|\d+)(?:,(?P<frac>\d{1,2}|\d{4,}))?(?P<tail>\D*)")
 _RE_DOTTED_DATE = re.compile(r"(?P<d>\d{1,2})\.(?P<m>\d{1,2})\.(?P<y>\d{4})")
+_RE_YMD_SLASH = re.compile(r"(?P<y>\d{4})/(?P<m>\d{1,2})/(?P<d>\d{1,2})")  # "2026/01/12"
+_RE_DASH_DATE = re.compile(r"(?P<a>\d{1,2})-(?P<b>\d{1,2})-(?P<y>\d{4})")  # "12-01-2026", as slash dates
+_RE_TIMES = re.compile(rf"(?P<num>{_NUM})[x\u00d7]")  # "3x faster"
+_RE_BY = re.compile(r"(?P<a>\d+)[x\u00d7](?P<b>\d+)")  # "1920x1080", "2x4"
+_RE_POWER = re.compile(r"(?P<a>\d+)\^(?P<b>-?\d+)")  # "10^6"
+_RE_NUM_PLUS = re.compile(rf"(?P<num>{_NUM})\+")  # "10,000+"
+_RE_PREFIXED_YEAR = re.compile(r"(?P<p>[A-Z]{1,3})(?P<y>1[1-9]\d\d|20\d\d)")  # "FY2024", "RTX2080"
 _RE_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _RE_DOMAIN = re.compile(r"[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.(?P<tld>[A-Za-z]{2,4})(?:[/:?#]\S*)?")
 _RE_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
@@ -618,6 +641,15 @@ def _date(month: int, day: int, year_text: str) -> str:
     return f"{_MONTHS[month - 1]} {ordinal(day)}, {year_words}"
 
 
+def _in_pairs(n: int) -> str:
+    """A number of 3-4 digits read in pairs, as resolutions and model numbers are said: 1080 "ten
+    eighty", 720 "seven twenty", 1905 "nineteen oh five"; whole hundreds as cardinals."""
+    if n < 100 or n % 100 == 0:
+        return cardinal(n)
+    h, r = divmod(n, 100)
+    return cardinal(h) + " " + ("oh " + _ONES[r] if r < 10 else cardinal(r))
+
+
 def _is_year_range(a: str, b: str) -> bool:
     """"1990-1995", not "555-1234"."""
     return (len(a) == len(b) == 4 and a.isdigit() and b.isdigit()
@@ -628,6 +660,8 @@ def _read_numeric(s: str, ctx: Context) -> str | None:
     """Spoken form of a token holding digits, or None when no number pattern fits."""
     if (english := _from_european(s)) is not None:
         return _read_numeric(english, ctx)
+    if s[:1] == "~" and s[1:2].isdigit() and (amount := _read_numeric(s[1:], ctx)) is not None:
+        return "about " + amount  # "~5 people"
     if m := _RE_CUR_PRE.fullmatch(s):
         if m["scale"] is None and ctx.next in _SCALE_WORDS:
             return _signed(m["sign"], _number_words(m["num"], as_year=False))
@@ -650,11 +684,15 @@ def _read_numeric(s: str, ctx: Context) -> str | None:
         mo, d = int(m["m"]), int(m["d"])
         if 1 <= mo <= 12 and 1 <= d <= 31:
             return _date(mo, d, m["y"])
+    if m := _RE_YMD_SLASH.fullmatch(s):
+        mo, d = int(m["m"]), int(m["d"])
+        if 1 <= mo <= 12 and 1 <= d <= 31:
+            return _date(mo, d, m["y"])
     if m := _RE_DOTTED_DATE.fullmatch(s):
         mo, d = int(m["m"]), int(m["d"])
         if 1 <= mo <= 12 and 1 <= d <= 31:
             return _date(mo, d, m["y"])
-    if m := _RE_SLASH_DATE.fullmatch(s):
+    if m := _RE_SLASH_DATE.fullmatch(s) or _RE_DASH_DATE.fullmatch(s):
         a, b = int(m["a"]), int(m["b"])
         if 1 <= a <= 12 and 1 <= b <= 31:
             return _date(a, b, m["y"])
@@ -689,6 +727,25 @@ def _read_numeric(s: str, ctx: Context) -> str | None:
         return _signed(m["sign"], _number_words(m["num"], as_year=False) + " " + unit)
     if m := _RE_NUMBER.fullmatch(s):
         return _read_number_in_context(m["sign"], m["num"], ctx)
+    if m := _RE_NUM_PLUS.fullmatch(s):  # "10,000+ users"
+        return _number_words(m["num"], as_year=False) + " plus"
+    if m := _RE_TIMES.fullmatch(s):
+        return _number_words(m["num"], as_year=False) + " times"
+    if m := _RE_BY.fullmatch(s):  # "1920x1080": nineteen twenty by ten eighty; "2x4": two by four
+        a, b = int(m["a"]), int(m["b"])
+        if 100 <= min(a, b) and max(a, b) < 10000 and m["a"][0] != "0" and m["b"][0] != "0":
+            return _in_pairs(a) + " by " + _in_pairs(b)
+        return _number_words(m["a"], as_year=False) + " by " + _number_words(m["b"], as_year=False)
+    if m := _RE_POWER.fullmatch(s):
+        return _number_words(m["a"], as_year=False) + " to the power of " + _signed(
+            "-" if m["b"].startswith("-") else "", _number_words(m["b"].lstrip("-"), as_year=False))
+    if m := _RE_RESOLUTION.fullmatch(s):
+        return _in_pairs(int(m["n"])) + " " + m["s"]
+    if (m := _RE_PREFIXED_YEAR.fullmatch(s)) and not _ROMAN_RE.fullmatch(m["p"]):
+        return " ".join(m["p"]) + " " + year(int(m["y"]))
+    if (m := re.fullmatch(rf"(?P<num>{_NUM})(?P<unit>[a-z]+)", s)) and m["unit"] in _ATTACHED_UNITS:
+        one, many = _ATTACHED_UNITS[m["unit"]]
+        return _number_words(m["num"], as_year=False) + " " + (one if m["num"] == "1" else many)
     if m := _RE_NUM_SCALE.fullmatch(s):
         return _signed(m["sign"], _number_words(m["num"], as_year=False) + " " + _SCALE_SUFFIX[m["scale"]])
     if m := _RE_SHORT_YEAR.fullmatch(s):  # "in '05", "the '99 season"
@@ -756,7 +813,8 @@ def _read_number_in_context(sign: str, num: str, ctx: Context) -> str:
     if plain_int and (num in _DIGIT_BY_DIGIT or len(num) == 5 and prev in _US_STATES):  # "call 911", "IL 62704"
         return digits(num)
     if plain_int and 1 <= int(num) <= 31 and len(num) <= 2:
-        if prev is not None and (prev in _MONTH_NAMES.values() or prev.lower() in _MONTH_ABBREV):
+        if prev is not None and (prev in _MONTH_NAMES.values() or prev.lower() in _MONTH_ABBREV
+                                 or _BARE_DATE_ABBREV.get(prev) in _MONTH_NAMES.values()):
             return ordinal(int(num))
         if nxt is not None and nxt in _MONTH_NAMES.values():
             the = "" if prev is not None and prev.lower() == "the" else "the "  # "on the 4 July"
@@ -910,7 +968,8 @@ def is_abbreviation(s: str, following: str | None = None) -> bool:
 # Lower-cased words whose reading may depend on context; every other ASCII word reads as itself.
 _SPECIAL_WORDS = (frozenset(k.rstrip(".") for k in _ABBREVIATIONS) | frozenset(_MONTH_NAMES)
                   | frozenset(u.lower() for u in _UNITS) | _SCALE_WORDS
-                  | frozenset(w.lower() for w in _TITLES_NO_PERIOD) | {"am", "pm", "no"})
+                  | frozenset(w.lower() for w in _TITLES_NO_PERIOD) | {"am", "pm", "no"}
+                  | frozenset(k.lower() for k in _NAMED_TOKENS) | frozenset(k.lower() for k in _BARE_DATE_ABBREV))
 
 
 def is_plain_word(s: str) -> bool:
@@ -951,10 +1010,14 @@ def read_token(s: str, ctx: Context = Context(), *, lexicon: Lexicon | None = No
             base = (entry.respelling if entry.respelling is not None else s[:-2]) + "'s"
             phonemes = None if entry.phonemes is None else entry.phonemes + _possessive_ipa(entry.phonemes)
             return Reading(read_plain(prepare(base)), phonemes=phonemes)
-    if is_plain_word(s):
-        return Reading(s)
     if s in _NAMED_TOKENS:
         return Reading(_NAMED_TOKENS[s])
+    if s in _BARE_DATE_ABBREV and ctx.next is not None and ctx.next[:1].isdigit():
+        return Reading(_BARE_DATE_ABBREV[s])  # "Jan 5", "Sat 3 May"
+    if (dates := _date_range(s)) is not None:
+        return Reading(dates)  # "Mon-Fri", "Jan-Mar"
+    if is_plain_word(s):
+        return Reading(s)
     if ctx.line_start and s.strip("#") == "" and len(s) <= 6 and not (ctx.next or "")[:1].isdigit():
         return Reading("")  # a Markdown heading's marker ("# Title"), not "hash"
     key = s.lower()
@@ -991,6 +1054,18 @@ def read_token(s: str, ctx: Context = Context(), *, lexicon: Lexicon | None = No
     if roman is not None:
         return Reading(roman)
     return Reading(read_plain(s))
+
+
+def _date_range(s: str) -> str | None:
+    """"Mon-Fri" -> "Monday to Friday", "Jan.-Mar." -> "January to March"; else None."""
+    left, dash, right = s.partition("-") if "-" in s else s.partition("\u2013")
+    if not dash:
+        return None
+    a = _BARE_DATE_ABBREV.get(left.rstrip(".").capitalize())
+    b = _BARE_DATE_ABBREV.get(right.rstrip(".").capitalize())
+    if a is None or b is None or (a in _MONTHS) != (b in _MONTHS):
+        return None
+    return a + " to " + b
 
 
 def _possessive_ipa(ipa: str) -> str:

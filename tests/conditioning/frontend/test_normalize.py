@@ -401,6 +401,28 @@ TABLE = [
     ("Springfield, IL 62704", "Springfield, IL six two seven zero four"),  # a ZIP code after a state's code
     ("IN 46204", "IN four six two zero four"),
     ("in 46204 cases", "in forty-six thousand two hundred four cases"),  # "in" is not Indiana
+    ("2026/01/12", "January twelfth, twenty twenty-six"),  # year/month/day (was "two thousand twenty-six zero one twelve")
+    ("12-01-2026", "December first, twenty twenty-six"),  # as the slash dates (was a phone number)
+    ("25-12-2026", "December twenty-fifth, twenty twenty-six"),
+    ("FY2024", "F Y twenty twenty-four"),  # a year after a letter prefix, as model numbers are said too
+    ("RTX2080", "R T X twenty eighty"),
+    ("open 24h", "open twenty-four hours"),  # units only against the number
+    ("6ft 2in", "six feet two inches"),
+    ("5 in a row", "five in a row"),
+    ("3x faster", "three times faster"),
+    ("1920x1080", "nineteen twenty by ten eighty"),
+    ("2x4", "two by four"),
+    ("10^6", "ten to the power of six"),
+    ("1080p video", "ten eighty p video"),
+    ("10,000+ users", "ten thousand plus users"),  # (was "ten zero zero zero plus")
+    ("~5 people", "about five people"),
+    ("WWII", "World War Two"),
+    ("WW2 ended", "World War Two ended"),
+    ("Jan 5", "January fifth"),  # a bare month abbreviation before a number
+    ("Meet Jan tomorrow", "Meet Jan tomorrow"),  # and a name otherwise
+    ("Open Mon-Fri", "Open Monday to Friday"),
+    ("Jan-Mar sales", "January to March sales"),
+    ("Mon-Mar", "Mon-Mar"),  # not a range of one kind
 ]
 
 
