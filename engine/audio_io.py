@@ -12,7 +12,7 @@ import numpy as np
 
 from wavern.errors import DiskFullError, ParameterError
 
-__all__ = ["read_audio", "write_audio", "FORMATS", "format_for"]
+__all__ = ["read_audio", "write_audio", "encode_audio", "FORMATS", "format_for"]
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,27 @@ def _fsync(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def encode_audio(samples: np.ndarray, sample_rate: int, *, format: str = "wav") -> bytes:
+    """Mono audio (float in [-1, 1] or int16) as the bytes of a ``format`` file ("wav": 16-bit
+    PCM, "flac", "ogg": Vorbis), for a web response or a database rather than a path.
+
+    Raises:
+        ParameterError: unknown format.
+    """
+    import io
+
+    import soundfile as sf
+
+    fmt, subtype = format_for(Path("audio." + str(format).lstrip(".")))
+    x = np.asarray(samples)
+    if x.dtype == np.int16:
+        x = x.astype(np.float32) / 32768.0
+    buf = io.BytesIO()
+    with sf.SoundFile(buf, "w", samplerate=sample_rate, channels=1, format=fmt, subtype=subtype) as f:
+        f.write(np.asarray(x, np.float32))
+    return buf.getvalue()
 
 
 def write_audio(path: Path, samples: np.ndarray, sample_rate: int) -> Path:

@@ -43,7 +43,7 @@ import logging
 import threading
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import AsyncIterator, Iterator
 
 import numpy as np
 
@@ -723,6 +723,40 @@ class Voice:
         """The whole request as one float32 array (the stream, concatenated)."""
         parts = [c.samples for c in self.stream(text, config, seed=seed)]
         return np.concatenate(parts) if parts else np.zeros(0, np.float32)
+
+    def synthesize_wav(self, text: str, config: SpeakConfig | None = None, *, seed: int = 0,
+                       format: str = "wav") -> bytes:
+        """:meth:`synthesize` as the bytes of an audio file: "wav" (16-bit PCM), "flac" or "ogg"."""
+        from wavern.engine.audio_io import encode_audio
+
+        return encode_audio(self.synthesize(text, config, seed=seed), self.sample_rate, format=format)
+
+    async def astream(self, text: str, config: SpeakConfig | None = None, *, control: StreamControl | None = None,
+                      seed: int = 0) -> AsyncIterator[AudioChunk]:
+        """:meth:`stream` for asyncio: ``async for chunk in voice.astream(text)``. Each chunk is made
+        in the event loop's default executor, so the loop serves other tasks meanwhile; the chunks
+        are the same as the stream's. Bad text or settings raise here, before the first chunk.
+        Leaving the loop early, or cancelling the task, stops the stream once the chunk being
+        made is done (its thread is not interrupted; nothing is made after it)."""
+        import asyncio
+
+        gen = self.stream(text, config, control=control, seed=seed)
+        loop = asyncio.get_running_loop()
+        done = object()
+        making = None
+        try:
+            while True:
+                making = loop.run_in_executor(None, next, gen, done)
+                chunk = await making
+                making = None
+                if chunk is done:
+                    return
+                yield chunk
+        finally:
+            if making is None or making.done():
+                gen.close()
+            else:  # cancelled while a thread makes a chunk: close the stream when that thread is done
+                making.add_done_callback(lambda _: gen.close())
 
     def vocode(self, audio: np.ndarray, *, seed: int = 0, temperature: float | None = None,
                postfilter: bool = True) -> np.ndarray:

@@ -957,3 +957,106 @@ def test_a_stopped_control_serves_the_next_request_after_reset(voice):
     control.reset()
     assert not control.stopped
     assert sum(c.samples.size for c in voice.stream("Hello there.", control=control)) > 0
+
+
+# --------------------------------------------------------------------------- asyncio and bytes
+
+def test_astream_gives_the_streams_chunks_and_leaves_the_event_loop_free(voice):
+    import asyncio
+
+    text = "A somewhat longer sentence, so that there are several chunks. And a second one."
+    want = list(voice.stream(text, seed=4))
+
+    async def main():
+        ticks = 0
+        running = True
+
+        async def ticker():
+            nonlocal ticks
+            while running:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        t = asyncio.create_task(ticker())
+        await asyncio.sleep(0)
+        start = ticks
+        got = [c async for c in voice.astream(text, seed=4)]
+        during = ticks - start
+        running = False
+        await t
+        return got, during
+
+    got, during = asyncio.run(main())
+    assert len(got) == len(want) > 2
+    for a, b in zip(got, want):
+        assert a.start_sample == b.start_sample and a.word_timings == b.word_timings
+        np.testing.assert_array_equal(a.samples, b.samples)
+    # a synchronous generator behind the async one would give the ticker no turn until the end
+    assert during >= len(got)
+
+
+def test_astream_refuses_bad_text_and_a_cancelled_one_leaves_the_voice_as_it_was(voice):
+    import asyncio
+
+    async def refused():
+        with pytest.raises(ParameterError, match="nothing to say"):
+            async for _ in voice.astream("   "):
+                pass
+
+    asyncio.run(refused())
+    text = "A somewhat longer sentence, so that there are several chunks. And a second one."
+
+    async def cancelled():
+        first = asyncio.Event()
+
+        async def consume():
+            async for _ in voice.astream(text, seed=1):
+                first.set()
+                await asyncio.sleep(3600)  # the consumer hangs: cancelled here
+
+        task = asyncio.create_task(consume())
+        await first.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    async def broken_off():
+        async for c in voice.astream(text, seed=1):
+            break  # leaving the loop: the generator is closed by asyncio's finaliser
+        return c
+
+    baseline = threading.active_count()
+    asyncio.run(cancelled())
+    first_chunk = asyncio.run(broken_off())
+    np.testing.assert_array_equal(first_chunk.samples, next(iter(voice.stream(text, seed=1))).samples)
+    again = np.concatenate([c.samples for c in voice.stream(text, seed=1)])
+    np.testing.assert_array_equal(again, voice.synthesize(text, seed=1))
+    assert threading.active_count() <= baseline + 1  # (asyncio.run's executor threads are joined)
+
+
+def test_synthesize_wav_is_the_synthesized_audio_as_a_file(voice):
+    import io
+
+    import soundfile as sf
+
+    text = "Hello there."
+    audio = voice.synthesize(text, seed=3)
+    data = voice.synthesize_wav(text, seed=3)
+    assert data[:4] == b"RIFF" and data[8:12] == b"WAVE"
+    pcm, sr = sf.read(io.BytesIO(data), dtype="int16")
+    assert sr == voice.sample_rate and pcm.shape == audio.shape
+    expect, _ = sf.read(io.BytesIO(_wav_via_file(audio, sr)), dtype="int16")
+    np.testing.assert_array_equal(pcm, expect)  # what write_audio puts in a .wav file
+    flac, sr = sf.read(io.BytesIO(voice.synthesize_wav(text, seed=3, format="flac")), dtype="int16")
+    np.testing.assert_array_equal(flac, pcm)  # lossless
+    with pytest.raises(ParameterError, match="unsupported audio file type"):
+        voice.synthesize_wav(text, format="mp3")
+
+
+def _wav_via_file(audio, sr):
+    import tempfile
+
+    from wavern.engine.audio_io import write_audio
+
+    with tempfile.TemporaryDirectory() as d:
+        return write_audio(Path(d) / "a.wav", audio, sr).read_bytes()
