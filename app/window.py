@@ -54,6 +54,7 @@ from wavern.app.widgets import (
     SpectrogramView,
     SpeechEditor,
     WaveformView,
+    quiet_colour,
 )
 from wavern.app.worker import ChunkView, SpeechWorker, UtteranceStats, VoiceState, usable_output_devices
 from wavern.conditioning.config import PROSODY_DEFAULT, PROSODY_LIMITS
@@ -316,7 +317,7 @@ class MainWindow(QMainWindow):
         self.voice_combo = QComboBox()
         self.card = QLabel("")
         self.card.setWordWrap(True)
-        self.card.setStyleSheet("color: #666")
+        self.card.setStyleSheet(f"color: {quiet_colour(self.card)}")
         self.speaker_combo = QComboBox()
         self.device_combo = QComboBox()
         self.device_combo.addItem("Silent playback (no sound)", SILENT)

@@ -16,6 +16,7 @@ from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QPainter, QPen
 from PySide6.QtWidgets import QFormLayout, QGroupBox, QLabel, QProgressBar, QVBoxLayout, QWidget
 
+from wavern.app.widgets.editor import quiet_colour
 from wavern.app.worker import Meters, UtteranceStats
 
 __all__ = ["LatencyDashboard", "HistoryPlot", "HISTORY"]
@@ -80,7 +81,7 @@ class HistoryPlot(QWidget):
 
 def _heading(text: str) -> QLabel:
     label = QLabel(text)
-    label.setStyleSheet("color: #666; font-style: italic")
+    label.setStyleSheet(f"color: {quiet_colour(label)}; font-style: italic")
     return label
 
 

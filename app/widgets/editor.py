@@ -5,13 +5,30 @@ from __future__ import annotations
 import html
 import re
 
-from PySide6.QtGui import QColor, QFont, QTextCharFormat, QTextCursor
+from PySide6.QtGui import QColor, QFont, QPalette, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import QPlainTextEdit, QTextBrowser, QTextEdit, QWidget
 
-__all__ = ["SpeechEditor", "PreviewView", "preview_html"]
+__all__ = ["SpeechEditor", "PreviewView", "preview_html", "quiet_colour"]
 
 SENTENCE_BG = QColor(255, 244, 200)
 WORD_BG = QColor(255, 196, 60)
+HIGHLIGHT_TEXT = QColor(0, 0, 0)  # on the pale highlights in any theme (a dark theme's white text vanished)
+# The preview's marks, on a light and on a dark background (each at least 4.5:1 against it)
+_MARKS = {False: ("#a04800", "#b00000"), True: ("#ffb060", "#ff8080")}
+
+
+def is_dark(widget: QWidget) -> bool:
+    """Whether the widget's palette draws text light on a dark base (a dark desktop theme)."""
+    return widget.palette().color(QPalette.ColorRole.Base).lightness() < 128
+
+
+def quiet_colour(widget: QWidget) -> str:
+    """A secondary text colour for ``widget`` that stays readable in its palette: the text colour
+    blended a third of the way to the background (the fixed #666 was 2.1:1 on a dark theme)."""
+    fg = widget.palette().color(QPalette.ColorRole.WindowText)
+    bg = widget.palette().color(QPalette.ColorRole.Window)
+    mix = [round(a * 0.7 + b * 0.3) for a, b in zip(fg.getRgb()[:3], bg.getRgb()[:3])]
+    return QColor(*mix).name()
 _PAUSE_RE = re.compile(r"([,;:])(?=\s|$)")
 _END_RE = re.compile(r"([.?!])\s*$")
 
@@ -38,6 +55,9 @@ class SpeechEditor(QPlainTextEdit):
         sel.cursor = cur
         fmt = QTextCharFormat()
         fmt.setBackground(colour)
+        fmt.setForeground(HIGHLIGHT_TEXT)
+        if colour == WORD_BG:  # the word heard is underlined too, not told by a shade of yellow alone
+            fmt.setFontUnderline(True)
         sel.format = fmt
         return sel
 
@@ -91,14 +111,16 @@ class SpeechEditor(QPlainTextEdit):
         return cur.selectedText().strip()
 
 
-def preview_html(sentences) -> str:
-    """Numbered spoken forms: ``/`` marks a pause inside a sentence, ``//`` a sentence end."""
+def preview_html(sentences, *, dark: bool = False, quiet: str = "#5c5c5c") -> str:
+    """Numbered spoken forms: ``/`` marks a pause inside a sentence, ``//`` a sentence end (colours
+    for a ``dark`` or light background; ``quiet`` the numbers' colour)."""
+    pause, end = _MARKS[dark]
     rows = []
     for i, s in enumerate(sentences, 1):
         body = html.escape(s.spoken)
-        body = _PAUSE_RE.sub(r'\1 <span style="color:#d06000"><b>/</b></span>', body)
-        body = _END_RE.sub(r'\1 <span style="color:#c00000"><b>//</b></span>', body)
-        rows.append(f'<p style="margin:2px 0"><span style="color:#888">{i}.</span> {body}</p>')
+        body = _PAUSE_RE.sub(rf'\1 <span style="color:{pause}"><b>/</b></span>', body)
+        body = _END_RE.sub(rf'\1 <span style="color:{end}"><b>//</b></span>', body)
+        rows.append(f'<p style="margin:2px 0"><span style="color:{quiet}">{i}.</span> {body}</p>')
     return "".join(rows)
 
 
@@ -113,8 +135,8 @@ class PreviewView(QTextBrowser):
 
     def show_sentences(self, sentences) -> None:
         self.sentences = list(sentences)
-        self.setHtml(preview_html(self.sentences))
+        self.setHtml(preview_html(self.sentences, dark=is_dark(self), quiet=quiet_colour(self)))
 
     def show_message(self, message: str) -> None:
         self.sentences = []
-        self.setHtml(f'<p style="color:#888">{html.escape(message)}</p>')
+        self.setHtml(f'<p style="color:{quiet_colour(self)}">{html.escape(message)}</p>')

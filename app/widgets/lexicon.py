@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from wavern.app.widgets.editor import is_dark
 from wavern.conditioning.frontend.lexicon import Lexicon
 from wavern.errors import ParameterError
 
@@ -43,7 +44,7 @@ class LexiconDialog(QDialog):
             else:
                 self.add_row(key, value.get("respelling", ""), value.get("phonemes", ""))
         self.error = QLabel("")
-        self.error.setStyleSheet("color: #c00000")
+        self.error.setStyleSheet("color: " + ("#ff8080" if is_dark(self) else "#b00000"))
         self.error.setWordWrap(True)
         add, remove = QPushButton("Add"), QPushButton("Remove")
         add.clicked.connect(lambda: self._edit(self.add_row("", "", "")))

@@ -1007,3 +1007,73 @@ def test_a_window_open_all_day_keeps_the_last_few_hundred_utterances_stats(windo
         assert 5 <= len(window.stats) <= 10 and window.stats[-1].job_id == 10_022
     finally:
         window.stats[:] = kept
+
+
+# --------------------------------------------------------------------------- colours in any theme
+
+def _contrast(a, b) -> float:
+    """WCAG 2 contrast ratio of two colours given as "#rrggbb" or (r, g, b)."""
+    def lum(c):
+        if isinstance(c, str):
+            c = tuple(int(c[i:i + 2], 16) for i in (1, 3, 5))
+        lin = [(v / 255) / 12.92 if v / 255 <= 0.03928 else ((v / 255 + 0.055) / 1.055) ** 2.4 for v in c[:3]]
+        return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+    hi, lo = sorted((lum(a), lum(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def _palette(dark: bool):
+    from PySide6.QtGui import QColor, QPalette
+
+    p = QPalette()
+    fg, bg = (QColor(240, 240, 240), QColor(45, 45, 48)) if dark else (QColor(0, 0, 0), QColor(239, 239, 239))
+    for role, colour in ((QPalette.ColorRole.WindowText, fg), (QPalette.ColorRole.Text, fg),
+                         (QPalette.ColorRole.Window, bg), (QPalette.ColorRole.Base, bg.darker(110) if dark else QColor(255, 255, 255))):
+        p.setColor(role, colour)
+    return p
+
+
+@pytest.mark.parametrize("dark", [False, True])
+def test_text_stays_readable_in_a_light_and_a_dark_theme(qapp, dark):
+    """Accessibility review: in a dark theme the spoken sentence was white on pale yellow (1.08:1),
+    the voice card and latency headings #666 on dark grey (2.1:1), the preview's marks 1.9-2.4:1."""
+    import re
+
+    from PySide6.QtGui import QPalette
+
+    from wavern.app.widgets.editor import HIGHLIGHT_TEXT, PreviewView, SpeechEditor, quiet_colour
+    from wavern.app.widgets.lexicon import LexiconDialog
+    from wavern.conditioning.frontend import segment
+    from wavern.conditioning.frontend.lexicon import Lexicon
+
+    pal = _palette(dark)
+    ed = SpeechEditor()
+    ed.setPalette(pal)
+    ed.setPlainText("Hello there. How are you?")
+    ed.highlight(sentence=(0, 12), word=(6, 11))
+    sentence, word = ed.extraSelections()
+    for sel in (sentence, word):
+        assert sel.format.foreground().color() == HIGHLIGHT_TEXT
+        assert _contrast(HIGHLIGHT_TEXT.getRgb(), sel.format.background().color().getRgb()) >= 4.5
+    assert word.format.fontUnderline() and not sentence.format.fontUnderline()  # not by colour alone
+
+    bg = pal.color(QPalette.ColorRole.Window).name()
+    quiet = quiet_colour(ed)
+    assert _contrast(quiet, bg) >= 4.5
+
+    view = PreviewView()
+    view.setPalette(pal)
+    view.show_sentences(segment("One, two. Three."))
+    base = pal.color(QPalette.ColorRole.Base).name()
+    colours = set(re.findall(r"color:(#[0-9a-fA-F]{6})", view.toHtml().replace(" ", "")))
+    assert len(colours) >= 3 and all(_contrast(c, base) >= 4.5 for c in colours), colours
+
+    old = qapp.palette()
+    qapp.setPalette(pal)  # the dialog picks its error colour from the palette it opens with
+    try:
+        dialog = LexiconDialog(Lexicon({}))
+        err = re.search(r"color: (#[0-9a-fA-F]{6})", dialog.error.styleSheet()).group(1)
+        assert _contrast(err, dialog.palette().color(QPalette.ColorRole.Window).name()) >= 4.5
+        dialog.deleteLater()
+    finally:
+        qapp.setPalette(old)
