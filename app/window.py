@@ -39,6 +39,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QMainWindow,
+    QPushButton,
     QScrollArea,
     QSlider,
     QSplitter,
@@ -72,6 +73,7 @@ AUTOSAVE_MS = 5000  # settings and the text are saved this often (and on close)
 TICK_MS = 33  # meter / view refresh period
 BUFFER_S = 1.0  # generation runs at most this far ahead of playback: controls are heard within it
 PREVIEW_DELAY_MS = 250  # typing pause before the preview is refreshed
+VOICE_CHOICE_MS = 500  # a voice chosen in the list loads once the choice has rested this long
 SPOOL_AFTER_S = 600  # a request's audio (kept for Export last) goes to a temporary file past this
 STATS_KEPT = 500  # finished utterances' stats the window keeps
 
@@ -223,16 +225,24 @@ class _Slider(QWidget):
         row.setContentsMargins(0, 0, 0, 0)
         row.addWidget(self.slider)
         row.addWidget(self.label)
-        self.slider.valueChanged.connect(lambda _: self.label.setText(self.fmt.format(self.value())))
+        self.setFocusProxy(self.slider)  # a form label's buddy, and focus given to the row, reach the slider
+        self.name = ""
+        self.slider.valueChanged.connect(lambda _: self._show())
         self.set_value(value)
-        self.label.setText(self.fmt.format(self.value()))
+        self._show()
+
+    def _show(self) -> None:
+        text = self.fmt.format(self.value())
+        self.label.setText(text)
+        # a screen reader reads QSlider's value as its step count (speed 1.00x was "20"): the name says it
+        self.slider.setAccessibleName(f"{self.name} {text}".strip())
+        self.slider.setAccessibleDescription(text)
 
     def set_name(self, name: str) -> None:
-        """What a screen reader calls it (on the slider itself: its value is read as "1.00×", not 20)."""
-        self.slider.setAccessibleName(name)
+        """What a screen reader calls it: the name and the value as shown ("speed 1.00×")."""
+        self.name = name
         self.setAccessibleName(name)
-        self.slider.setAccessibleDescription(self.fmt.format(self.value()))
-        self.slider.valueChanged.connect(lambda _: self.slider.setAccessibleDescription(self.fmt.format(self.value())))
+        self._show()
 
     def value(self) -> float:
         return self.slider.value() * self.step
@@ -386,6 +396,7 @@ class MainWindow(QMainWindow):
         side_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         side_scroll.setMinimumWidth(300)
         side_scroll.setMaximumWidth(400)
+        side_scroll.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # a Tab stop with no name and nothing to show
 
         text_split = QSplitter(Qt.Orientation.Vertical)
         text_split.addWidget(self.editor)
@@ -408,9 +419,18 @@ class MainWindow(QMainWindow):
         self.main_split.setSizes([600, 200])  # the scopes at their minimum to start: the side column fits
         self.setCentralWidget(self.main_split)
 
+        # a problem stays in view until dismissed (a status message lasted until the next one: an
+        # export error under a queued "Speaking: ..." showed for 0.02 s)
+        self.problem_button = QPushButton("")
+        self.problem_button.setFlat(True)
+        self.problem_button.setVisible(False)
+        self.problem_button.setAccessibleName("problem")
+        self.problem_button.clicked.connect(lambda: self.report_problem(None))
+        self.statusBar().addPermanentWidget(self.problem_button)
         self.output_label = QLabel("")
         self.statusBar().addPermanentWidget(self.output_label)
-        self.resize(1200, 820)
+        room = self.screen().availableGeometry() if self.screen() is not None else None
+        self.resize(min(1200, room.width() - 40) if room else 1200, min(820, room.height() - 60) if room else 820)
 
     def _build_actions(self) -> None:
         def action(text: str, keys: str, slot, *, checkable: bool = False) -> QAction:
@@ -432,6 +452,15 @@ class MainWindow(QMainWindow):
         self.fix_action = action("Fix word…", "Ctrl+L", self.fix_word)
         self.export_last_action = action("Export last…", "Ctrl+E", self._ask_export_last)
         self.export_all_action = action("Export text…", "Ctrl+Shift+E", self._ask_export_text)
+        self.quit_action = action("Quit", "Ctrl+Q", self.close)
+        menus = self.menuBar()  # every command, with its keys, found from the keyboard (Alt, F10)
+        for title, actions in (("&Speech", (self.speak_action, self.queue_action, self.pause_action, self.stop_action,
+                                            None, self.sayt_action)),
+                               ("&File", (self.export_last_action, self.export_all_action, None, self.quit_action)),
+                               ("&Tools", (self.fix_action,))):
+            menu = menus.addMenu(title)
+            for a in actions:
+                menu.addSeparator() if a is None else menu.addAction(a)
         bar = self.addToolBar("Transport")
         bar.setObjectName("transport")
         for a in (self.speak_action, self.queue_action, self.pause_action, self.stop_action):
@@ -450,7 +479,8 @@ class MainWindow(QMainWindow):
         w.chunkReady.connect(self._on_chunk)
         w.finished.connect(self._on_finished)
         w.exported.connect(lambda job, path: self.statusBar().showMessage(f"Wrote {path}", 8000))
-        w.failed.connect(lambda job, msg: self.statusBar().showMessage(msg, 10000))
+        w.failed.connect(lambda job, msg: self.report_problem(msg))
+        w.exported.connect(lambda job, path: self.report_problem(None, only_if="Export"))
         w.previewReady.connect(self._on_preview)
         w.idle.connect(lambda: self.editor.highlight(sentence=None, word=None))
         self.preview_timer = QTimer(self)
@@ -459,6 +489,10 @@ class MainWindow(QMainWindow):
         self.preview_timer.timeout.connect(self.refresh_preview)
         self.editor.textChanged.connect(self.preview_timer.start)
         self.editor.textChanged.connect(self._on_text_changed)
+        self._voice_timer = QTimer(self)
+        self._voice_timer.setSingleShot(True)
+        self._voice_timer.setInterval(VOICE_CHOICE_MS)
+        self._voice_timer.timeout.connect(lambda: self._on_voice_chosen(self.voice_combo.currentIndex(), now=True))
         self.voice_combo.currentIndexChanged.connect(self._on_voice_chosen)
         self.device_combo.currentIndexChanged.connect(self._on_device_chosen)
         for s in (self.speed, self.volume, self.pause):
@@ -501,16 +535,22 @@ class MainWindow(QMainWindow):
                                          "or start with `wavern gui --voice PATH`.")
             return
         self.voice_combo.setCurrentIndex(pick)
-        self._on_voice_chosen(pick)
+        self._on_voice_chosen(pick, now=True)
         if problem:
             self._voice_problem = f"{problem}; using {voices[pick].name}."
             self.statusBar().showMessage(self._voice_problem)
 
-    def _on_voice_chosen(self, index: int) -> None:
+    def _on_voice_chosen(self, index: int, *, now: bool = False) -> None:
+        """Show the chosen voice's card at once; load it once the choice has rested for
+        ``VOICE_CHOICE_MS`` (arrowing through the list stopped the speech and loaded every voice)."""
         if index < 0:
             return
+        self.card.setText(self._voice_infos[index].card)
+        if not now:
+            self._voice_timer.start()
+            return
+        self._voice_timer.stop()
         info = self._voice_infos[index]
-        self.card.setText(info.card)
         self._set_voice_ready(False)
         m = self.worker.meters()
         if m.busy or m.queued_ms > 0:  # the load would wait behind the speech (hours for a long text)
@@ -553,10 +593,31 @@ class MainWindow(QMainWindow):
                 self.voice_combo.blockSignals(False)
                 self.card.setText(self._voice_infos[i].card)
             self._set_voice_ready(True)
-            self.statusBar().showMessage(f"Voice not loaded: {message}; still speaking with {self.voice_state.name}")
+            self.report_problem(f"Voice not loaded: {message}; still speaking with {self.voice_state.name}")
             return
         self._set_voice_ready(False)
-        self.statusBar().showMessage(f"Voice not loaded: {message}")
+        self.report_problem(f"Voice not loaded: {message}")
+
+    def report_problem(self, message: str | None, *, only_if: str = "") -> None:
+        """Show ``message`` beside the status line until it is dismissed (a click, Space on it) or
+        replaced, and announce it to screen readers; None dismisses (with ``only_if``: only a problem
+        starting with those words, as a later export that worked dismisses an export's failure)."""
+        if message is None:
+            if self.problem_button.text()[2:].startswith(only_if):
+                self.problem_button.setVisible(False)
+                self.problem_button.setText("")
+            return
+        self.problem_button.setText("\u26a0 " + (message if len(message) <= 90 else message[:89] + "…"))
+        self.problem_button.setToolTip(message + "\n(click to dismiss)")
+        self.problem_button.setAccessibleDescription(message)
+        self.problem_button.setVisible(True)
+        self.statusBar().showMessage(message, 10000)
+        try:  # Qt 6.8+: a screen reader says it without moving focus
+            from PySide6.QtGui import QAccessible, QAccessibleAnnouncementEvent
+
+            QAccessible.updateAccessibility(QAccessibleAnnouncementEvent(self.problem_button, message))
+        except (ImportError, AttributeError, RuntimeError):
+            pass
 
     def _set_voice_ready(self, ready: bool) -> None:
         for a in (self.speak_action, self.queue_action, self.export_all_action, self.sayt_action):
@@ -805,7 +866,7 @@ class MainWindow(QMainWindow):
                 self.set_lexicon(dialog.lexicon())
                 self.statusBar().showMessage(f"Saved {len(self.lexicon)} pronunciations to {self.lexicon_path}", 6000)
         except WavernError as e:
-            self.statusBar().showMessage(str(e), 10000)
+            self.report_problem(str(e))
         finally:
             dialog.deleteLater()
 

@@ -343,7 +343,7 @@ class SpeechWorker(QObject):
                 write_audio(Path(path), samples, sample_rate)
                 self.exported.emit(0, str(path))
             except Exception as e:  # noqa: BLE001 - whatever it is, the user hears of it (not a lost future)
-                self.failed.emit(0, str(e) or type(e).__name__)
+                self.failed.emit(0, "Export failed: " + (str(e) or type(e).__name__))
 
         self._side.submit(work)
 
@@ -503,7 +503,7 @@ class SpeechWorker(QObject):
                 if job.kind == "load":
                     self.voiceFailed.emit(message)
                 else:
-                    self.failed.emit(job.id, message)
+                    self.failed.emit(job.id, ("Export failed: " if job.kind != "speak" else "") + message)
             finally:
                 with self._lock:
                     self._current, self._control = None, None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
@@ -38,6 +40,8 @@ class LexiconDialog(QDialog):
         self.table = QTableWidget(0, 3)
         self.table.setHorizontalHeaderLabels(["Word", "Say it as", "IPA (optional)"])
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        self.table.setTabKeyNavigation(False)  # Tab leaves the table for Add, Remove, Save (arrows move in it)
+        self.table.setAccessibleName("pronunciations")
         for key, value in sorted(lexicon.to_json().items()):
             if isinstance(value, str):
                 self.add_row(key, value, "")
@@ -49,6 +53,9 @@ class LexiconDialog(QDialog):
         add, remove = QPushButton("Add"), QPushButton("Remove")
         add.clicked.connect(lambda: self._edit(self.add_row("", "", "")))
         remove.clicked.connect(self._remove)
+        delete = QShortcut(QKeySequence(QKeySequence.StandardKey.Delete), self.table)
+        delete.setContext(Qt.ShortcutContext.WidgetShortcut)  # in the table, not while a cell is being edited
+        delete.activated.connect(self._remove)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)

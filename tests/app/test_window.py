@@ -836,8 +836,15 @@ def test_choosing_another_voice_while_speaking_stops_the_speech_and_loads_it(qap
         w.speak()
         _wait(lambda: w.worker.meters().position > 0)  # audible
         b = next(i for i in range(w.voice_combo.count()) if Path(w.voice_combo.itemData(i)).name == "b")
-        w.voice_combo.setCurrentIndex(b)
+        loads = []
+        monkeypatch.setattr(w.worker, "load_voice", lambda path, real=w.worker.load_voice: (loads.append(path),
+                                                                                              real(path)))
+        a = w.voice_combo.currentIndex()
+        for i in (b, a, b):  # arrowing through the list: the speech goes on, nothing loads yet
+            w.voice_combo.setCurrentIndex(i)
+        assert loads == [] and w.worker.meters().busy
         _wait(lambda: w.voice_state is not None and w.voice_state.path.name == "b", timeout_s=60.0)
+        assert [Path(p).name for p in loads] == ["b"]  # the choice that rested, once (accessibility review)
         assert not w.worker.meters().busy
     finally:
         w.close()
@@ -898,7 +905,10 @@ def test_keyboard_use_speaker_memory_idle_pause_and_autosave(qapp, tmp_path):
     try:
         _wait(lambda: w.voice_state is not None)
         assert w.editor.tabChangesFocus()
-        assert w.speed.slider.accessibleName() == "speed" and w.speed.slider.accessibleDescription() == "1.00×"
+        assert w.speed.slider.accessibleName() == "speed 1.00×" and w.speed.slider.accessibleDescription() == "1.00×"
+        w.speed.set_value(1.5)  # the name a screen reader reads follows the value (the slider's own is 30)
+        assert w.speed.slider.accessibleName() == "speed 1.50×"
+        w.speed.set_value(1.0)
         assert QKeySequence("Ctrl+Enter") in w.speak_action.shortcuts()
         w.pause_action.setChecked(True)  # nothing playing
         assert not w.pause_action.isChecked() and not w.worker.meters().paused
@@ -1077,3 +1087,58 @@ def test_text_stays_readable_in_a_light_and_a_dark_theme(qapp, dark):
         dialog.deleteLater()
     finally:
         qapp.setPalette(old)
+
+
+def test_every_command_is_in_a_menu_and_a_problem_stays_until_dismissed(qtbot, window, tmp_path):
+    """Accessibility review: the toolbar takes no focus and there was no menu bar (commands and their
+    keys only in hover tooltips); an export error showed for 0.02 s before "Speaking: ..." replaced it."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QToolBar
+
+    w = window
+    in_menus = {a for top in w.menuBar().actions() if top.menu() is not None for a in top.menu().actions()}
+    toolbar = {a for bar in w.findChildren(QToolBar) for a in bar.actions() if not a.isSeparator()}
+    assert toolbar and toolbar <= in_menus and w.quit_action in in_menus
+    assert all(a.shortcut().toString() for a in toolbar)
+    # a problem: shown, kept under later messages, announced by name, dismissed by a click
+    w.editor.setPlainText("Hello there.")
+    with qtbot.waitSignal(w.worker.failed, timeout=WAIT_MS):
+        w.export_text(tmp_path / "missing" / "all.wav")
+    qtbot.waitUntil(lambda: w.problem_button.isVisible(), timeout=WAIT_MS)
+    assert w.problem_button.text().startswith("\u26a0 Export failed: cannot write")
+    job = w.speak()
+    _stats_of(qtbot, w, job)
+    assert w.problem_button.isVisible() and "missing" in w.problem_button.accessibleDescription()
+    qtbot.mouseClick(w.problem_button, Qt.MouseButton.LeftButton)
+    assert not w.problem_button.isVisible()
+    # an export failure is dismissed by a later export that worked, not by other news
+    w.report_problem("Export failed: disk full")
+    w.report_problem(None, only_if="Voice")
+    assert w.problem_button.isVisible()
+    with qtbot.waitSignal(w.worker.exported, timeout=WAIT_MS):
+        w.export_text(tmp_path / "all.wav")
+    assert not w.problem_button.isVisible()
+
+
+def test_the_pronunciation_table_lets_tab_out_and_delete_remove_a_row(qtbot, qapp):
+    """Accessibility review: Tab only cycled through the table's cells (Add, Remove and Save could
+    not be reached from the keyboard) and Delete did nothing."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QPushButton
+
+    from wavern.conditioning.frontend.lexicon import Lexicon
+
+    dialog = LexiconDialog(Lexicon({"gif": "jif", "sql": "sequel"}))
+    qtbot.addWidget(dialog)
+    dialog.show()
+    dialog.activateWindow()
+    qtbot.waitUntil(dialog.isActiveWindow)
+    dialog.table.setFocus()
+    dialog.table.setCurrentCell(0, 0)
+    assert dialog.focusWidget() is dialog.table
+    qtbot.keyClick(dialog.table, Qt.Key.Key_Tab)
+    assert isinstance(dialog.focusWidget(), QPushButton)  # out of the table, on to the buttons
+    dialog.table.setFocus()
+    dialog.table.selectRow(0)
+    qtbot.keyClick(dialog.table, Qt.Key.Key_Delete)
+    assert dialog.table.rowCount() == 1 and dialog.lexicon().to_json() == {"sql": "sequel"}
