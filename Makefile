@@ -5,8 +5,10 @@ setup:
 	./setup.sh --no-speak
 test:
 	./test.sh
-bench: setup
+bench: setup data/corpus/metadata.jsonl
 	$(PY) bench/run_all.py
+data/corpus/metadata.jsonl:
+	.venv/bin/wavern corpus build data/corpus --utterances 2000 --seed 0
 voice: setup
 	.venv/bin/wavern train voice
 corpus: setup

@@ -450,7 +450,8 @@ def run_bench(voice_path: str | os.PathLike, sentences: Sequence[str], *, repeat
             cmp = compare_torch(voice, np.ascontiguousarray(mel[:compare_frames]), seed=seed)
         elif compare is not None:
             raise ParameterError(f"--compare {compare!r}: only 'torch' is supported")
-    voice.close()
+    threads = {"torch": torch.get_num_threads(), "numba": numba.get_num_threads(), "process": _os_threads()}
+    voice.close()  # (gives the process its own thread counts back: read them before)
     chunks = [c for run in runs for c in run.chunks]
     heads = [h for p in plays for h in p.headroom_s[1:]]
     samples = sum(r.samples for r in runs)
@@ -462,8 +463,7 @@ def run_bench(voice_path: str | os.PathLike, sentences: Sequence[str], *, repeat
                   "hidden_size": voice.vocoder.hidden_size, "flops_per_sample": voice.vocoder.flops_per_sample},
         "system": {"python": platform.python_version(), "platform": platform.platform(), "cpu_count": os.cpu_count(),
                    "cpu_features": cpu_features(),
-                   "threads": {"torch": torch.get_num_threads(), "numba": numba.get_num_threads(),
-                               "process": _os_threads()},
+                   "threads": threads,
                    "load_processes": load, "sink": "device" if device else "paced" if rt else "null",
                    "loadavg": list(os.getloadavg())},
         "timings": {"load_s": load_s, "warmup_s": warmup_s},

@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+import machine  # noqa: E402
 
 PROBE = """
 import json, sys, time
@@ -70,8 +72,9 @@ def main() -> int:
         "## Cold start: a new process to the first audio chunk",
         "",
         f"`{' '.join(['.venv/bin/python', 'bench/cold_start.py', *sys.argv[1:]])}` "
-        f"({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, voice `{voice.name}`, load average "
-        f"{load[0]:.2f} at the end; a training run held one core). Each run is a fresh Python process: import "
+        f"({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {machine.cpu_name()}, {os.cpu_count()} CPUs, "
+        f"commit {machine.commit()}, voice `{voice.name}`, load average {load[0]:.2f} at the end). Each run is a "
+        "fresh Python process: import "
         "`wavern.engine`, `Voice.load`, first chunk of `voice.stream(\"Hello there, how are you today?\")`. "
         "Medians; wall clock inside the process.",
         "",

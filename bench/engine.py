@@ -20,7 +20,6 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import argparse  # noqa: E402
 import json  # noqa: E402
-import platform  # noqa: E402
 import shlex  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -38,6 +37,7 @@ import wavern  # noqa: E402
 from wavern.vocoder.format import BlockSparse  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import machine  # noqa: E402
 from checkout import export_checkout  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -377,7 +377,7 @@ def main() -> int:
 
     cmd = ".venv/bin/python bench/engine.py" + (" --quick" if args.quick else "") + \
         (f" --against {args.against}" if args.against else "")
-    cpu = _cpu_name()
+    cpu = f"{machine.cpu_name()}, commit {machine.commit()}"
     lines = [
         "## Engine: numba WaveRNN kernels",
         "",
@@ -457,16 +457,6 @@ def main() -> int:
     args.out.write_text("\n".join(lines))
     print(f"wrote {args.out} ({shlex.quote(cmd)})")
     return 0
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ VOICE = ROOT / "assets" / "voices" / "default"
 FIRST_AUDIO_HEAD = "### First audio: wall and CPU time"
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
+import machine  # noqa: E402
 from checkout import export_checkout  # noqa: E402
 
 
@@ -132,10 +133,9 @@ def results_section(runs: dict[str, dict], voice_desc: str, cmds: dict[str, str]
         f"`assets/bench/sentences.txt` ({_word_range()} words), each its own request through `Voice.stream` into a "
         f"null sink; the multi-sentence run speaks the lines joined into texts of 5, 10, 20 and 40 lines. "
         f"Machine: {sy['cpu_count']} CPUs ({feats}), Python {sy['python']}, torch threads "
-        f"{sy['threads']['torch']}, numba threads {sy['threads']['numba']}. One core is held all session by a "
-        f"1-thread training run and the other is shared with other jobs (1-minute load average at the end of each "
-        f"run in the last column), so wall times measure contention as much as wavern; `--load 1` adds a "
-        f"spinning process, which with the training run saturates both cores.\n",
+        f"{sy['threads']['torch']}, numba threads {sy['threads']['numba']}; {machine.describe()}. The machine is "
+        f"shared with other jobs (1-minute load average at the end of each run in the last column), so wall times "
+        f"measure contention as much as wavern; `--load 1` adds a spinning process on the other core.\n",
         "| run | requests | load s | warm-up s | first audio ms p50 / p90 / max | RTF p50 / p90 | "
         "chunk load p50 / p99 | headroom s min / p10 | underruns (simulated) | peak RSS MiB | load avg |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
@@ -156,8 +156,8 @@ def results_section(runs: dict[str, dict], voice_desc: str, cmds: dict[str, str]
             f"`PacedSink`: a thread wakes every 10 ms and reads every {rt['blocksize']}-sample block due by the "
             f"clock with the device callback's own code (`AudioRing.read_into`), so an underrun is counted exactly "
             f"as the sound card callback counts it. The ring holds {rt['buffer_s']:.2f} s, so generation runs at "
-            f"most that far ahead. With `--load 1` the training run and the spinning process saturate both "
-            f"cores; wavern competes with the spinner (and other jobs: load average "
+            f"most that far ahead. With `--load 1` a spinning process holds the other core; wavern competes "
+            f"with it (and other jobs: load average "
             f"{r['system']['loadavg'][0]:.1f} at the end).",
             "",
             "| audio s | wall s | CPU s (RTF) | callbacks | underruns | underrun s | headroom s min / p10 / p50 | "
@@ -355,8 +355,8 @@ def first_audio_section(summary: dict, cmd: str) -> str:
         "checkout's own `assets/voices/default`: same networks, its settings) after "
         f"`warmup()`; every request {summary['repeats']} times per process (median), "
         f"{summary['rounds']} processes per checkout taking turns (median per request), then percentiles over "
-        "the requests. The texts of 1-40 lines start at lines 1, 7, 13 and 19 (24 texts). One core is held by "
-        f"the training run; 1-minute load average {summary['load_min']:.1f}-{summary['load_max']:.1f} during "
+        "the requests. The texts of 1-40 lines start at lines 1, 7, 13 and 19 (24 texts). "
+        f"{machine.describe()}; 1-minute load average {summary['load_min']:.1f}-{summary['load_max']:.1f} during "
         "the runs.", "", head, *rows, "", note, ""])
 
 

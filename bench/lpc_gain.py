@@ -51,7 +51,8 @@ def main() -> int:
     from wavern.training.corpus import load_corpus
 
     if not (args.corpus / "metadata.jsonl").is_file():
-        print(f"[lpc_gain] no corpus at {args.corpus}: build it first (./setup.sh or `wavern corpus build`)")
+        print(f"[lpc_gain] no corpus at {args.corpus}: build it first (`.venv/bin/wavern corpus build data/corpus "
+              "--utterances 2000 --seed 0`, as `make bench` does)")
         return 1
     held = sorted(load_corpus(args.corpus).held_out, key=lambda r: r.id)[:args.n_utts]
     audio = [r.audio() for r in held]

@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"{args.voice}: this voice's acoustic model has no prosody input")
     t0 = time.time()
     rows = measure(voice, records)
-    cmd = "python bench/pitch_control.py " + " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
+    cmd = ".venv/bin/python bench/pitch_control.py " + " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
     prov = voice.meta.get("provenance", {})
     lines = [
         "# Pitch controls of the default voice", "",

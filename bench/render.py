@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "bench" / "render.md"
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests"))
+import machine  # noqa: E402
 from checkout import export_checkout  # noqa: E402
 
 from latency import pick_voice  # noqa: E402  (same voice choice as the latency benchmark)
@@ -152,11 +153,10 @@ def main() -> int:
     out = ["## Offline rendering (`wavern render`)\n",
            f"`wavern render` of the first {args.count} sentences of `assets/sentences/sotu.txt` (one item per line) "
            f"with `--jobs {args.jobs}` worker processes, WAV output, folded batched vocoder (40-frame segments, "
-           f"4-frame overlap). Measured by `{cmd}` ({time.strftime('%Y-%m-%d')}), which runs the CLI in a "
+           f"4-frame overlap). Measured by `{cmd}` ({machine.describe()}), which runs the CLI in a "
            f"subprocess. Wall time includes start-up of every process; CPU time is the whole process tree's. The "
-           f"machine is a shared 2-core box on which a vocoder training run holds one core all the time (the load "
-           f"average at the start and end of each run is shown), so wall clock is roughly what one core gives, "
-           f"and the CPU column, audio / (CPU s / 2), is what 2 free cores would do.\n",
+           f"machine is shared with other jobs (the load average at the start and end of each run is shown), so "
+           f"the CPU column, audio / (CPU s / 2), is what 2 free cores would do.\n",
            "| voice | vocoder weights per sample | code | items ok | audio s | wall s | x real time (wall) | CPU s | "
            "x real time on 2 free cores (CPU) | load avg |",
            "|---|---:|---|---|---|---|---|---|---|---|"]

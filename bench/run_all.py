@@ -19,8 +19,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ORDER = ["engine", "train_vocoder", "attention", "yellowfin", "pretrain", "eval_vocoder", "render", "latency",
+# bench/attention.py prints its tables (docs/bench/attention.md is kept by hand, with its command): not rerun
+# here, where its half hour would change nothing in the docs
+ORDER = ["engine", "train_vocoder", "yellowfin", "pretrain", "eval_vocoder", "render", "latency",
          "cold_start", "postfilter", "melmatch", "lpc_gain", "speakers", "pitch_control"]
+HAND_KEPT = ["attention"]
 
 
 def _nest(md: str) -> str:
@@ -61,13 +64,17 @@ def gather() -> Path:
         ORDER.index(p.stem) if p.stem in ORDER else len(ORDER), p.stem))
     out = ROOT / "docs" / "BENCHMARKS.md"
     parts = ["# Benchmarks\n",
-             "Every number below was measured by the command shown with it, on this project's 2-core "
-             "development machine (shared, noisy: medians of several runs). This file is assembled from "
+             "Every number below was measured by the command shown with it, on the project's 2-core development "
+             "machine of the day (shared with other jobs, so noisy). That machine has changed between sessions (an "
+             "AMD EPYC, Zen 5, until 2026-11-30; an Intel Xeon, Emerald Rapids, 2.1 GHz, on 2026-12-01, slower for "
+             "this code): compare a rerun only with a section that names its CPU, and read each section for how "
+             "many runs its figures are the median of. This file is assembled from "
              "`docs/bench/*.md` by `bench/run_all.py`. `make bench` reruns the scripts in its `ORDER` "
              f"({', '.join(ORDER)}) with their default arguments; a section measured with other arguments "
              "(e.g. `--against REV`, `--empty-cache`) or by another script (acoustic, block shapes, optimizers, "
              "the LPC vocoder's experiments, the GPU run) names its own command, which is the one that "
-             "reproduces it.\n"]
+             f"reproduces it; {', '.join(HAND_KEPT)} is run by hand with the command its section gives. Several "
+             "need the corpus (`make bench` builds it first: `wavern corpus build data/corpus --utterances 2000`).\n"]
     for p in sections:
         parts.append(_relink(_nest(p.read_text().strip())) + "\n")
     out.write_text("\n".join(parts))

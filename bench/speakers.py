@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.time()
     rows = measure(voice, [r.text for r in records], speakers)
     rows.sort(key=lambda r: -r["phone_acc"])
-    cmd = "python bench/speakers.py " + " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
+    cmd = ".venv/bin/python bench/speakers.py " + " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
     prov = voice.meta.get("provenance", {})
     lines = [
         "# Speakers of the default voice, end to end", "",

@@ -381,7 +381,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     specs = default_optimizers()
     results, tuning = compare_optimizers(task, specs, steps=args.steps, seeds=args.seeds,
                                          eval_every=args.eval_every)
-    command = " ".join(["python -m bench.yellowfin", *(sys.argv[1:] if argv is None else argv)])
+    command = " ".join([".venv/bin/python -m bench.yellowfin", *(sys.argv[1:] if argv is None else argv)])
     print(write_report(task, results, tuning, specs, md_path=args.out,
                        png_path=args.out.with_suffix(".png"), command=command))
 

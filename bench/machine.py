@@ -1,0 +1,45 @@
+"""Where a benchmark ran, for the sentence each report opens with: the CPU's model name, the
+number of CPUs, the commit measured (``+changes`` when the tree differs from it), the date.
+
+The project's development machine changes between sessions (an AMD EPYC, an Intel Xeon), so a
+number without its CPU cannot be compared with a rerun."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cpu_name() -> str:
+    """The CPU's model name from /proc/cpuinfo ("Intel(R) Xeon(R) Processor"), else platform's."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def commit() -> str:
+    """The checked-out commit's short hash, ``+changes`` when the working tree differs from it."""
+    try:
+        rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown commit"
+    return rev + ("+changes" if dirty else "")
+
+
+def describe() -> str:
+    """"2026-12-01, Intel(R) Xeon(R) Processor, 2 CPUs, commit 1a2b3c4, load average 0.9"."""
+    load = os.getloadavg()[0]
+    return (f"{time.strftime('%Y-%m-%d', time.gmtime())}, {cpu_name()}, {os.cpu_count()} CPUs, commit {commit()}, "
+            f"load average {load:.1f}")
