@@ -478,9 +478,8 @@ class MainWindow(QMainWindow):
         w.started.connect(self._on_started)
         w.chunkReady.connect(self._on_chunk)
         w.finished.connect(self._on_finished)
-        w.exported.connect(lambda job, path: self.statusBar().showMessage(f"Wrote {path}", 8000))
+        w.exported.connect(self._on_exported)
         w.failed.connect(lambda job, msg: self.report_problem(msg))
-        w.exported.connect(lambda job, path: self.report_problem(None, only_if="Export"))
         w.previewReady.connect(self._on_preview)
         w.idle.connect(lambda: self.editor.highlight(sentence=None, word=None))
         self.preview_timer = QTimer(self)
@@ -530,15 +529,15 @@ class MainWindow(QMainWindow):
             pick = next((i for i, v in enumerate(voices) if v.error is None), -1)
         if pick < 0:
             self.card.setText("")
-            self.statusBar().showMessage((problem + ". " if problem else "") +
-                                         "No voice installed: build one with ./setup.sh (see the README), "
-                                         "or start with `wavern gui --voice PATH`.")
+            self.report_problem((problem + ". " if problem else "") +
+                                "No voice installed: build one with ./setup.sh (see the README), "
+                                "or start with `wavern gui --voice PATH`.")
             return
         self.voice_combo.setCurrentIndex(pick)
         self._on_voice_chosen(pick, now=True)
         if problem:
             self._voice_problem = f"{problem}; using {voices[pick].name}."
-            self.statusBar().showMessage(self._voice_problem)
+            self.report_problem(self._voice_problem)
 
     def _on_voice_chosen(self, index: int, *, now: bool = False) -> None:
         """Show the chosen voice's card at once; load it once the choice has rested for
@@ -577,9 +576,9 @@ class MainWindow(QMainWindow):
         self.passes.set_value(state.melmatch_passes)
         self._set_voice_ready(True)
         if self._lexicon_problem:  # said now: the loading message would have hidden it at start-up
-            self.statusBar().showMessage(f"{self._lexicon_problem} (Fix word keeps it as lexicon.json.bad)")
+            self.report_problem(f"{self._lexicon_problem} (Fix word keeps it as lexicon.json.bad)")
         elif self._voice_problem:
-            self.statusBar().showMessage(self._voice_problem)
+            self.report_problem(self._voice_problem)
             self._voice_problem = None
         else:
             self.statusBar().showMessage(f"Voice {state.name} ready (warm-up {state.warmup_s:.1f} s)", 8000)
@@ -618,6 +617,10 @@ class MainWindow(QMainWindow):
             QAccessible.updateAccessibility(QAccessibleAnnouncementEvent(self.problem_button, message))
         except (ImportError, AttributeError, RuntimeError):
             pass
+
+    def _on_exported(self, job: int, path: str) -> None:
+        self.statusBar().showMessage(f"Wrote {path}", 8000)
+        self.report_problem(None, only_if="Export")  # an export that worked: an earlier one's failure is old news
 
     def _set_voice_ready(self, ready: bool) -> None:
         for a in (self.speak_action, self.queue_action, self.export_all_action, self.sayt_action):
