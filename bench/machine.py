@@ -27,11 +27,13 @@ def cpu_name() -> str:
 
 
 def commit() -> str:
-    """The checked-out commit's short hash, ``+changes`` when the working tree differs from it."""
+    """The checked-out commit's short hash, ``+changes`` when the working tree differs from it
+    outside docs/ (where the benchmarks themselves write, one after another in `make bench`)."""
     try:
         rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                              text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no", "--",
+                                ".", ":(exclude)docs"],
                                capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown commit"
