@@ -621,6 +621,32 @@ def test_ltp_chunks_and_batches_equal_one_stream(tmp_path, excitation, ltp_input
     np.testing.assert_array_equal(one[0], batch[0])
 
 
+def test_a_period_voice_batch_runs_in_stream_groups_that_each_equal_one_stream(tmp_path, monkeypatch):
+    """Streams of a period-input vocoder go through the kernel a group at a time (hundreds of
+    streams at once left the cache); each still equals its own stream, across chunks and groups."""
+    import wavern.engine.vocoder as V
+
+    _, cfg, model = _torch_model(seed=7, lpc_order=10, excitation="linear", ltp=True, ltp_input=True, taps=5,
+                                 phase=0)
+    path = tmp_path / "vocoder.safetensors"
+    _export(cfg, model, path)
+    voc = Vocoder.load(path, cond_blocks=cfg.cond_blocks, lpc_order=10, excitation="linear", ltp=True,
+                       ltp_input=True, ltp_input_taps=5)
+    monkeypatch.setattr(V, "STREAM_GROUP", 3)
+    B, n = 7, 4 * 256
+    rngs = K.rng_states(11, B)
+
+    def feats(seed: int) -> np.ndarray:  # mel and pitch (an f0 around 90 Hz, voiced)
+        pitch = np.stack([np.full(4, np.log2(90 / 120 + seed / 50)), np.full(4, 0.97)], axis=1)
+        return np.ascontiguousarray(np.concatenate([naive.random_mel(4, seed=seed), pitch.astype(np.float32)], axis=1))
+
+    gis = np.stack([voc.frame_inputs(feats(s)) for s in range(B)])
+    st = voc.new_batch_state(rngs)
+    batch = np.concatenate([voc.generate_batch(gis, st, 300), voc.generate_batch(gis, st, n - 300)], axis=1)
+    for s in range(B):
+        np.testing.assert_array_equal(batch[s], voc.generate(gis[s], voc.new_state(rng=rngs[s]), n))
+
+
 def test_a_period_voice_compiles_nothing_after_warmup(tmp_path):
     """The first chunk of a stream must not wait for numba: after ``kernels.warmup()`` a period-input
     voice's one-stream and batch paths run with the signatures warmup compiled."""
