@@ -349,6 +349,8 @@ class MainWindow(QMainWindow):
         self.editor.setTabChangesFocus(True)  # (Tab inserted a tab and focus could not leave forwards)
         self.editor.setAccessibleName("text to speak")
         self.preview.setAccessibleName("what will be spoken")
+        self.waveform.setAccessibleName("waveform of the audio played")
+        self.spectrogram.setAccessibleName("spectrogram of the audio played")
         for widget, name, tip in (
                 (self.speed, "speed", "Speaking rate; acts on the next chunk"),
                 (self.volume, "volume", "Output gain; acts on the next chunk"),
@@ -393,7 +395,9 @@ class MainWindow(QMainWindow):
         side_scroll.setWidget(side)
         side_scroll.setWidgetResizable(True)
         side_scroll.setFrameShape(QFrame.Shape.NoFrame)
-        side_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        # (a scroll bar only when a large desktop font makes the column wider than its room: the
+        # combos and slider values were cut off at 14-16 pt, out of reach)
+        side_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
         side_scroll.setMinimumWidth(300)
         side_scroll.setMaximumWidth(400)
         side_scroll.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # a Tab stop with no name and nothing to show
@@ -704,6 +708,7 @@ class MainWindow(QMainWindow):
             return
         self.worker.set_paused(paused)
         self.pause_action.setText("Resume" if paused else "Pause")
+        self.statusBar().showMessage("Paused (Ctrl+Space resumes)" if paused else "Resumed", 4000)  # said, not only shown
 
     def set_speak_as_you_type(self, on: bool) -> None:
         """Committed clauses typed from now on are queued as they are finished."""
@@ -715,6 +720,8 @@ class MainWindow(QMainWindow):
             self._sayt = None
         if self.sayt_action.isChecked() != on:
             self.sayt_action.setChecked(on)
+        self.statusBar().showMessage("Speak as you type: on, each clause once it is finished" if on
+                                     else "Speak as you type: off", 4000)
 
     def _on_text_changed(self) -> None:
         if self._sayt is None or not self.sayt_action.isEnabled():

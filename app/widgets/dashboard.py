@@ -41,10 +41,16 @@ class HistoryPlot(QWidget):
         super().__init__(parent)
         self.items: collections.deque[UtteranceStats] = collections.deque(maxlen=HISTORY)
         self.setMinimumHeight(90)
+        self.setAccessibleName("latency history")
 
     def add(self, stats: UtteranceStats) -> None:
         self.items.append(stats)
         self.update()
+        # what the bars show, for a screen reader (a painted plot exposes nothing else)
+        late = sum(1 for s in self.items if s.underruns)
+        first = "–" if stats.first_audio_ms is None else f"{stats.first_audio_ms:.0f} ms"
+        self.setAccessibleDescription(f"{len(self.items)} utterances, {late} with underruns; the last: first audio "
+                                      f"{first}, real-time factor {stats.rtf:.2f}, {stats.underruns} underruns")
 
     def paintEvent(self, event) -> None:  # noqa: N802 - Qt's name
         p = QPainter(self)

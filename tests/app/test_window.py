@@ -1142,3 +1142,23 @@ def test_the_pronunciation_table_lets_tab_out_and_delete_remove_a_row(qtbot, qap
     dialog.table.selectRow(0)
     qtbot.keyClick(dialog.table, Qt.Key.Key_Delete)
     assert dialog.table.rowCount() == 1 and dialog.lexicon().to_json() == {"sql": "sequel"}
+
+
+def test_views_have_names_and_toggles_say_what_they_did(qtbot, window):
+    """Accessibility review: the painted views exposed nothing to a screen reader, and Ctrl+T /
+    Ctrl+Space changed state with no word said (the toolbar button's look only)."""
+    from wavern.app.worker import UtteranceStats
+
+    w = window
+    from wavern.app.widgets.dashboard import HistoryPlot
+
+    assert w.waveform.accessibleName() and w.spectrogram.accessibleName()
+    plot = w.dashboard.findChild(HistoryPlot)
+    plot.add(UtteranceStats(job_id=99, text="x", first_audio_ms=61.0, rtf=0.18, audio_s=1.0, underruns=2,
+                            min_headroom_ms=0.0, stopped=False))
+    assert plot.accessibleName() == "latency history"
+    assert "first audio 61 ms, real-time factor 0.18, 2 underruns" in plot.accessibleDescription()
+    w.set_speak_as_you_type(True)
+    assert w.statusBar().currentMessage().startswith("Speak as you type: on")
+    w.set_speak_as_you_type(False)
+    assert w.statusBar().currentMessage() == "Speak as you type: off"
