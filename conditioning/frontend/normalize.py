@@ -530,6 +530,7 @@ _RE_TIMES = re.compile(rf"(?P<num>{_NUM})[x\u00d7]")  # "3x faster"
 _RE_BY = re.compile(r"(?P<a>\d+)[x\u00d7](?P<b>\d+)")  # "1920x1080", "2x4"
 _RE_POWER = re.compile(r"(?P<a>\d+)\^(?P<b>-?\d+)")  # "10^6"
 _RE_NUM_PLUS = re.compile(rf"(?P<num>{_NUM})\+")  # "10,000+"
+_RE_NUM_ATTACHED = re.compile(rf"(?P<num>{_NUM})(?P<unit>[a-z]+)")  # "24h", "2in" (_ATTACHED_UNITS)
 _RE_PREFIXED_YEAR = re.compile(r"(?P<p>[A-Z]{1,3})(?P<y>1[1-9]\d\d|20\d\d)")  # "FY2024", "RTX2080"
 _RE_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _RE_DOMAIN = re.compile(r"[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.(?P<tld>[A-Za-z]{2,4})(?:[/:?#]\S*)?")
@@ -680,15 +681,7 @@ def _read_numeric(s: str, ctx: Context) -> str | None:
         if h <= 24 and mins < 60 and (secs is None or int(secs) < 60):
             ampm = ctx.next is not None and re.fullmatch(_AMPM, ctx.next) is not None
             return _time(h, mins, None if secs is None else int(secs), with_ampm=ampm)
-    if m := _RE_ISO_DATE.fullmatch(s):
-        mo, d = int(m["m"]), int(m["d"])
-        if 1 <= mo <= 12 and 1 <= d <= 31:
-            return _date(mo, d, m["y"])
-    if m := _RE_YMD_SLASH.fullmatch(s):
-        mo, d = int(m["m"]), int(m["d"])
-        if 1 <= mo <= 12 and 1 <= d <= 31:
-            return _date(mo, d, m["y"])
-    if m := _RE_DOTTED_DATE.fullmatch(s):
+    if m := _RE_ISO_DATE.fullmatch(s) or _RE_YMD_SLASH.fullmatch(s) or _RE_DOTTED_DATE.fullmatch(s):
         mo, d = int(m["m"]), int(m["d"])
         if 1 <= mo <= 12 and 1 <= d <= 31:
             return _date(mo, d, m["y"])
@@ -743,7 +736,7 @@ def _read_numeric(s: str, ctx: Context) -> str | None:
         return _in_pairs(int(m["n"])) + " " + m["s"]
     if (m := _RE_PREFIXED_YEAR.fullmatch(s)) and not _ROMAN_RE.fullmatch(m["p"]):
         return " ".join(m["p"]) + " " + year(int(m["y"]))
-    if (m := re.fullmatch(rf"(?P<num>{_NUM})(?P<unit>[a-z]+)", s)) and m["unit"] in _ATTACHED_UNITS:
+    if (m := _RE_NUM_ATTACHED.fullmatch(s)) and m["unit"] in _ATTACHED_UNITS:
         one, many = _ATTACHED_UNITS[m["unit"]]
         return _number_words(m["num"], as_year=False) + " " + (one if m["num"] == "1" else many)
     if m := _RE_NUM_SCALE.fullmatch(s):
