@@ -398,8 +398,10 @@ class MainWindow(QMainWindow):
         # (a scroll bar only when a large desktop font makes the column wider than its room: the
         # combos and slider values were cut off at 14-16 pt, out of reach)
         side_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
-        side_scroll.setMinimumWidth(300)
-        side_scroll.setMaximumWidth(400)
+        # wide enough for its content at the desktop's font (it was 14 px short at the default one)
+        fit = side.minimumSizeHint().width() + side_scroll.verticalScrollBar().sizeHint().width() + 4
+        side_scroll.setMinimumWidth(max(300, fit))
+        side_scroll.setMaximumWidth(max(400, fit))
         side_scroll.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # a Tab stop with no name and nothing to show
 
         text_split = QSplitter(Qt.Orientation.Vertical)
