@@ -57,6 +57,7 @@ from wavern.app.widgets import (
     WaveformView,
     quiet_colour,
 )
+from wavern.app.widgets.editor import TEXT_POINTS
 from wavern.app.worker import ChunkView, SpeechWorker, UtteranceStats, VoiceState, usable_output_devices
 from wavern.conditioning.config import PROSODY_DEFAULT, PROSODY_LIMITS
 from wavern.conditioning.frontend.lexicon import Lexicon
@@ -317,6 +318,7 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------------ construction
     def _build_ui(self) -> None:
         self.editor = SpeechEditor()
+        self.text_points = TEXT_POINTS
         self.preview = PreviewView()
         self.waveform = WaveformView(self.history)
         self.spectrogram = SpectrogramView(self.history)
@@ -459,10 +461,15 @@ class MainWindow(QMainWindow):
         self.export_last_action = action("Export last…", "Ctrl+E", self._ask_export_last)
         self.export_all_action = action("Export text…", "Ctrl+Shift+E", self._ask_export_text)
         self.quit_action = action("Quit", "Ctrl+Q", self.close)
+        self.larger_action = action("Larger text", "Ctrl++", lambda: self.set_text_points(self.text_points + 2))
+        self.larger_action.setShortcuts([QKeySequence("Ctrl++"), QKeySequence("Ctrl+=")])  # (+ is shifted on many layouts)
+        self.smaller_action = action("Smaller text", "Ctrl+-", lambda: self.set_text_points(self.text_points - 2))
+        self.reset_text_action = action("Normal text size", "Ctrl+0", lambda: self.set_text_points(TEXT_POINTS))
         menus = self.menuBar()  # every command, with its keys, found from the keyboard (Alt, F10)
         for title, actions in (("&Speech", (self.speak_action, self.queue_action, self.pause_action, self.stop_action,
                                             None, self.sayt_action)),
                                ("&File", (self.export_last_action, self.export_all_action, None, self.quit_action)),
+                               ("&View", (self.larger_action, self.smaller_action, self.reset_text_action)),
                                ("&Tools", (self.fix_action,))):
             menu = menus.addMenu(title)
             for a in actions:
@@ -627,6 +634,13 @@ class MainWindow(QMainWindow):
     def _on_exported(self, job: int, path: str) -> None:
         self.statusBar().showMessage(f"Wrote {path}", 8000)
         self.report_problem(None, only_if="Export")  # an export that worked: an earlier one's failure is old news
+
+    def set_text_points(self, points: int) -> None:
+        """The text size of the editor and of what will be spoken (the rest follows the desktop's font)."""
+        self.text_points = self.editor.set_text_points(points)
+        font = self.preview.font()
+        font.setPointSize(max(6, self.text_points - 2))
+        self.preview.setFont(font)
 
     def _set_voice_ready(self, ready: bool) -> None:
         for a in (self.speak_action, self.queue_action, self.export_all_action, self.sayt_action):
@@ -936,6 +950,7 @@ class MainWindow(QMainWindow):
         self.pitch.set_value(number("pitch", PROSODY_DEFAULT[1]))
         self.pitch_range.set_value(number("pitch_range", PROSODY_DEFAULT[2]))
         self.editor.setPlainText(str(s.value("text", "")))
+        self.set_text_points(number("text_points", TEXT_POINTS, int))
         device = number("device", SILENT, int)
         i = self.device_combo.findData(device)
         self.device_combo.setCurrentIndex(i if i >= 0 else (1 if self.devices else 0))
@@ -966,6 +981,7 @@ class MainWindow(QMainWindow):
         s.setValue("pitch", self.pitch.value())
         s.setValue("pitch_range", self.pitch_range.value())
         s.setValue("text", self.editor.toPlainText())
+        s.setValue("text_points", self.text_points)
         s.setValue("device", int(self.device_combo.currentData()))
         s.setValue("speak_as_you_type", self.sayt_action.isChecked())
         if self.voice_combo.currentIndex() >= 0:

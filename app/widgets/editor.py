@@ -12,6 +12,8 @@ __all__ = ["SpeechEditor", "PreviewView", "preview_html", "quiet_colour"]
 
 SENTENCE_BG = QColor(255, 244, 200)
 WORD_BG = QColor(255, 196, 60)
+TEXT_POINTS = 12  # the editor's text size to start with (View > Larger / Smaller text changes it)
+TEXT_POINTS_RANGE = (8, 40)
 HIGHLIGHT_TEXT = QColor(0, 0, 0)  # on the pale highlights in any theme (a dark theme's white text vanished)
 # The preview's marks, on a light and on a dark background (each at least 4.5:1 against it)
 _MARKS = {False: ("#a04800", "#b00000"), True: ("#ffb060", "#ff8080")}
@@ -39,7 +41,7 @@ class SpeechEditor(QPlainTextEdit):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         font = QFont()
-        font.setPointSize(12)
+        font.setPointSize(TEXT_POINTS)
         self.setFont(font)
         self.setPlaceholderText("Type here. Ctrl+Enter speaks, Ctrl+Shift+Enter queues, Esc stops.")
         self.current_word: tuple[int, int] | None = None
@@ -102,6 +104,14 @@ class SpeechEditor(QPlainTextEdit):
         cur.setPosition(self.current_word[0])
         cur.setPosition(self.current_word[1], QTextCursor.MoveMode.KeepAnchor)
         return cur.selectedText()
+
+    def set_text_points(self, points: int) -> int:
+        """Set the text size (clamped to ``TEXT_POINTS_RANGE``); returns the size set."""
+        points = max(TEXT_POINTS_RANGE[0], min(TEXT_POINTS_RANGE[1], int(points)))
+        font = self.font()
+        font.setPointSize(points)
+        self.setFont(font)
+        return points
 
     def word_under_cursor(self) -> str:
         """The selection if any, else the word at the text cursor."""

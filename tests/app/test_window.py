@@ -1162,3 +1162,33 @@ def test_views_have_names_and_toggles_say_what_they_did(qtbot, window):
     assert w.statusBar().currentMessage().startswith("Speak as you type: on")
     w.set_speak_as_you_type(False)
     assert w.statusBar().currentMessage() == "Speak as you type: off"
+
+
+def test_the_text_can_be_made_larger_from_the_keyboard_and_the_size_is_kept(qtbot, tiny_voice, tmp_path):
+    """Accessibility review: the editor's 12 pt was fixed; Ctrl++ did nothing."""
+    from PySide6.QtCore import Qt
+
+    w = _new_window(tmp_path, tiny_voice)
+    try:
+        w.activateWindow()  # (window shortcuts need the active window)
+        qtbot.waitUntil(w.isActiveWindow)
+        w.editor.setFocus()
+        start = w.editor.font().pointSize()
+        qtbot.keyClick(w.editor, Qt.Key.Key_Plus, Qt.KeyboardModifier.ControlModifier)
+        assert w.editor.font().pointSize() == start + 2 and w.preview.font().pointSize() == start
+        qtbot.keyClick(w.editor, Qt.Key.Key_Minus, Qt.KeyboardModifier.ControlModifier)
+        qtbot.keyClick(w.editor, Qt.Key.Key_Minus, Qt.KeyboardModifier.ControlModifier)
+        assert w.editor.font().pointSize() == start - 2
+        for _ in range(40):
+            w.larger_action.trigger()
+        assert w.editor.font().pointSize() == 40  # bounded
+        w.close()  # saves the settings
+        w2 = _new_window(tmp_path, tiny_voice)
+        try:
+            assert w2.editor.font().pointSize() == 40
+            w2.reset_text_action.trigger()
+            assert w2.editor.font().pointSize() == start
+        finally:
+            w2.close()
+    finally:
+        w.close()
