@@ -734,29 +734,32 @@ class Voice:
     async def astream(self, text: str, config: SpeakConfig | None = None, *, control: StreamControl | None = None,
                       seed: int = 0) -> AsyncIterator[AudioChunk]:
         """:meth:`stream` for asyncio: ``async for chunk in voice.astream(text)``. Each chunk is made
-        in the event loop's default executor, so the loop serves other tasks meanwhile; the chunks
+        on a thread of the stream's own, so the loop serves other tasks meanwhile; the chunks
         are the same as the stream's. Bad text or settings raise here, before the first chunk.
         Leaving the loop early, or cancelling the task, stops the stream once the chunk being
         made is done (its thread is not interrupted; nothing is made after it)."""
         import asyncio
+        import concurrent.futures
 
         gen = self.stream(text, config, control=control, seed=seed)
-        loop = asyncio.get_running_loop()
         done = object()
-        making = None
-        try:
+        making: concurrent.futures.Future | None = None
+        pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="wavern-astream")  # one thread: the
+        try:  # stream's per-thread settings hold for all its chunks
             while True:
-                making = loop.run_in_executor(None, next, gen, done)
-                chunk = await making
-                making = None
+                making = pool.submit(next, gen, done)
+                chunk = await asyncio.wrap_future(making)  # a cancel here leaves `making` running
                 if chunk is done:
                     return
                 yield chunk
         finally:
-            if making is None or making.done():
-                gen.close()
-            else:  # cancelled while a thread makes a chunk: close the stream when that thread is done
+            # closed once the chunk in hand is made, by the thread that made it (at once if it is): a
+            # generator still making a chunk cannot be closed from here, nor should the loop wait for it
+            if making is not None:
                 making.add_done_callback(lambda _: gen.close())
+            else:
+                gen.close()
+            pool.shutdown(wait=False)
 
     def vocode(self, audio: np.ndarray, *, seed: int = 0, temperature: float | None = None,
                postfilter: bool = True) -> np.ndarray:

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import shutil
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -1025,13 +1026,53 @@ def test_astream_refuses_bad_text_and_a_cancelled_one_leaves_the_voice_as_it_was
             break  # leaving the loop: the generator is closed by asyncio's finaliser
         return c
 
+    async def cancelled_while_making():
+        """Cancelled while a chunk is being made (a timeout does this): CancelledError, not the
+        generator's "already executing", and the stream is closed once that chunk is done."""
+        closed = threading.Event()
+        real = voice._stream
+
+        def watched(*a, **k):
+            gen = real(*a, **k)
+            try:
+                yield from gen
+            finally:
+                closed.set()
+
+        voice._stream = watched
+        try:
+            making = threading.Event()
+            real_generate = voice.vocoder.generate
+
+            def slow_generate(*a, **k):
+                making.set()
+                time.sleep(0.05)
+                return real_generate(*a, **k)
+
+            voice.vocoder.generate = slow_generate
+            task = asyncio.create_task(_drain(voice.astream(text, seed=1)))
+            await asyncio.get_running_loop().run_in_executor(None, making.wait)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            await asyncio.get_running_loop().run_in_executor(None, closed.wait, 10.0)
+            assert closed.is_set()
+        finally:
+            del voice._stream, voice.vocoder.generate
+
     baseline = threading.active_count()
     asyncio.run(cancelled())
+    asyncio.run(cancelled_while_making())
     first_chunk = asyncio.run(broken_off())
     np.testing.assert_array_equal(first_chunk.samples, next(iter(voice.stream(text, seed=1))).samples)
     again = np.concatenate([c.samples for c in voice.stream(text, seed=1)])
     np.testing.assert_array_equal(again, voice.synthesize(text, seed=1))
     assert threading.active_count() <= baseline + 1  # (asyncio.run's executor threads are joined)
+
+
+async def _drain(agen):
+    async for _ in agen:
+        pass
 
 
 def test_synthesize_wav_is_the_synthesized_audio_as_a_file(voice):
