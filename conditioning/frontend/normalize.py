@@ -22,15 +22,19 @@ Conventions (documented choices):
 - "3x" is "three times", "1920x1080" "nineteen twenty by ten eighty" (3-4 digit sides in
   pairs, as resolutions are said; "1080p" likewise), "10^6" "ten to the power of six", "~5"
   "about five", "FY2024" "F Y twenty twenty-four"; "24h" and "2in" are units only against
-  the number. A bare month or day abbreviation is read out before a number or in a range
-  ("Jan 5", "Mon-Fri"), and left as written otherwise ("Jan" may be a name).
-- European formats are read as the numbers they mean: a decimal comma with one, two or four
-  and more digits after it ("1,5 kg" -> "one point five kilograms"; "1,500" stays one thousand
-  five hundred), dots grouping thousands ("1.234,56", "1.234.567"; a single group, "1.234", is
-  an English decimal) and day.month.year dates ("12.01.2026" -> "January twelfth, ...").
-- After a number, "m" is meters and "M", "mn", "bn", "tn" are scales ("5M users" -> "five
-  million users"); "k" and "B" stay letters ("a 10K run"). A currency sign after a number reads
-  as money ("12,50 €" -> "twelve euros and fifty cents").
+  the number. A bare month or day abbreviation is read out before a day's number or in a range
+  ("Dec 25", "Mon-Fri"); "Jan", "Sat", "Sun", "Wed" only before an ordinal ("Jan 1st"; "Jan 2
+  years ago" is a name).
+- European formats are read as the numbers they mean where the text shows they are European (a
+  currency sign or unit with the number, or dots grouping thousands before a decimal comma): a
+  decimal comma with one, two or four and more digits after it ("1,5 kg" -> "one point five
+  kilograms"; "1,500" stays one thousand five hundred; "Pick 1,2 or 3" stays a list), dots
+  grouping thousands ("1.234,56", "1.234.567 €"; "192.168.100.200" stays an address) and
+  day.month.year dates ("12.01.2026" -> "January twelfth, ...").
+- After a number, "mn", "bn", "tn" are scales, and "M" before a counted noun ("5M users" ->
+  "five million users"; "3M" stays); "m" (meters? minutes? million?), "k" and "B" stay letters
+  ("a 10K run"). A currency sign after a number reads as money ("12,50 €" -> "twelve euros and
+  fifty cents").
 - Digit groups joined by hyphens with seven or more digits in all are phone numbers, read
   digit by digit with a comma between groups ("555-1234").
 - Spelled letters keep their written case ("U.S." -> "U S", "www" -> "w w w"); "a.m." and
@@ -400,10 +404,11 @@ _ABBREVIATIONS = (frozenset(_TITLES) | frozenset(_INLINE) | frozenset(_MAY_END) 
                   | _WORD_LIKE)
 
 _DIGIT_BY_DIGIT = frozenset(("911",))  # the emergency number, as said
+_ABOUT_WORDS = frozenset(("about", "approx", "approximately", "around", "roughly", "circa", "ca"))
 # A five-digit number after a US state's code is a ZIP code, read digit by digit ("IL 62704")
 _US_STATES = frozenset(
-    "AL AK AZ AR CA CO CT DE FL GA HI ID IL IN IA KS KY LA ME MD MA MI MN MS MO MT NE NV NH NJ NM NY NC ND "
-    "OH OK OR PA RI SC SD TN TX UT VT VA WA WV WI WY DC PR".split())
+    "AL AK AZ AR CA CO CT DE FL GA ID IL IA KS KY LA MD MA MI MN MS MO MT NE NV NH NJ NM NY NC ND "
+    "OH PA RI SC SD TN TX UT VT VA WA WV WI WY DC PR".split())  # not HI, IN, ME, OK, OR: words too
 # A four-digit number after these is a year, even out of 1100-2099 ("in 1066", "by 2150")
 _YEAR_AFTER = frozenset("in since until till by circa ca. c. year around before after from".split())
 # Tokens read as a whole ("C hash" otherwise)
@@ -454,7 +459,7 @@ _UNITS = {
     "ms": ("millisecond", "milliseconds"), "kW": ("kilowatt", "kilowatts"),
     "kWh": ("kilowatt hour", "kilowatt hours"), "mAh": ("milliamp hour", "milliamp hours"),
     "min": ("minute", "minutes"), "sec": ("second", "seconds"), "hr": ("hour", "hours"),
-    "hrs": ("hours", "hours"), "m": ("meter", "meters"),
+    "hrs": ("hours", "hours"),
 }
 _UNIT_ALT = "|".join(re.escape(u) for u in sorted(_UNITS, key=len, reverse=True))
 
@@ -565,9 +570,12 @@ def _signed(sign: str, words: str) -> str:
     return {"-": "minus ", "+": "plus "}.get(sign, "") + words
 
 
-def _from_european(s: str) -> str | None:
-    """The token in English number format when it is written in a European one ("1,5" -> "1.5",
-    "€1.234,56" -> "€1234.56", "1.234.567" -> "1234567"), else None."""
+def _from_european(s: str, following: str | None = None, *, lenient: bool = False) -> str | None:
+    """The token in English number format when it is written in a European one ("1,5 kg" ->
+    "1.5", "€1.234,56" -> "€1234.56", "1.234.567 €" -> "1234567"), else None. Only with evidence
+    that it is European: a currency sign or unit with it or as the ``following`` token, or dots
+    grouping thousands before a decimal comma ("Pick 1,2 or 3" is a list, "192.168.100.200" an
+    address). ``lenient``: a decimal comma alone is enough (the number before a unit token)."""
     m = _RE_EURO_NUMBER.fullmatch(s)
     if m is None or not (m["head"] == "" or m["head"] in "+-" or m["head"].lstrip("+-") in _CURRENCIES):
         return None
@@ -575,6 +583,10 @@ def _from_european(s: str) -> str | None:
     if m["frac"] is None and not (grouped and m["int"].count(".") >= 2):
         return None  # "1.234" is an English decimal; "1,500" never reaches here (no comma match)
     if m["tail"] and not (m["tail"].lstrip() in _CURRENCIES or m["tail"] in _UNITS or m["tail"] == "%"):
+        return None
+    measured = (m["head"].lstrip("+-") in _CURRENCIES and m["head"].lstrip("+-") != "") or bool(m["tail"]) or (
+        following is not None and (following in _CURRENCIES or following in _UNITS or following == "%"))
+    if not (measured or lenient or (grouped and m["frac"] is not None)):
         return None
     number = m["int"].replace(".", "") + ("." + m["frac"] if m["frac"] is not None else "")
     return m["head"] + number + m["tail"]
@@ -584,7 +596,7 @@ def _plain_number_value(s: str | None) -> float | None:
     """Value of a token that is just a number ("1", "-2.5", "1,000", "1,5"), else None."""
     if s is None:
         return None
-    s = _from_european(s) or s
+    s = _from_european(s, lenient=True) or s
     last_end = s.rpartition("-")[2].rpartition("\u2013")[2]  # a range's upper end: "5-10 kg" is 10 of them
     m = _RE_NUMBER.fullmatch(s) or _RE_NUMBER.fullmatch(last_end)
     if m is None or not s[:1].isdigit() and s[:1] not in "-+.":
@@ -642,6 +654,12 @@ def _date(month: int, day: int, year_text: str) -> str:
     return f"{_MONTHS[month - 1]} {ordinal(day)}, {year_words}"
 
 
+def _counts_things(word: str | None) -> bool:
+    """Whether ``word`` after "5M" makes it a count ("5M users", "2M people"), not a name ("3M")."""
+    return word is not None and word.islower() and (word.endswith("s") and not word.endswith("ss")
+                                                   or word in ("people", "of", "more", "new"))
+
+
 def _in_pairs(n: int) -> str:
     """A number of 3-4 digits read in pairs, as resolutions and model numbers are said: 1080 "ten
     eighty", 720 "seven twenty", 1905 "nineteen oh five"; whole hundreds as cardinals."""
@@ -659,9 +677,11 @@ def _is_year_range(a: str, b: str) -> bool:
 
 def _read_numeric(s: str, ctx: Context) -> str | None:
     """Spoken form of a token holding digits, or None when no number pattern fits."""
-    if (english := _from_european(s)) is not None:
+    if (english := _from_european(s, ctx.next)) is not None:
         return _read_numeric(english, ctx)
     if s[:1] == "~" and s[1:2].isdigit() and (amount := _read_numeric(s[1:], ctx)) is not None:
+        if ctx.prev is not None and ctx.prev.lower().rstrip(".") in _ABOUT_WORDS:
+            return amount  # "about ~5": said once
         return "about " + amount  # "~5 people"
     if m := _RE_CUR_PRE.fullmatch(s):
         if m["scale"] is None and ctx.next in _SCALE_WORDS:
@@ -726,6 +746,8 @@ def _read_numeric(s: str, ctx: Context) -> str | None:
         return _number_words(m["num"], as_year=False) + " times"
     if m := _RE_BY.fullmatch(s):  # "1920x1080": nineteen twenty by ten eighty; "2x4": two by four
         a, b = int(m["a"]), int(m["b"])
+        if m["a"] == "0":  # "0x10": a hex literal, not a size
+            return None
         if 100 <= min(a, b) and max(a, b) < 10000 and m["a"][0] != "0" and m["b"][0] != "0":
             return _in_pairs(a) + " by " + _in_pairs(b)
         return _number_words(m["a"], as_year=False) + " by " + _number_words(m["b"], as_year=False)
@@ -739,7 +761,7 @@ def _read_numeric(s: str, ctx: Context) -> str | None:
     if (m := _RE_NUM_ATTACHED.fullmatch(s)) and m["unit"] in _ATTACHED_UNITS:
         one, many = _ATTACHED_UNITS[m["unit"]]
         return _number_words(m["num"], as_year=False) + " " + (one if m["num"] == "1" else many)
-    if m := _RE_NUM_SCALE.fullmatch(s):
+    if (m := _RE_NUM_SCALE.fullmatch(s)) and (m["scale"] != "M" or _counts_things(ctx.next)):
         return _signed(m["sign"], _number_words(m["num"], as_year=False) + " " + _SCALE_SUFFIX[m["scale"]])
     if m := _RE_SHORT_YEAR.fullmatch(s):  # "in '05", "the '99 season"
         y = int(m["y"])
@@ -807,7 +829,8 @@ def _read_number_in_context(sign: str, num: str, ctx: Context) -> str:
         return digits(num)
     if plain_int and 1 <= int(num) <= 31 and len(num) <= 2:
         if prev is not None and (prev in _MONTH_NAMES.values() or prev.lower() in _MONTH_ABBREV
-                                 or _BARE_DATE_ABBREV.get(prev) in _MONTH_NAMES.values()):
+                                 or (_BARE_DATE_ABBREV.get(prev) in _MONTH_NAMES.values()
+                                     and _day_number_follows(prev, num))):
             return ordinal(int(num))
         if nxt is not None and nxt in _MONTH_NAMES.values():
             the = "" if prev is not None and prev.lower() == "the" else "the "  # "on the 4 July"
@@ -1005,8 +1028,8 @@ def read_token(s: str, ctx: Context = Context(), *, lexicon: Lexicon | None = No
             return Reading(read_plain(prepare(base)), phonemes=phonemes)
     if s in _NAMED_TOKENS:
         return Reading(_NAMED_TOKENS[s])
-    if s in _BARE_DATE_ABBREV and ctx.next is not None and ctx.next[:1].isdigit():
-        return Reading(_BARE_DATE_ABBREV[s])  # "Jan 5", "Sat 3 May"
+    if s in _BARE_DATE_ABBREV and _day_number_follows(s, ctx.next):
+        return Reading(_BARE_DATE_ABBREV[s])  # "Dec 25", "Jan 1st", "Sat 3rd"
     if (dates := _date_range(s)) is not None:
         return Reading(dates)  # "Mon-Fri", "Jan-Mar"
     if is_plain_word(s):
@@ -1049,9 +1072,23 @@ def read_token(s: str, ctx: Context = Context(), *, lexicon: Lexicon | None = No
     return Reading(read_plain(s))
 
 
+# Bare abbreviations that are also names or words ("Jan 2 years ago", "Sat 5 minutes"): read out
+# only before an ordinal ("Jan 1st")
+_BARE_AMBIGUOUS = frozenset(("Jan", "Sat", "Sun", "Wed"))
+
+
+def _day_number_follows(abbrev: str, nxt: str | None) -> bool:
+    if nxt is None:
+        return False
+    if _RE_ORDINAL.fullmatch(nxt):
+        return 1 <= int(_RE_ORDINAL.fullmatch(nxt)["n"].replace(",", "")) <= 31
+    return abbrev not in _BARE_AMBIGUOUS and nxt.isdigit() and 1 <= int(nxt) <= 31 and len(nxt) <= 2
+
+
 def _date_range(s: str) -> str | None:
-    """"Mon-Fri" -> "Monday to Friday", "Jan.-Mar." -> "January to March"; else None."""
-    left, dash, right = s.partition("-") if "-" in s else s.partition("\u2013")
+    """"Mon-Fri" -> "Monday to Friday", "Jan.-Mar." -> "January to March"; else None. (An en dash
+    splits the token before it comes here.)"""
+    left, dash, right = s.partition("-")
     if not dash:
         return None
     a = _BARE_DATE_ABBREV.get(left.rstrip(".").capitalize())

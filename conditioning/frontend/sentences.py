@@ -17,7 +17,9 @@ Sentence boundaries (documented rules):
   (``-``, ``*``, ``•``) or a numbered marker ("1.", "2)"), when the line ends in a colon,
   or when the line is shorter than ``SHORT_LINE_CHARS`` and the next begins with a
   capital or a digit (list items, headings), but not inside hard-wrapped prose; a line
-  break between two such short lines that ends no sentence is a pause ("milk\neggs");
+  break between two such short lines that ends no sentence is a pause ("milk\neggs") when
+  the next line's first word would have fitted on the line (the writer broke it; wrapped
+  prose breaks where it would not);
 - forced: a sentence longer than ``MAX_SENTENCE_WORDS`` spoken words is cut at its last
   comma, semicolon or colon that leaves at least ``MIN_SPLIT_WORDS`` words before it, or,
   failing that, right at the limit. A single written token longer than
@@ -167,6 +169,11 @@ _STARTERS = frozenset(
     "since because although though once everyone everybody someone somebody nobody nothing everything "
     "each every both another such let please thanks yes maybe perhaps next soon tomorrow yesterday "
     "tonight afterwards instead otherwise indeed unfortunately luckily sadly".split())
+
+# Words a line of prose does not end on unless it was wrapped there
+_LEANS_ON_NEXT = frozenset(
+    "a an the to of and or but in on at for with by from into onto that which who is are was were be been "
+    "because if as than so not no my your his her its our their this these those".split())
 
 _IGNORE, _KEEP, _ATTACH = 0, 1, 2
 
@@ -503,16 +510,29 @@ def _line_end(text: str, pos: int) -> int:
 
 
 def _line_pauses(text: str, toks: list[_Token], gaps: list[_Gap]) -> list[_Gap]:
-    """A single line break between two short lines with no punctuation at it is a pause (",").
-    A list, a verse or an address written one item a line ("milk\neggs\nbread") is read with
-    a breath between the lines rather than run together; hard-wrapped prose has longer lines."""
+    """A single line break between two short lines with no punctuation at it is a pause (",")
+    when the writer broke the line: the next line's first word would have fitted on it (within
+    the longest line of its paragraph, or 25 characters) and the line does not end in a word
+    that needs the next ("the", "to", "and"). A list, a verse or an address written one item a
+    line ("milk\neggs\nbread") is read with a breath between the lines rather than run together;
+    prose wrapped at 40-48 columns breaks where the next word would not fit, and runs on."""
     out = gaps
+    widths: dict[int, int] = {}  # paragraph start -> its longest line
     for i, g in enumerate(gaps):
         if g.breaks != 1 or g.pause is not None or g.end_mark is not None:
             continue
         t, u = toks[i], toks[i + 1]
-        if (t.end - _line_start(text, t.start) < SHORT_LINE_CHARS
-                and _line_end(text, u.start) - _line_start(text, u.start) < SHORT_LINE_CHARS):
+        a0, b0 = _line_start(text, t.start), _line_start(text, u.start)
+        line_a = text[a0:_line_end(text, a0)].rstrip()
+        line_b = text[b0:_line_end(text, b0)].rstrip()
+        if len(line_a) >= SHORT_LINE_CHARS or len(line_b) >= SHORT_LINE_CHARS:
+            continue
+        start = text.rfind("\n\n", 0, a0) + 2 if "\n\n" in text[:a0] else 0  # the paragraph (a blank line parts them)
+        if start not in widths:
+            stop = text.find("\n\n", start)
+            widths[start] = max(len(x.rstrip()) for x in text[start:None if stop < 0 else stop].splitlines() or [""])
+        last = line_a.rsplit(None, 1)[-1].strip("\"'()[]*_").lower() if line_a.split() else ""
+        if last not in _LEANS_ON_NEXT and len(line_a) + 1 + len(line_b.split(None, 1)[0]) <= max(widths[start], 25):
             if out is gaps:
                 out = list(gaps)
             out[i] = dataclasses.replace(g, pause=",")

@@ -381,16 +381,18 @@ TABLE = [
     ("1.0 kg", "one point zero kilograms"),  # a decimal takes the plural
     ("the 800s", "the eight hundreds"),
     # (text review, session 16: each was read as written, "one hundred m", "one five kg", ...)
-    ("the 100m sprint", "the one hundred meters sprint"),  # lower-case m after a number: meters
-    ("a 1 m step", "a one meter step"),
+    ("Posted 5m ago", "Posted five m ago"),  # "m": meters, minutes or million: left a letter (diff review)
     ("5M users", "five million users"),  # a scale letter with no currency
     ("2.5bn people", "two point five billion people"),
     ("a 10K run", "a ten K run"),  # k and B stay letters ("a 2B pencil")
     ("1,5 kg", "one point five kilograms"),  # a European decimal comma
-    ("3,14", "three point one four"),
+    ("3,14 kg", "three point one four kilograms"),
+    ("Pick 1,2 or 3", "Pick one two or three"),  # no unit or currency: not European (diff review)
+    ("The IP is 192.168.100.200", "The IP is one nine two dot one six eight dot one zero zero dot two zero zero"),
     ("1,500", "one thousand five hundred"),  # an English thousands comma stays one
     ("€1.234,56", "one thousand two hundred thirty-four euros and fifty-six cents"),
-    ("1.234.567 people", "one million two hundred thirty-four thousand five hundred sixty-seven people"),
+    ("1.234.567 \u20ac", "one million two hundred thirty-four thousand five hundred sixty-seven euros"),
+    ("1.234,56", "one thousand two hundred thirty-four point five six"),  # thousands dots and a decimal comma
     ("1.234", "one point two three four"),  # one dot group: an English decimal
     ("-3,5%", "minus three point five percent"),
     ("12.01.2026", "January twelfth, twenty twenty-six"),  # day.month.year (was read as a phone number)
@@ -399,7 +401,8 @@ TABLE = [
     ("1 €", "one euro"),  # (was "one euros")
     ("-5 €", "minus five euros"),  # (was "minus five euros euros")
     ("Springfield, IL 62704", "Springfield, IL six two seven zero four"),  # a ZIP code after a state's code
-    ("IN 46204", "IN four six two zero four"),
+    ("TX 75001", "TX seven five zero zero one"),
+    ("OK 25000 then", "OK twenty-five thousand then"),  # OK, OR, IN, HI, ME are words too (diff review)
     ("in 46204 cases", "in forty-six thousand two hundred four cases"),  # "in" is not Indiana
     ("2026/01/12", "January twelfth, twenty twenty-six"),  # year/month/day (was "two thousand twenty-six zero one twelve")
     ("12-01-2026", "December first, twenty twenty-six"),  # as the slash dates (was a phone number)
@@ -412,13 +415,19 @@ TABLE = [
     ("3x faster", "three times faster"),
     ("1920x1080", "nineteen twenty by ten eighty"),
     ("2x4", "two by four"),
+    ("Write 0x10", "Write zero x ten"),  # a hex literal (diff review)
     ("10^6", "ten to the power of six"),
     ("1080p video", "ten eighty p video"),
     ("10,000+ users", "ten thousand plus users"),  # (was "ten zero zero zero plus")
     ("~5 people", "about five people"),
+    ("About ~5 people", "About five people"),
+    ("I work at 3M", "I work at three M"),  # "M" a scale only before a counted noun
     ("WWII", "World War Two"),
     ("WW2 ended", "World War Two ended"),
-    ("Jan 5", "January fifth"),  # a bare month abbreviation before a number
+    ("Dec 25", "December twenty-fifth"),  # a bare month abbreviation before a day
+    ("Jan 1st", "January first"),  # "Jan" (a name) only before an ordinal
+    ("I met Jan 2 years ago", "I met Jan two years ago"),
+    ("Sat 5 minutes", "Sat five minutes"),
     ("Meet Jan tomorrow", "Meet Jan tomorrow"),  # and a name otherwise
     ("Open Mon-Fri", "Open Monday to Friday"),
     ("Jan-Mar sales", "January to March sales"),

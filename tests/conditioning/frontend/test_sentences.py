@@ -1,6 +1,8 @@
 """Sentence splitting and word spans: boundaries, exact spans in the original text,
 length limits and bad input."""
 
+import textwrap
+
 import pytest
 
 from wavern.conditioning.frontend.lexicon import Lexicon
@@ -158,6 +160,10 @@ def test_tabs_and_odd_newlines_are_whitespace():
     assert normalize_text("a\tb\u00a0c\u2028d\r\ne") == "a b c, d, e."
 
 
+_WRAPPED = ("We met yesterday afternoon to discuss the new budget and the plans for the coming year, which "
+            "include a larger team and more travel for everyone involved in the project.")
+
+
 @pytest.mark.parametrize(("text", "spoken"), [
     ("Shopping list\nmilk\neggs\nbread", ["Shopping list, milk, eggs, bread."]),
     ("Roses are red\nviolets are blue", ["Roses are red, violets are blue."]),
@@ -168,6 +174,12 @@ def test_tabs_and_odd_newlines_are_whitespace():
       "line and ends here."]),  # a long line either side: no pause
     ("short\nbut the line after this one is much longer than fifty characters",
      ["short but the line after this one is much longer than fifty characters."]),
+    # prose wrapped at 40-48 columns, or broken after a word that needs the next, runs on (diff review:
+    # "to discuss the new, budget", "go to the, park")
+    (textwrap.fill(_WRAPPED, 48), [" ".join(_WRAPPED.split())]),
+    (textwrap.fill(_WRAPPED, 40), [" ".join(_WRAPPED.split())]),
+    ("I think that we should go to the\npark tomorrow if it is fine.",
+     ["I think that we should go to the park tomorrow if it is fine."]),
 ])
 def test_a_break_between_short_lines_is_a_pause(text, spoken):
     """Session 16 text review: "milk\neggs\nbread" ran together as one phrase."""
