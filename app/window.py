@@ -501,6 +501,7 @@ class MainWindow(QMainWindow):
         self.preview_timer.timeout.connect(self.refresh_preview)
         self.editor.textChanged.connect(self.preview_timer.start)
         self.editor.textChanged.connect(self._on_text_changed)
+        self._loading: str | None = None  # the voice folder the worker is loading, if any
         self._voice_timer = QTimer(self)
         self._voice_timer.setSingleShot(True)
         self._voice_timer.setInterval(VOICE_CHOICE_MS)
@@ -559,10 +560,15 @@ class MainWindow(QMainWindow):
             return
         self.card.setText(self._voice_infos[index].card)
         if not now:
+            self._set_voice_ready(False)  # until it rests: Speak now would speak with the voice being left
             self._voice_timer.start()
             return
         self._voice_timer.stop()
         info = self._voice_infos[index]
+        loaded = self.voice_state is not None and str(self.voice_state.path) == str(info.path)
+        if loaded and self._loading is None:  # back to the voice in use: nothing to stop or load
+            self._set_voice_ready(True)
+            return
         self._set_voice_ready(False)
         m = self.worker.meters()
         if m.busy or m.queued_ms > 0:  # the load would wait behind the speech (hours for a long text)
@@ -570,10 +576,15 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(f"Stopped speaking to load voice {info.name}…")
         else:
             self.statusBar().showMessage(f"Loading voice {info.name}…")
+        self._loading = str(info.path)
         self.worker.load_voice(info.path)
 
     def _on_voice_loaded(self, state: VoiceState) -> None:
+        self._loading = None
         self.voice_state = state
+        self.report_problem(None, only_if="Voice not loaded")  # an earlier choice's failure is old news
+        if not self._voice_timer.isActive():  # (a newer choice waiting keeps the list where the user left it)
+            self._show_voice_in_list(state.path)
         self.sample_rate = state.sample_rate
         self.speaker_combo.clear()
         self.speaker_combo.addItems(list(state.speakers))
@@ -597,18 +608,24 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(f"Voice {state.name} ready (warm-up {state.warmup_s:.1f} s)", 8000)
 
     def _on_voice_failed(self, message: str) -> None:
+        self._loading = None
         if self.voice_state is not None:  # the worker still has the voice it had: back to it
-            i = self.voice_combo.findData(str(self.voice_state.path))
-            if i >= 0:
-                self.voice_combo.blockSignals(True)
-                self.voice_combo.setCurrentIndex(i)
-                self.voice_combo.blockSignals(False)
-                self.card.setText(self._voice_infos[i].card)
-            self._set_voice_ready(True)
+            if not self._voice_timer.isActive():  # unless the user has chosen another since
+                self._show_voice_in_list(self.voice_state.path)
+                self._set_voice_ready(True)
             self.report_problem(f"Voice not loaded: {message}; still speaking with {self.voice_state.name}")
             return
         self._set_voice_ready(False)
         self.report_problem(f"Voice not loaded: {message}")
+
+    def _show_voice_in_list(self, path) -> None:
+        """Select ``path`` in the voice list without loading it (it is the one loaded)."""
+        i = self.voice_combo.findData(str(path))
+        if i >= 0 and i != self.voice_combo.currentIndex():
+            self.voice_combo.blockSignals(True)
+            self.voice_combo.setCurrentIndex(i)
+            self.voice_combo.blockSignals(False)
+            self.card.setText(self._voice_infos[i].card)
 
     def report_problem(self, message: str | None, *, only_if: str = "") -> None:
         """Show ``message`` beside the status line until it is dismissed (a click, Space on it) or

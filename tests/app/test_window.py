@@ -1192,3 +1192,39 @@ def test_the_text_can_be_made_larger_from_the_keyboard_and_the_size_is_kept(qtbo
             w2.close()
     finally:
         w.close()
+
+
+def test_voice_choices_while_loading_end_on_the_last_one_chosen(qapp, tiny_voice, tmp_path, monkeypatch):
+    """Diff review: a failed load put the list back on the old voice and the waiting choice then
+    loaded that (the user's choice lost); a failure's problem stayed after a good load; choosing
+    the voice already loaded stopped the speech and loaded it again."""
+    import shutil
+
+    voices = tmp_path / "voices"
+    for name in ("a", "c"):
+        shutil.copytree(tiny_voice, voices / name)
+    (voices / "broken").mkdir()
+    shutil.copy(tiny_voice / "voice.json", voices / "broken" / "voice.json")  # no weights: fails to load
+    monkeypatch.setenv("WAVERN_VOICES", str(voices))
+    w = _new_window(tmp_path, str(voices / "c"), clock_speed=1.0)
+    try:
+        _wait(lambda: w.voice_state is not None)
+        index = {Path(w.voice_combo.itemData(i)).name: i for i in range(w.voice_combo.count())}
+        loads = []
+        real = w.worker.load_voice
+        monkeypatch.setattr(w.worker, "load_voice", lambda path: (loads.append(Path(path).name), real(path)))
+        w.voice_combo.setCurrentIndex(index["broken"])
+        _wait(lambda: loads == ["broken"])
+        w.voice_combo.setCurrentIndex(index["a"])  # chosen while "broken" loads (and fails)
+        _wait(lambda: w.voice_state.path.name == "a", timeout_s=30.0)
+        assert loads == ["broken", "a"] and w.voice_combo.currentIndex() == index["a"]
+        assert not w.problem_button.isVisible()  # "broken"'s failure is old news once "a" loaded
+        w.editor.setPlainText(LONG)
+        w.speak()
+        _wait(lambda: w.worker.meters().position > 0)
+        w.voice_combo.setCurrentIndex(index["c"])
+        w.voice_combo.setCurrentIndex(index["a"])  # and back to the voice in use
+        _wait(lambda: not w._voice_timer.isActive())
+        assert loads == ["broken", "a"] and w.worker.meters().busy and w.speak_action.isEnabled()
+    finally:
+        w.close()
