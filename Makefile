@@ -7,11 +7,11 @@ test:
 	./test.sh
 bench: setup data/corpus/metadata.jsonl
 	$(PY) bench/run_all.py
-data/corpus/metadata.jsonl:
+data/corpus/metadata.jsonl: | setup
 	.venv/bin/wavern corpus build data/corpus --utterances 2000 --seed 0
 voice: setup
 	.venv/bin/wavern train voice
 corpus: setup
-	.venv/bin/wavern corpus build data/corpus --utterances 2000
+	.venv/bin/wavern corpus build data/corpus --utterances 2000 --seed 0
 doctor: setup
 	.venv/bin/wavern doctor

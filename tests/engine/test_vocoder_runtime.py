@@ -633,6 +633,9 @@ def test_a_period_voice_batch_runs_in_stream_groups_that_each_equal_one_stream(t
     voc = Vocoder.load(path, cond_blocks=cfg.cond_blocks, lpc_order=10, excitation="linear", ltp=True,
                        ltp_input=True, ltp_input_taps=5)
     monkeypatch.setattr(V, "STREAM_GROUP", 3)
+    calls = []
+    real = K._generate_streams
+    monkeypatch.setattr(K, "_generate_streams", lambda gi, *a: (calls.append(gi.shape[0]), real(gi, *a))[1])
     B, n = 7, 4 * 256
     rngs = K.rng_states(11, B)
 
@@ -643,6 +646,7 @@ def test_a_period_voice_batch_runs_in_stream_groups_that_each_equal_one_stream(t
     gis = np.stack([voc.frame_inputs(feats(s)) for s in range(B)])
     st = voc.new_batch_state(rngs)
     batch = np.concatenate([voc.generate_batch(gis, st, 300), voc.generate_batch(gis, st, n - 300)], axis=1)
+    assert calls == [3, 3, 1, 3, 3, 1]  # two chunks, each in groups of 3
     for s in range(B):
         np.testing.assert_array_equal(batch[s], voc.generate(gis[s], voc.new_state(rng=rngs[s]), n))
 
