@@ -580,11 +580,12 @@ class MainWindow(QMainWindow):
         self.worker.load_voice(info.path)
 
     def _on_voice_loaded(self, state: VoiceState) -> None:
-        self._loading = None
+        if self._loading == str(state.path):
+            self._loading = None
         self.voice_state = state
         self.report_problem(None, only_if="Voice not loaded")  # an earlier choice's failure is old news
-        if not self._voice_timer.isActive():  # (a newer choice waiting keeps the list where the user left it)
-            self._show_voice_in_list(state.path)
+        if self._loading is None and not self._voice_timer.isActive():  # (a newer choice, loading or
+            self._show_voice_in_list(state.path)  # waiting, keeps the list where the user left it)
         self.sample_rate = state.sample_rate
         self.speaker_combo.clear()
         self.speaker_combo.addItems(list(state.speakers))
