@@ -584,7 +584,7 @@ def _from_european(s: str, following: str | None = None, *, lenient: bool = Fals
         return None  # "1.234" is an English decimal; "1,500" never reaches here (no comma match)
     if m["tail"] and not (m["tail"].lstrip() in _CURRENCIES or m["tail"] in _UNITS or m["tail"] == "%"):
         return None
-    measured = (m["head"].lstrip("+-") in _CURRENCIES and m["head"].lstrip("+-") != "") or bool(m["tail"]) or (
+    measured = m["head"].lstrip("+-") in _CURRENCIES or bool(m["tail"]) or (
         following is not None and (following in _CURRENCIES or following in _UNITS or following == "%"))
     if not (measured or lenient or (grouped and m["frac"] is not None)):
         return None
