@@ -654,6 +654,12 @@ def _date(month: int, day: int, year_text: str) -> str:
     return f"{_MONTHS[month - 1]} {ordinal(day)}, {year_words}"
 
 
+def _is_article(word: str | None) -> bool:
+    """"a"/"an" before a quantity makes it a modifier, said with the unit singular: "a 5 km walk"
+    ("a" cannot go with the plural "five kilometers")."""
+    return word is not None and word.lower() in ("a", "an")
+
+
 def _counts_things(word: str | None) -> bool:
     """Whether ``word`` after "5M" makes it a count ("5M users", "2M people"), not a name ("3M")."""
     return word is not None and word.islower() and (word.endswith("s") and not word.endswith("ss")
@@ -736,8 +742,8 @@ def _read_numeric(s: str, ctx: Context) -> str | None:
     if m := _RE_NUM_UNIT.fullmatch(s):
         value = _number_value(m["num"])
         one, many = _UNITS[m["unit"]]
-        unit = one if value == 1 and "." not in m["num"] else many
-        return _signed(m["sign"], _number_words(m["num"], as_year=False) + " " + unit)
+        single = value == 1 and "." not in m["num"] or _is_article(ctx.prev)  # "a 5km walk": five kilometer
+        return _signed(m["sign"], _number_words(m["num"], as_year=False) + " " + (one if single else many))
     if m := _RE_NUMBER.fullmatch(s):
         return _read_number_in_context(m["sign"], m["num"], ctx)
     if m := _RE_NUM_PLUS.fullmatch(s):  # "10,000+ users"
@@ -1051,7 +1057,8 @@ def read_token(s: str, ctx: Context = Context(), *, lexicon: Lexicon | None = No
         return Reading("A M" if s[0] in "aA" else "P M", may_end=s.endswith("."))
     if prev_value is not None and s in _UNITS:
         one, many = _UNITS[s]
-        return Reading(one if prev_value == 1 and "." not in (ctx.prev or "") else many)
+        single = prev_value == 1 and "." not in (ctx.prev or "") or _is_article(ctx.prev2)  # "a 5 kg bag"
+        return Reading(one if single else many)
     if key in _SCALE_WORDS and ctx.prev is not None:
         cur = _RE_CUR_PRE.fullmatch(ctx.prev)
         if cur is not None and cur["scale"] is None:

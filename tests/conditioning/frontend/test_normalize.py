@@ -428,6 +428,10 @@ TABLE = [
     ("Jan 1st", "January first"),  # "Jan" (a name) only before an ordinal
     ("I met Jan 2 years ago", "I met Jan two years ago"),
     ("Sat 5 minutes", "Sat five minutes"),
+    ("a 5 km walk", "a five kilometer walk"),  # after "a" the quantity is a modifier (diff review)
+    ("a 5km walk", "a five kilometer walk"),
+    ("an 8 GB card", "an eight gigabyte card"),
+    ("the 5 km were hard", "the five kilometers were hard"),
     ("Meet Jan tomorrow", "Meet Jan tomorrow"),  # and a name otherwise
     ("Open Mon-Fri", "Open Monday to Friday"),
     ("Jan-Mar sales", "January to March sales"),
