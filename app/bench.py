@@ -72,7 +72,9 @@ SCHEMA: dict[str, str] = {
     "system.platform": "platform.platform()",
     "system.cpu_count": "logical CPUs (os.cpu_count)",
     "system.cpu_features": "object: feature name -> bool, from wavern.app.doctor.cpu_features",
-    "system.threads.torch": "torch.get_num_threads() during the run",
+    "system.threads.blas": "BLAS threads (numpy's, which runs the acoustic model) during the run, threadpoolctl",
+    "system.threads.torch": "torch.get_num_threads() during the run; null when torch was not loaded (the engine "
+                            "does not use it; --compare torch loads it)",
     "system.threads.numba": "numba.get_num_threads() during the run",
     "system.threads.process": "OS threads of the process at the end of the run",
     "system.load_processes": "busy processes started by --load",
@@ -320,6 +322,14 @@ def _pct(x, qs=(50, 90)) -> dict:
     return out
 
 
+def _blas_threads() -> int | None:
+    """The most threads any loaded BLAS runs with (None: no BLAS found)."""
+    from threadpoolctl import threadpool_info
+
+    counts = [lib["num_threads"] for lib in threadpool_info() if lib.get("user_api") == "blas"]
+    return max(counts) if counts else None
+
+
 def _os_threads() -> int:
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
@@ -374,7 +384,6 @@ def run_bench(voice_path: str | os.PathLike, sentences: Sequence[str], *, repeat
     import wavern.engine.kernels  # noqa: F401  first: it configures numba's vectoriser before numba loads
 
     import numba
-    import torch
 
     from wavern.app.doctor import cpu_features
     from wavern.engine import Voice
@@ -450,7 +459,9 @@ def run_bench(voice_path: str | os.PathLike, sentences: Sequence[str], *, repeat
             cmp = compare_torch(voice, np.ascontiguousarray(mel[:compare_frames]), seed=seed)
         elif compare is not None:
             raise ParameterError(f"--compare {compare!r}: only 'torch' is supported")
-    threads = {"torch": torch.get_num_threads(), "numba": numba.get_num_threads(), "process": _os_threads()}
+    torch = sys.modules.get("torch")
+    threads = {"blas": _blas_threads(), "torch": torch.get_num_threads() if torch is not None else None,
+               "numba": numba.get_num_threads(), "process": _os_threads()}
     voice.close()  # (gives the process its own thread counts back: read them before)
     chunks = [c for run in runs for c in run.chunks]
     heads = [h for p in plays for h in p.headroom_s[1:]]
@@ -532,7 +543,7 @@ def format_report(res: dict) -> str:
         lines.append(f"buffer headroom      min {h['min']:.3f} s  p10 {h['p10']:.3f} s  p50 {h['p50']:.3f} s")
     lines.append(f"underruns            simulated {s['underruns']} ({s['underrun_s']:.3f} s)"
                  + (f", device {s['device_underruns']}" if s["device_underruns"] is not None else ""))
-    lines.append(f"peak RSS {s['peak_rss_mib']:.0f} MiB; threads torch {sy['threads']['torch']}, numba "
+    lines.append(f"peak RSS {s['peak_rss_mib']:.0f} MiB; threads BLAS {sy['threads']['blas']}, numba "
                  f"{sy['threads']['numba']}, process {sy['threads']['process']}; {sy['cpu_count']} CPUs ({feats})")
     rt = res.get("realtime")
     if rt is not None:

@@ -317,13 +317,12 @@ class RenderWorker:
 
     def __init__(self, voices: dict[str, str | dict[str, bytes]], *, fold_frames: int | None = None,
                  overlap_frames: int | None = None, lexicon: dict | None = None):
-        import torch
-
         from wavern.engine import batch
+        from wavern.engine.voice import use_threads
 
-        # One thread per worker: workers are the parallelism, and the acoustic model's float sums
-        # then run in one order everywhere, so a pool, Ray and this process give the same audio.
-        torch.set_num_threads(1)
+        # One BLAS thread per worker: workers are the parallelism, and the acoustic model's float
+        # sums then run in one order everywhere, so a pool, Ray and this process give the same audio.
+        use_threads(1)
         self._sources = dict(voices)
         self._loaded: dict[str, object] = {}
         self._fold = batch.DEFAULT_FOLD_FRAMES if fold_frames is None else fold_frames

@@ -14,8 +14,8 @@ from typing import Any
 from wavern.dsp import MelConfig
 from wavern.errors import ParameterError
 
-__all__ = ["EncoderConfig", "AcousticConfig", "DECODER_KINDS", "POSITION_KINDS", "PROSODY_DEFAULT", "PROSODY_SCALE",
-           "PROSODY_LIMITS", "PROSODY_NAMES", "check_prosody"]
+__all__ = ["EncoderConfig", "AcousticConfig", "DECODER_KINDS", "POSITION_KINDS", "SPEED_LIMITS", "PROSODY_DEFAULT",
+           "PROSODY_SCALE", "PROSODY_LIMITS", "PROSODY_NAMES", "check_prosody"]
 
 #: espeak-ng's default rate (words per minute), pitch and pitch range (its DEFAULT_RATE,
 #: DEFAULT_PITCH, DEFAULT_PITCH_RANGE): what an AcousticConfig.prosody model speaks with at inference
@@ -52,6 +52,9 @@ MAX_SPEAKERS = 10000
 #: Position encodings. Only sinusoids for now: they extend to any length, so a paragraph longer
 #: than every training utterance still encodes (a learned table would stop at its size).
 POSITION_KINDS = ("sinusoidal",)
+#: The speeds (duration divisors) inference accepts: beyond them espeak-trained durations stop
+#: sounding like speech.
+SPEED_LIMITS = (0.25, 4.0)
 
 
 _SCALAR_TYPES = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,)}

@@ -21,9 +21,10 @@ The worker decodes the sentences it prepares whole. Chunks then grow gently (512
 worker starts on the next sentence only after that ramp (or at the end of a shorter first
 sentence), so it competes with neither the ramp's CPU nor its GIL hand-offs; a sentence
 nobody prepared ahead is analysed on the calling thread.
-Torch and BLAS run single-threaded by default (``Voice.load(threads=1)``): with another
-process on the second core, a two-thread OpenBLAS or OpenMP pool spin-waits for a thread
-that is not running, which cost 50-110 ms per small product on the shared 2-core machine.
+BLAS runs single-threaded by default (``Voice.load(threads=1)``): with another process on
+the second core, a two-thread OpenBLAS or OpenMP pool spin-waits for a thread that is not
+running, which cost 50-110 ms per small product on the shared 2-core machine. The acoustic
+model runs in numpy (:mod:`wavern.conditioning.runtime`): a voice never imports torch.
 
 Within a sentence the vocoder's conditioning is computed over mel windows with enough
 context frames for the conditioning network's receptive field, so streamed audio equals the
@@ -38,7 +39,6 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import difflib
-import functools
 import logging
 import threading
 import time
@@ -129,38 +129,32 @@ def chunk_samples(k: int) -> int:
     return RAMP_SAMPLES[k] if k < len(RAMP_SAMPLES) else CHUNK_SAMPLES
 
 
-def use_threads(n: int | None, *, blas: bool = True) -> None:
-    """Run torch (and, with ``blas``, every BLAS loaded so far) with ``n`` threads; None: leave them.
+def use_threads(n: int | None) -> None:
+    """Run BLAS (numpy's, which runs the acoustic model) with ``n`` threads; None: leave it.
 
-    torch's count is per thread (``wavern.conditioning.acoustic.set_torch_threads``: each thread
-    calls this); the BLAS limit (threadpoolctl, ~1 ms) is process-wide and covers the libraries
-    loaded now.
+    The limit (threadpoolctl, ~1 ms) is process-wide and covers the libraries loaded now.
     """
     if n is None:
         return
     if n < 1:
         raise ParameterError(f"threads must be >= 1 or None, found {n}")
-    from wavern.conditioning.acoustic import set_torch_threads
-
-    set_torch_threads(n)
-    if blas:
-        try:
-            from threadpoolctl import threadpool_limits
-        except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn (librosa)
-            log.warning("threadpoolctl missing: BLAS keeps its own thread count")
-        else:
-            threadpool_limits(limits=n, user_api="blas")
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn (librosa)
+        log.warning("threadpoolctl missing: BLAS keeps its own thread count")
+    else:
+        threadpool_limits(limits=n, user_api="blas")
 
 
 class _ProcessThreads:
-    """The process's torch/BLAS thread counts from before the first open voice set its own
+    """The process's BLAS thread counts from before the first open voice set its own
     (:func:`use_threads`), put back when the last such voice closes: a program that loads a voice,
     speaks and closes it gets its own thread counts back."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._holders = 0
-        self._before: tuple[int, list] | None = None  # (torch threads, threadpoolctl's BLAS info)
+        self._before: list | None = None  # threadpoolctl's BLAS info
 
     def hold(self, n: int | None) -> bool:
         """use_threads(n) for a voice being opened; True when it holds the settings (n not None)."""
@@ -170,9 +164,7 @@ class _ProcessThreads:
             if self._holders == 0:
                 from threadpoolctl import threadpool_info
 
-                from wavern.conditioning.acoustic import torch_threads
-
-                self._before = (torch_threads(), [lib for lib in threadpool_info() if lib.get("user_api") == "blas"])
+                self._before = [lib for lib in threadpool_info() if lib.get("user_api") == "blas"]
             use_threads(n)
             self._holders += 1
         return True
@@ -182,13 +174,10 @@ class _ProcessThreads:
             self._holders -= 1
             if self._holders or self._before is None:
                 return
-            (n_torch, blas), self._before = self._before, None
-            from threadpoolctl import threadpool_limits
-
-            from wavern.conditioning.acoustic import set_torch_threads
-
-            set_torch_threads(n_torch)
+            blas, self._before = self._before, None
             if blas:
+                from threadpoolctl import threadpool_limits
+
                 threadpool_limits(limits=blas)
 
 
@@ -328,7 +317,8 @@ class _Live:
 
 
 class Voice:
-    """A loaded voice: front end settings, acoustic model (torch) and vocoder (numba engine).
+    """A loaded voice: front end settings, acoustic model (numpy, :mod:`wavern.conditioning.runtime`)
+    and vocoder (numba engine).
 
     Several threads may stream from one voice at once: each stream keeps its own state, so a
     stream gives the same samples as it would alone (tested); :meth:`close` lets running streams
@@ -369,12 +359,10 @@ class Voice:
         #: User pronunciations (a front-end ``Lexicon``) used by ``analyze`` and so by ``stream``;
         #: None = none. Assign a new object rather than mutating one a running stream may read.
         self.lexicon = None
-        #: torch/BLAS threads for this voice's work (:func:`use_threads`); None = the process's own.
+        #: BLAS threads for this voice's work (:func:`use_threads`); None = the process's own.
         self.threads = threads
         self._holds_threads = _PROCESS_THREADS.hold(threads)  # given back by close()
-        self._executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="wavern-acoustic",
-            initializer=functools.partial(use_threads, threads, blas=False))
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="wavern-acoustic")
         self._closed = False
 
     # ------------------------------------------------------------------ loading
@@ -382,13 +370,13 @@ class Voice:
     def load(cls, path: str | Path, *, threads: int | None = 1) -> "Voice":
         """Load a voice folder; refuses anything malformed with :class:`VoiceFileError`.
 
-        ``threads``: torch and BLAS threads for the acoustic model and the conditioning net
+        ``threads``: BLAS threads for the acoustic model and the conditioning net
         (process-wide, see :func:`use_threads`, while any voice that set them is open; the
         process's own settings come back when the last one closes); 1 by default, the fastest
         first audio when another process holds a core. None leaves the process's settings alone.
         """
         from wavern.conditioning.config import AcousticConfig
-        from wavern.conditioning.export import load_acoustic
+        from wavern.conditioning.runtime import load_runtime
         from wavern.conditioning.frontend.phonemes import SymbolTable
         from wavern.engine.vocoder import Vocoder
         from wavern.vocoder.format import MAX_COND_BLOCKS, MAX_COND_CHANNELS, MAX_HIDDEN
@@ -428,7 +416,7 @@ class Voice:
             raise VoiceFileError(f"{path}/voice.json: the vocoder {'reads' if pitch else 'does not read'} pitch "
                                  f"features but the acoustic model {'predicts' if acfg.pitch else 'does not predict'} "
                                  "them (vocoder.pitch, acoustic.pitch)")
-        acoustic = load_acoustic(path / "acoustic.safetensors", acfg)
+        acoustic = load_runtime(path / "acoustic.safetensors", acfg)
         vocoder = Vocoder.load(path / "vocoder.safetensors", cond_blocks=voc["cond_blocks"],
                                hidden_size=voc["hidden_size"], cond_channels=voc["cond_channels"],
                                lpc_order=lpc_order, excitation=excitation, ltp=ltp, ltp_input=ltp_input,
@@ -531,7 +519,7 @@ class Voice:
         the caller already has it. ``prosody``: :meth:`prosody_of` the request. ``lexicon``: the
         one the request reads with (default: the voice's :attr:`lexicon` now).
         """
-        from wavern.conditioning.acoustic import stream_mel
+        from wavern.conditioning.stream import stream_mel
         from wavern.conditioning.frontend import segment
 
         if lexicon is _VOICES_OWN:  # one lexicon for the whole request, whatever is assigned meanwhile
@@ -589,7 +577,6 @@ class Voice:
         voc = self.vocoder
         hop = voc.hop
         speed = control.speed
-        use_threads(self.threads, blas=False)  # the first sentence's acoustic pass runs on this thread
         mels = self.sentence_parts(text, speaker=speaker, speed=speed, sentences=sentences, prosody=prosody,
                                    lexicon=lexicon)
         pending = None  # the next sentence, being prepared by the worker
@@ -684,7 +671,7 @@ class Voice:
         return AudioChunk(audio, self.sample_rate, position, span, sentence_index=s_idx, word_timings=timings)
 
     def _respeed(self, utt, part, speaker, speed, done, n_total, postfilter=None, prosody=None):
-        from wavern.conditioning.acoustic import stream_mel
+        from wavern.conditioning.stream import stream_mel
 
         frac = done / max(n_total, 1)
         for p in stream_mel(self.acoustic, utt.ids, utt.is_global, utt.sentence_of, speaker=speaker, speed=speed,
@@ -847,7 +834,7 @@ class Voice:
     def warmup(self) -> float:
         """Compile and touch everything once (kernels, acoustic model); returns seconds taken."""
         t = time.perf_counter()
-        for _ in self.stream("Hi. Yes.", SpeakConfig()):  # two sentences: the worker thread runs torch too
+        for _ in self.stream("Hi. Yes.", SpeakConfig()):  # two sentences: the worker thread runs too
             pass
         return time.perf_counter() - t
 

@@ -79,3 +79,47 @@ def test_the_check_sees_imports_inside_functions():
     found = _imports("engine")
     assert "conditioning" in found and "vocoder.format" in found and "numba" in found
     assert "torch" not in found  # only through wavern.conditioning
+
+
+def _conditioning_imports(path: Path) -> tuple[set[str], set[str]]:
+    """(the wavern.conditioning modules, the outside top-level names) one file imports."""
+    mods, outside = set(), set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        else:
+            continue
+        for name in names:
+            parts = name.split(".")
+            if parts[:2] == ["wavern", "conditioning"] and len(parts) > 2:
+                mods.add(parts[2])
+            elif parts[0] != "wavern":
+                outside.add(parts[0])
+    return mods, outside
+
+
+def test_the_engine_reaches_no_torch_through_the_conditioning_modules_it_imports():
+    """A voice runs the acoustic model in numpy (conditioning/runtime.py): the conditioning modules
+    the engine imports, and theirs in turn, never import torch (nor do they import it lazily)."""
+    todo = set()
+    for path in (ROOT / "engine").rglob("*.py"):
+        todo |= _conditioning_imports(path)[0]
+    assert {"runtime", "stream", "config"} <= todo
+    seen, torchy = set(), {}
+    while todo:
+        mod = todo.pop()
+        if mod in seen:
+            continue
+        seen.add(mod)
+        base = ROOT / "conditioning" / mod
+        files = list(base.rglob("*.py")) if base.is_dir() else [base.with_suffix(".py")]
+        for path in files:
+            if not path.exists():
+                continue  # a name imported from a package's __init__, e.g. frontend.analyze
+            mods, outside = _conditioning_imports(path)
+            todo |= mods
+            if "torch" in outside:
+                torchy[mod] = str(path.relative_to(ROOT))
+    assert "acoustic" not in seen and not torchy, f"the engine reaches torch through {torchy}"

@@ -201,7 +201,7 @@ def test_unfolded_render_equals_the_stream_with_pauses_and_word_timings(voice):
 
 
 def test_folded_render_of_one_sentence_equals_vocoder_render(voice):
-    from wavern.conditioning.acoustic import stream_mel
+    from wavern.conditioning.stream import stream_mel
 
     text = "A single sentence that is long enough to be cut into several folded segments."
     r = render_utterance(voice, text, seed=11, fold_frames=12, overlap_frames=3)

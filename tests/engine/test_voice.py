@@ -4,7 +4,10 @@ and broken voices are refused with a message naming the problem."""
 
 import dataclasses
 import json
+import os
 import shutil
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -44,7 +47,7 @@ def test_stream_chunks_are_contiguous_and_spanned(voice):
 
 
 def test_streamed_equals_one_shot_and_seams_do_not_click(voice):
-    from wavern.conditioning.acoustic import stream_mel
+    from wavern.conditioning.stream import stream_mel
 
     text = "The quick brown fox jumps over the lazy dog."
     streamed = [c.samples for c in voice.stream(text, SpeakConfig(), seed=7)]
@@ -626,19 +629,20 @@ def test_first_sentence_runs_on_the_calling_thread_and_the_worker_waits_for_the_
 def test_first_chunk_waits_only_for_the_first_rows_of_the_last_decoder_layer(voice, monkeypatch):
     """The first chunk needs the mel of the first conditioning window: the acoustic model's last
     layer runs on its first rows only; the rest of the sentence is decoded once, later."""
-    from wavern.conditioning import acoustic as ac
+    from wavern.conditioning import stream as ac
+    from wavern.conditioning.runtime import AcousticRuntime
 
     from wavern.engine.voice import RAMP_SAMPLES
 
     calls = []
     chunks = []
-    real = ac.AcousticModel._mel_rows
+    real = AcousticRuntime._mel_rows
 
     def spy(self, x, g, start, stop, cache):
-        calls.append((start, stop, x.shape[1], threading.current_thread().name, len(chunks)))
+        calls.append((start, stop, x.shape[0], threading.current_thread().name, len(chunks)))
         return real(self, x, g, start, stop, cache)
 
-    monkeypatch.setattr(ac.AcousticModel, "_mel_rows", spy)
+    monkeypatch.setattr(AcousticRuntime, "_mel_rows", spy)
     text = ("This first sentence is long enough, with a great many words in it, that its mel has "
             "far more frames than the first conditioning windows need, several times over in fact.")
     it = voice.stream(text, seed=4)
@@ -652,20 +656,35 @@ def test_first_chunk_waits_only_for_the_first_rows_of_the_last_decoder_layer(voi
     assert calls[1][4] >= len(RAMP_SAMPLES)  # the second pass comes after the ramp of small chunks
 
 
-def test_voice_runs_torch_and_blas_single_threaded_by_default(tiny_voice):
-    import torch
-    from threadpoolctl import threadpool_info
+def test_voice_runs_blas_single_threaded_by_default(tiny_voice):
+    from threadpoolctl import threadpool_info, threadpool_limits
 
     from wavern.engine.voice import use_threads
 
-    v = Voice.load(tiny_voice)
-    try:
-        assert v.threads == 1 and torch.get_num_threads() == 1
-        assert all(p["num_threads"] == 1 for p in threadpool_info() if p["user_api"] == "blas")
-    finally:
-        v.close()
+    with threadpool_limits(limits=2, user_api="blas"):  # (given back: see the next-but-one test)
+        v = Voice.load(tiny_voice)
+        try:
+            assert v.threads == 1
+            assert {p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"} == {1}
+        finally:
+            v.close()
     with pytest.raises(ParameterError, match="threads"):
         use_threads(0)
+
+
+def test_speaking_never_imports_torch(tiny_voice, tmp_path):
+    """The acoustic model runs in numpy: loading a voice and streaming from it leaves torch (1.4 s
+    to import, most of a cold start) unloaded."""
+    code = ("import sys\n"
+            "from wavern.engine import Voice\n"
+            f"with Voice.load({str(tiny_voice)!r}) as v:\n"
+            "    n = sum(c.samples.size for c in v.stream('Hello there. Two sentences.', seed=1))\n"
+            "print(n, 'torch' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert out.returncode == 0, out.stderr
+    n, torch_loaded = out.stdout.split()
+    assert int(n) > 0 and torch_loaded == "False"
 
 
 @pytest.fixture(scope="module", params=["linear", "mulaw", "mulaw+ltp", "linear+ltp+input"])
@@ -737,7 +756,7 @@ def prosody_voice(tiny_prosody_voice):
 
 
 def test_pitch_settings_reach_the_acoustic_model_in_stream_and_render(prosody_voice, monkeypatch):
-    from wavern.conditioning import acoustic as ac
+    from wavern.conditioning import stream as ac
     from wavern.engine.batch import render_utterance
 
     v = prosody_voice
@@ -843,33 +862,29 @@ def test_one_stream_control_serves_request_after_request_with_each_ones_speed(vo
 
 
 def test_closing_the_last_voice_gives_the_process_its_thread_counts_back(tiny_voice):
-    """(API review: Voice.load left a host program at one torch/BLAS thread for good) Voices with
+    """(API review: Voice.load left a host program at one BLAS thread for good) Voices with
     their own thread count hold the process's settings while any is open, and the last close
     restores what was there before; it runs in a fresh process, the settings being process-wide."""
-    import subprocess
-    import sys
-
     code = f"""
-import torch
-from threadpoolctl import threadpool_info
+from threadpoolctl import threadpool_info, threadpool_limits
 from wavern.engine import Voice
 blas = lambda: sorted({{lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}})
-torch.set_num_threads(2)
-before = (torch.get_num_threads(), blas())
+threadpool_limits(limits=2, user_api="blas")
+before = blas()
 a = Voice.load({str(tiny_voice)!r}, threads=1)
 b = Voice.load({str(tiny_voice)!r}, threads=1)
-held = (torch.get_num_threads(), blas())
+held = blas()
 a.close(); a.close()
-one_left = (torch.get_num_threads(), blas())
+one_left = blas()
 with b:
     pass
-print(before, held, one_left, (torch.get_num_threads(), blas()))
+print(before, held, one_left, blas())
 """
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
-    before, held, one_left, after = eval(res.stdout.strip().replace(") (", "), ("))  # noqa: S307 - our own output
-    assert held == one_left == (1, [1] if before[1] else [])
-    assert after == before and before[0] == 2
+    before, held, one_left, after = eval(res.stdout.strip().replace("] [", "], ["))  # noqa: S307 - our own output
+    assert before == [2] and held == one_left == [1]
+    assert after == before
 
 
 @pytest.mark.parametrize("kw, match", [
