@@ -67,8 +67,8 @@ def gather() -> Path:
     parts = ["# Benchmarks\n",
              "Every number below was measured by the command shown with it, on the project's 2-core development "
              "machine of the day (shared with other jobs, so noisy). That machine has changed between sessions (an "
-             "AMD EPYC, Zen 5, until 2026-11-30 and again from the afternoon of 2026-12-01; an Intel Xeon, Emerald "
-             "Rapids, 2.1 GHz, on the morning of 2026-12-01, slower for this code): compare a rerun only with a section that names its CPU, and read each section for how "
+             "AMD EPYC, Zen 5, until 2026-11-30 and again from 11:00 UTC on 2026-12-01; an Intel Xeon, Emerald "
+             "Rapids, 2.1 GHz, before that on 2026-12-01, slower for this code): compare a rerun only with a section that names its CPU, and read each section for how "
              "many runs its figures are the median of. This file is assembled from "
              "`docs/bench/*.md` by `bench/run_all.py`. `make bench` reruns the scripts in its `ORDER` "
              f"({', '.join(ORDER)}) with their default arguments; a section measured with other arguments "
