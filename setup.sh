@@ -65,7 +65,8 @@ if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -m pip --version >/dev/nu
 fi
 
 # 3. Python packages: torch first, the CPU build (pinned, from PyTorch's CPU index; PyPI's Linux
-#    wheel pulls several GB of CUDA libraries), then wavern itself, editable. Skipped when
+#    wheel pulls several GB of CUDA libraries), then wavern itself, editable, with its `train` extra
+#    (torch: speaking runs without it, training needs it). Skipped when
 #    pyproject.toml is unchanged and the installed `wavern` runs (a moved checkout's does not).
 #    --dev: the test extras too, in a step of their own, so a failure there leaves wavern working.
 #    (Where PyTorch's index cannot be reached, pip's warnings about it are dropped: torch then comes
@@ -79,7 +80,7 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$HASH" ] || ! "$VENV/bin/wavern" --help >
   # (torch alone from there, --no-deps: its dependencies come with wavern's from the usual index, so
   #  a slow or blocked PyTorch index is asked once, not once per dependency)
   pip_install "torch==2.13.0" --no-deps --extra-index-url https://download.pytorch.org/whl/cpu --timeout 10 --retries 0
-  pip_install -e .
+  pip_install -e ".[train]"
   (cd / && "$VENV/bin/python" -c "import wavern.app.cli, torch, numba") && "$VENV/bin/wavern" --help >/dev/null \
     || { say "installation failed (pip's messages above)"; exit 1; }
   echo "$HASH" > "$STAMP"

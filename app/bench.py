@@ -451,7 +451,7 @@ def run_bench(voice_path: str | os.PathLike, sentences: Sequence[str], *, repeat
                                    wall_s=time.perf_counter() - t_all, cpu_s=time.process_time() - c_all)
         cmp = None
         if compare == "torch":
-            from wavern.conditioning.acoustic import stream_mel
+            from wavern.conditioning.stream import stream_mel
 
             utt = voice.analyze(sentences[0])
             mel = next(iter(stream_mel(voice.acoustic, utt.ids, utt.is_global, utt.sentence_of,

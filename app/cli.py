@@ -253,6 +253,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except WavernError as e:
         print(f"wavern: error: {e}", file=sys.stderr)
         return EXIT_USER_ERROR
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] != "torch":
+            raise
+        from wavern.app.doctor import TORCH_INSTALL
+
+        # speaking, rendering and building a corpus run without torch; training needs it
+        print(f"wavern: error: `wavern {args.command}` needs torch, which this installation lacks: "
+              f"{TORCH_INSTALL}", file=sys.stderr)
+        return EXIT_USER_ERROR
     except KeyboardInterrupt:
         print("wavern: interrupted", file=sys.stderr)
         return 130

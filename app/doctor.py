@@ -13,7 +13,12 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-__all__ = ["Check", "run_checks", "format_report", "cpu_features"]
+__all__ = ["Check", "run_checks", "format_report", "cpu_features", "TORCH_INSTALL"]
+
+#: How to add torch (training, ``wavern bench --compare torch``) to an installation without it:
+#: the pinned CPU build (PyPI's Linux wheel of torch pulls several GB of CUDA libraries).
+TORCH_INSTALL = ("pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu, "
+                 "or ./setup.sh in a checkout")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,11 +51,14 @@ def _python() -> Check:
 def _versions() -> Check:
     import numba
     import numpy
-    import torch
 
-    return Check("libraries", True,
-                 f"numpy {numpy.__version__}, numba {numba.__version__}, torch {torch.__version__} "
-                 f"({torch.get_num_threads()} threads)")
+    try:
+        import torch
+    except ModuleNotFoundError:  # speaking runs without it
+        trainer = f"torch not installed (only training needs it: {TORCH_INSTALL})"
+    else:
+        trainer = f"torch {torch.__version__} ({torch.get_num_threads()} threads)"
+    return Check("libraries", True, f"numpy {numpy.__version__}, numba {numba.__version__}, {trainer}")
 
 
 def _cpu() -> Check:

@@ -132,8 +132,8 @@ def results_section(runs: dict[str, dict], voice_desc: str, cmds: dict[str, str]
         f"Voice: {voice_desc}. Requests: the {first['summary']['sentences']} lines of "
         f"`assets/bench/sentences.txt` ({_word_range()} words), each its own request through `Voice.stream` into a "
         f"null sink; the multi-sentence run speaks the lines joined into texts of 5, 10, 20 and 40 lines. "
-        f"Machine: {sy['cpu_count']} CPUs ({feats}), Python {sy['python']}, torch threads "
-        f"{sy['threads']['torch']}, numba threads {sy['threads']['numba']}; {machine.describe()}. The machine is "
+        f"Machine: {sy['cpu_count']} CPUs ({feats}), Python {sy['python']}, BLAS threads "
+        f"{sy['threads']['blas']}, numba threads {sy['threads']['numba']}; {machine.describe()}. The machine is "
         f"shared with other jobs (1-minute load average at the end of each run in the last column), so wall times "
         f"measure contention as much as wavern; `--load 1` adds a spinning process on the other core.\n",
         "| run | requests | load s | warm-up s | first audio ms p50 / p90 / max | RTF p50 / p90 | "

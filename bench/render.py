@@ -10,10 +10,10 @@ Runs the real CLI (`wavern render FILE --out-dir TMP --jobs 2`) in a subprocess 
 ``--count`` sentences of assets/sentences/sotu.txt and reports audio seconds produced per wall
 second (x real time), and per CPU second of the whole process tree (the machine is shared, so
 the CPU figure says what 2 free cores would do: audio / (CPU s / 2)). Process start-up (Python,
-torch, numba cache, voice load in each worker) is included in both. With ``--against REV`` the
-package folders of REV are exported to a temp folder and run the same way (PYTHONPATH), after
-this checkout for each voice; each checkout first renders two lines once so its numba cache
-is filled (not timed).
+numba cache, voice load in each worker; before 013625a, importing torch too) is included in both.
+With ``--against REV`` the package folders of REV are exported to a temp folder and run the
+same way (PYTHONPATH), after this checkout for each voice; each checkout first renders two lines
+once so its numba cache is filled (not timed).
 """
 
 from __future__ import annotations

@@ -138,7 +138,8 @@ class PeerFusion(nn.Module):
             att = torch.sigmoid(self.attend[j](a)).unsqueeze(1)  # (B, 1, C_j)
             term = self.in_proj[j](gate[j] * y * att)  # (B, L_j, out)
             out = term if out is None else out + term  # L_j = 1 broadcasts along L
-        return out
+        length = max(y.shape[1] for y in inputs)  # (pruning may have kept only broadcast inputs)
+        return out if out.shape[1] == length else out.expand(-1, length, -1)
 
     @torch.no_grad()
     def prune(self, *, gate_threshold: float | None = None) -> dict:

@@ -17,7 +17,11 @@ import numpy as np
 from wavern.conditioning.config import PROSODY_DEFAULT, SPEED_LIMITS, check_prosody
 from wavern.errors import ParameterError
 
-__all__ = ["FIRST_DECODE_FRAMES", "LazyMel", "SentenceMel", "stream_mel", "check_request"]
+__all__ = ["FIRST_DECODE_FRAMES", "LazyMel", "SentenceMel", "stream_mel", "check_request", "REFERENCE_LIMIT"]
+
+#: A reference clip's log-mel values beyond this are refused: natural-log mel powers of audio lie
+#: within about [-12, 10], and values far outside overflow the style encoder's sums.
+REFERENCE_LIMIT = 100.0
 
 # A streamed sentence's rows come in two passes of the window decoder's last layer
 # (SentenceMel.rows): first the rows asked for, at least FIRST_DECODE_FRAMES, then all the rest
@@ -235,6 +239,9 @@ def check_request(config, ids, is_global, *, speed: float, reference, prosody):
                 f"reference mel must have shape (frames >= 1, {config.n_mels}), found {tuple(ref.shape)}")
         if not np.isfinite(ref).all():
             raise ParameterError("reference mel holds NaN or infinite values")
+        if np.abs(ref).max() > REFERENCE_LIMIT:
+            raise ParameterError(f"reference mel holds values beyond ±{REFERENCE_LIMIT:g} (up to {np.abs(ref).max():.3g}); "
+                                 f"it must be a log-mel, as wavern.dsp.log_mel makes (about -12 to 10)")
     values = None
     if prosody is not None:
         values = check_prosody(prosody)

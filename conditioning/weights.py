@@ -201,6 +201,9 @@ def read_acoustic(path: str | os.PathLike,
             t = t.astype(np.int64)
         state[name] = t
     _check_pruning(path, state)
+    if not (state["mel_std"] > 0).all():
+        raise VoiceFileError(f"{path}: tensor 'mel_std' must be positive (the corpus's per-bin spread), "
+                             f"found {float(state['mel_std'].min()):g}")
     return config, state
 
 

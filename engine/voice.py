@@ -15,7 +15,7 @@ layer, that layer's first rows, and one small chunk (:func:`chunk_samples`): the
 sentence is analysed on the calling thread (no hand-off to the worker), and the acoustic
 model's last layer runs on the rows the vocoder's conditioning windows ask for (its first 48
 frames, enough for the ramp, then the rest of the sentence in one pass after the ramp;
-:class:`~wavern.conditioning.acoustic.SentenceMel`).
+:class:`~wavern.conditioning.stream.SentenceMel`).
 The worker decodes the sentences it prepares whole. Chunks then grow gently (512, 512, 768,
 1024, 1536, then 2048 samples) so each is made within the audio already queued, and the
 worker starts on the next sentence only after that ramp (or at the end of a shorter first
@@ -201,7 +201,7 @@ class SpokenPart:
     utt: the front end's output for the block of sentences this one was analysed with (its spans
         are the request's text's).
     sentence: index of the sentence in the whole request.
-    part: the acoustic model's :class:`~wavern.conditioning.acoustic.SentenceMel`.
+    part: the acoustic model's :class:`~wavern.conditioning.stream.SentenceMel`.
     """
 
     utt: object
@@ -874,7 +874,7 @@ class _WindowedFrameInputs:
     equals the corresponding rows of ``frame_inputs(whole mel)``: the zero padding at the
     sentence ends is reproduced by computing edge windows on the unpadded edges.
 
-    ``mel``: a (T, n_mels) array, or a :class:`~wavern.conditioning.acoustic.SentenceMel`
+    ``mel``: a (T, n_mels) array, or a :class:`~wavern.conditioning.stream.SentenceMel`
     whose rows are decoded only when a window first needs them (so the first chunk waits for
     the first rows of the acoustic model's last layer, not for the whole sentence).
     """

@@ -201,3 +201,41 @@ def test_the_shipped_voice_runs_the_same_in_numpy_as_in_torch():
         for a, b in zip(parts_t, parts_n):
             np.testing.assert_array_equal(a.durations, b.durations)
             np.testing.assert_allclose(b.mel, a.mel, rtol=0, atol=1e-4)
+
+
+def test_a_fusion_pruned_down_to_its_style_inputs_still_gives_every_token_and_frame():
+    """(review) Pruning keeps the edge with the largest gate, which may be the speaker's: the torch
+    model's infer then gave one duration for the whole sequence; both forms now broadcast."""
+    m, _ = _pair("window", seed=30)
+    with torch.no_grad():
+        m.token_fusion.edge_logit.copy_(torch.tensor([-6.0, 2.0, 2.0]))
+        m.frame_fusion.edge_logit.copy_(torch.tensor([-6.0, 2.0, -6.0]))
+    m.prune_fusion(gate_threshold=0.3)
+    assert m.token_fusion.edge_alive.tolist() == [0, 1, 1] and m.frame_fusion.edge_alive.tolist() == [0, 1, 0]
+    rt = AcousticRuntime(m.config, {k: v.detach().numpy().copy() for k, v in m.state_dict().items()})
+    ids, glob = _sequence(20, 2, every=5)
+    _same(m.infer(ids, glob, speaker=0), rt.infer(ids, glob, speaker=0))
+    assert rt.infer(ids, glob, speaker=0)[1].shape == (20,)
+
+
+def test_extreme_gates_and_absurd_references_and_a_zero_mel_std_are_handled(tmp_path):
+    import warnings
+
+    m, _ = _pair("window", seed=31)
+    with torch.no_grad():
+        m.frame_fusion.edge_logit.copy_(torch.tensor([-100.0, 3.0, 3.0]))
+    state = {k: v.detach().numpy().copy() for k, v in m.state_dict().items()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (1 / (1 + exp(100)) warned of an overflow)
+        rt = AcousticRuntime(m.config, state)
+        ids, glob = _sequence(12, 3)
+        _same(m.infer(ids, glob, speaker=0), rt.infer(ids, glob, speaker=0))
+    for model in (m, rt):
+        with pytest.raises(ParameterError, match="must be a log-mel"):
+            model.infer(ids, glob, speaker=0, reference=np.full((4, 80), 1e19, np.float32))
+    with torch.no_grad():
+        m.mel_std.zero_()
+    path = save_acoustic(m, tmp_path / "flat.safetensors")
+    for load in (load_runtime, load_acoustic):
+        with pytest.raises(VoiceFileError, match="mel_std' must be positive"):
+            load(path)
