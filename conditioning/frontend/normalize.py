@@ -1093,9 +1093,8 @@ def _day_number_follows(abbrev: str, nxt: str | None) -> bool:
 
 
 def _date_range(s: str) -> str | None:
-    """"Mon-Fri" -> "Monday to Friday", "Jan.-Mar." -> "January to March"; else None. (An en dash
-    splits the token before it comes here.)"""
-    left, dash, right = s.partition("-")
+    """"Mon-Fri" or "Mon–Fri" -> "Monday to Friday", "Jan.-Mar." -> "January to March"; else None."""
+    left, dash, right = s.replace("\u2013", "-").partition("-")
     if not dash:
         return None
     a = _BARE_DATE_ABBREV.get(left.rstrip(".").capitalize())

@@ -146,6 +146,10 @@ _KEEP_SYMBOLS = frozenset("\u00b0\u00a9\u00a7\u00b6\u00ae")  # the symbols read_
 _INNER_BREAK_RE = re.compile(
     r"[\u2014\u2015]+|-{2,}|\u2026+|\.{3,}|(?<![0-9])\u2013|\u2013(?![0-9])"
     r"|(?<![0-9]),|,(?![0-9])|;|[\u3002\uff01\uff1f\u3001\uff1b]")
+# ... but not the en dash of a range of days or months, "Mon–Fri", "Jan.–Mar." (read as "Monday to
+# Friday" like "Mon-Fri"; normalize._date_range)
+_ABBREV = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun|Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sept?|Oct|Nov|Dec)\.?"
+_ABBREV_RANGE_RE = re.compile(rf"[(\[\"'\u2018\u201c]*{_ABBREV}\u2013{_ABBREV}[.,;:!?)\]\"'\u2019\u201d]*")
 _GAP_RE = re.compile(
     r"(?P<ell>\.{2,}|\u2026+)|(?P<stop>[.\u3002\uff0e])|(?P<q>[?\uff1f])|(?P<ex>[!\uff01])"
     r"|(?P<comma>[,\uff0c\u3001()\[\]{}\uff08\uff09\u2014\u2015\u2013]|-+)|(?P<semi>[;\uff1b])"
@@ -236,6 +240,8 @@ def _pieces(text: str, a: int, b: int) -> list[tuple[int, int]]:
     for s, e in _keep_spans(text, a, b):
         pos = s
         for m in _INNER_BREAK_RE.finditer(text, s, e):
+            if m.group() == "\u2013" and _ABBREV_RANGE_RE.fullmatch(text, s, e):
+                continue
             if m.start() > pos:
                 out.append((pos, m.start()))
             pos = m.end()

@@ -436,6 +436,11 @@ TABLE = [
     ("Open Mon-Fri", "Open Monday to Friday"),
     ("Jan-Mar sales", "January to March sales"),
     ("Mon-Mar", "Mon-Mar"),  # not a range of one kind
+    ("Open Mon\u2013Fri", "Open Monday to Friday"),  # with an en dash too (it was "Mon, Fri")
+    ("(Mon\u2013Fri), 9\u20135", "Monday to Friday, nine to five"),
+    ("Jan\u2013Mar sales", "January to March sales"),
+    ("London\u2013Paris", "London, Paris"),  # elsewhere an en dash between words is still a pause
+    ("Mon\u2013Tuesday", "Mon, Tuesday"),
 ]
 
 
