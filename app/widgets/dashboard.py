@@ -16,7 +16,7 @@ from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QPainter, QPen
 from PySide6.QtWidgets import QFormLayout, QGroupBox, QLabel, QProgressBar, QVBoxLayout, QWidget
 
-from wavern.app.widgets.editor import quiet_colour
+from wavern.app.widgets.palette import quiet_colour
 from wavern.app.worker import Meters, UtteranceStats
 
 __all__ = ["LatencyDashboard", "HistoryPlot", "HISTORY"]

@@ -5,10 +5,12 @@ from __future__ import annotations
 import html
 import re
 
-from PySide6.QtGui import QColor, QFont, QPalette, QTextCharFormat, QTextCursor
+from PySide6.QtGui import QColor, QFont, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import QPlainTextEdit, QTextBrowser, QTextEdit, QWidget
 
-__all__ = ["SpeechEditor", "PreviewView", "preview_html", "quiet_colour"]
+from wavern.app.widgets.palette import ERROR_TEXT, is_dark, quiet_colour
+
+__all__ = ["SpeechEditor", "PreviewView", "preview_html"]
 
 SENTENCE_BG = QColor(255, 244, 200)
 WORD_BG = QColor(255, 196, 60)
@@ -16,21 +18,9 @@ TEXT_POINTS = 12  # the editor's text size to start with (View > Larger / Smalle
 TEXT_POINTS_RANGE = (8, 40)
 HIGHLIGHT_TEXT = QColor(0, 0, 0)  # on the pale highlights in any theme (a dark theme's white text vanished)
 # The preview's marks, on a light and on a dark background (each at least 4.5:1 against it)
-_MARKS = {False: ("#a04800", "#b00000"), True: ("#ffb060", "#ff8080")}
+_MARKS = {False: ("#a04800", ERROR_TEXT[False]), True: ("#ffb060", ERROR_TEXT[True])}
 
 
-def is_dark(widget: QWidget) -> bool:
-    """Whether the widget's palette draws text light on a dark base (a dark desktop theme)."""
-    return widget.palette().color(QPalette.ColorRole.Base).lightness() < 128
-
-
-def quiet_colour(widget: QWidget) -> str:
-    """A secondary text colour for ``widget`` that stays readable in its palette: the text colour
-    blended a third of the way to the background (the fixed #666 was 2.1:1 on a dark theme)."""
-    fg = widget.palette().color(QPalette.ColorRole.WindowText)
-    bg = widget.palette().color(QPalette.ColorRole.Window)
-    mix = [round(a * 0.7 + b * 0.3) for a, b in zip(fg.getRgb()[:3], bg.getRgb()[:3])]
-    return QColor(*mix).name()
 _PAUSE_RE = re.compile(r"([,;:])(?=\s|$)")
 _END_RE = re.compile(r"([.?!])\s*$")
 

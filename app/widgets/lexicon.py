@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from wavern.app.widgets.editor import is_dark
+from wavern.app.widgets.palette import error_colour
 from wavern.conditioning.frontend.lexicon import Lexicon
 from wavern.errors import ParameterError
 
@@ -48,7 +48,7 @@ class LexiconDialog(QDialog):
             else:
                 self.add_row(key, value.get("respelling", ""), value.get("phonemes", ""))
         self.error = QLabel("")
-        self.error.setStyleSheet("color: " + ("#ff8080" if is_dark(self) else "#b00000"))
+        self.error.setStyleSheet(f"color: {error_colour(self)}")
         self.error.setWordWrap(True)
         add, remove = QPushButton("Add"), QPushButton("Remove")
         add.clicked.connect(lambda: self._edit(self.add_row("", "", "")))

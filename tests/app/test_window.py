@@ -1051,7 +1051,8 @@ def test_text_stays_readable_in_a_light_and_a_dark_theme(qapp, dark):
 
     from PySide6.QtGui import QPalette
 
-    from wavern.app.widgets.editor import HIGHLIGHT_TEXT, PreviewView, SpeechEditor, quiet_colour
+    from wavern.app.widgets.editor import HIGHLIGHT_TEXT, PreviewView, SpeechEditor
+    from wavern.app.widgets.palette import quiet_colour
     from wavern.app.widgets.lexicon import LexiconDialog
     from wavern.conditioning.frontend import segment
     from wavern.conditioning.frontend.lexicon import Lexicon
