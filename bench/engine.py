@@ -99,6 +99,44 @@ def engine_speed(voc: Vocoder, gi: np.ndarray, runs: int, seconds: float) -> flo
     return float(np.median(rates))
 
 
+VOICE = ROOT / "assets" / "voices" / "default"
+VOICE_TEXT = ("The old lighthouse keeper walked down to the harbour every morning, "
+              "long before the fishing boats came back with the tide.")
+
+
+def voice_speed(runs: int, seconds: float) -> dict[str, float]:
+    """The shipped voice's own vocoder, one stream, on the acoustic model's mel of
+    :data:`VOICE_TEXT`: samples per CPU-second of ``Vocoder.generate`` as the voice runs it (for an
+    LPC voice the synthesis filter, with period inputs the residual taps, inside the loop), and
+    of its network alone (``kernels._generate`` on the gate columns: what a random vocoder of
+    its shape measures in the table above)."""
+    from wavern.engine.voice import Voice
+
+    v = Voice.load(VOICE)
+    try:
+        parts = v.sentence_parts(VOICE_TEXT, speaker=v.resolve_speaker(None), speed=1.0)
+        mel = np.concatenate([p.part.mel for p in parts])
+        voc = v.vocoder
+        gi = voc.frame_inputs(mel)
+        full = engine_speed(voc, gi, runs, seconds)
+        g3 = np.ascontiguousarray(gi[:, :3 * voc.hidden_size])
+        n = min(g3.shape[0] * voc.hop, int(seconds * full))
+        none = np.zeros((0, 2, K.N_CLASSES), np.float32)
+        rates = []
+        for r in range(runs + 1):
+            st = voc.new_state(seed=1)
+            out = np.zeros(n, np.int16)
+            t = time.thread_time()
+            K._generate(g3, 0, 0, voc.hop, voc._net, np.float32(1.0), st.h, st.prev, st.rng, out, none, st.work)
+            if r:  # the first run warms the caches
+                rates.append(n / (time.thread_time() - t))
+        return {"full": full, "net": float(np.median(rates)), "hidden": voc.hidden_size,
+                "weights": voc.flops_per_sample / 2, "lpc": voc.lpc_order, "taps": int(voc._w_back.shape[0]),
+                "frames": mel.shape[0]}
+    finally:
+        v.close()
+
+
 # ---- the plain torch loop ------------------------------------------------------------------------
 
 def torch_speed(dense: dict, sparse: dict, gi: np.ndarray, n: int, runs: int) -> float:
@@ -366,6 +404,9 @@ def main() -> int:
                          voc.block_shapes["gru.weight_hh"]))
             print(f"H={H} density={density}: {sps:,.0f} samples/s RTF {SR / sps:.3f} "
                   f"{flops * sps / 1e9:.1f} GFLOP/s | torch {tps:,.0f} samples/s (x{sps / tps:.0f})", flush=True)
+    vs = voice_speed(runs, 0.15 if args.quick else 0.4)
+    print(f"shipped voice: {vs['full']:,.0f} samples/s RTF {SR / vs['full']:.3f} | network alone "
+          f"{vs['net']:,.0f} samples/s RTF {SR / vs['net']:.3f}", flush=True)
     batch = batched_table(512, 0.1, 5.0 if args.quick else 20.0, 2 if args.quick else 3)
     for label, x_cpu, x_wall in batch:
         print(f"H=512 10 %: {label}: x{x_cpu:.1f} real time per CPU-second, x{x_wall:.1f} by wall clock", flush=True)
@@ -407,6 +448,18 @@ def main() -> int:
         f"Goals (H 512, 10 % density): RTF <= 0.12 -> measured {goal[3]:.3f}; effective GFLOP/s >= 30 -> "
         f"{goal[4]:.1f}. Prototype floor (REFERENCES 7): ~125 k samples/s, RTF 0.18. The default voice's "
         f"vocoder shape (H 384, 10 %, issue 7: RTF <= 0.12): {voice[3]:.3f}.",
+        "",
+        f"The shipped voice's own vocoder (`assets/voices/default`: H {vs['hidden']}, "
+        f"{vs['weights']:,.0f} stored weights per sample; LPC order {vs['lpc']}, {vs['taps']} residual taps one "
+        f"period back), one stream on the acoustic model's mel of a {vs['frames']}-frame sentence "
+        "(`bench/engine.py`'s `VOICE_TEXT`), the same CPU-time measure:",
+        "",
+        "| what runs | samples/s | RTF @ 22.05 kHz |",
+        "|---|---:|---:|",
+        f"| `Vocoder.generate` as the voice runs it (network, period inputs, LPC synthesis) | {vs['full']:,.0f} | "
+        f"**{SR / vs['full']:.3f}** |",
+        f"| its network alone (`kernels._generate`, no period inputs, no synthesis) | {vs['net']:,.0f} | "
+        f"{SR / vs['net']:.3f} |",
         "",
         "Block-sparse matvec alone, 3H x H with H = 512, 10 % of blocks kept at random, per engine "
         "block shape (these numbers feed `kernels.MEASURED_GFLOPS`, which picks the layout at load):",
