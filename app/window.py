@@ -212,6 +212,16 @@ def _config_dir() -> Path:
     return new
 
 
+def _buddy_sliders(form: QFormLayout) -> None:
+    """A label's Alt + letter focuses its buddy only where the buddy takes focus itself: a
+    :class:`_Slider` row passes focus on to its slider but takes none, so its label names the slider."""
+    for i in range(form.rowCount()):
+        field = form.itemAt(i, QFormLayout.ItemRole.FieldRole)
+        label = form.itemAt(i, QFormLayout.ItemRole.LabelRole)
+        if field is not None and label is not None and isinstance(field.widget(), _Slider):
+            label.widget().setBuddy(field.widget().slider)
+
+
 class _Slider(QWidget):
     """A horizontal slider over [lo, hi] in ``step``s with its value shown beside it."""
 
@@ -369,22 +379,25 @@ class MainWindow(QMainWindow):
         self.device_combo.setAccessibleName("output device")
         self.device_combo.setToolTip("Where speech plays; silent playback paces it in real time")
 
-        voice_box = QGroupBox("Voice")
+        # Alt + the underlined letter reaches each control (the menus hold S, F, V and T)
+        voice_box = QGroupBox("Voi&ce")
         v = QVBoxLayout(voice_box)  # the card in a box layout: a form row cut its wrapped lines
         v.addWidget(self.voice_combo)
         v.addWidget(self.card)
         f = QFormLayout()
         v.addLayout(f)
-        f.addRow("speaker", self.speaker_combo)
-        f.addRow("pitch", self.pitch)
-        f.addRow("intonation", self.pitch_range)
-        f.addRow("mel passes", self.passes)
-        f.addRow("output", self.device_combo)
+        f.addRow("spea&ker", self.speaker_combo)
+        f.addRow("&pitch", self.pitch)
+        f.addRow("&intonation", self.pitch_range)
+        f.addRow("&mel passes", self.passes)
+        f.addRow("&output", self.device_combo)
+        _buddy_sliders(f)
         controls = QGroupBox("Delivery (acts on the next chunk)")
         f = QFormLayout(controls)
-        f.addRow("speed", self.speed)
-        f.addRow("volume", self.volume)
-        f.addRow("sentence pause", self.pause)
+        f.addRow("spee&d", self.speed)
+        f.addRow("vo&lume", self.volume)
+        f.addRow("sentence p&ause", self.pause)
+        _buddy_sliders(f)
         side = QWidget()
         col = QVBoxLayout(side)
         col.addWidget(voice_box)

@@ -12,8 +12,8 @@ from __future__ import annotations
 import collections
 import math
 
-from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import QColor, QPainter, QPen
+from PySide6.QtCore import QEvent, QPointF, QRectF, Qt
+from PySide6.QtGui import QColor, QFontMetricsF, QPainter, QPen
 from PySide6.QtWidgets import QFormLayout, QGroupBox, QLabel, QProgressBar, QVBoxLayout, QWidget
 
 from wavern.app.widgets.palette import quiet_colour
@@ -40,7 +40,7 @@ class HistoryPlot(QWidget):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.items: collections.deque[UtteranceStats] = collections.deque(maxlen=HISTORY)
-        self.setMinimumHeight(90)
+        self._fit_height()
         self.setAccessibleName("latency history")
 
     def add(self, stats: UtteranceStats) -> None:
@@ -52,22 +52,54 @@ class HistoryPlot(QWidget):
         self.setAccessibleDescription(f"{len(self.items)} utterances, {late} with underruns; the last: first audio "
                                       f"{first}, real-time factor {stats.rtf:.2f}, {stats.underruns} underruns")
 
+    CAPTION = "first audio (bars) · RTF (dots)"
+
+    def scales(self) -> tuple[float, float]:
+        """The tops of the two scales: first audio in ms (left) and RTF (right)."""
+        ttfa = [s.first_audio_ms or 0.0 for s in self.items]
+        rtf = [s.rtf for s in self.items if not math.isnan(s.rtf)]
+        return max([100.0, *ttfa]) * 1.1, max([1.5, *rtf]) * 1.1
+
+    def layout_boxes(self) -> dict[str, QRectF]:
+        """Where the plot and its labels go, measured in the widget's own font: the scale labels
+        and the caption each get a box their text fits (a fixed 34 px margin and 14 px line cut
+        them off at 16 pt), and the plot takes the rest."""
+        fm = QFontMetricsF(self.font())
+        top_ms, top_rtf = self.scales()
+        line = fm.height()
+        left = max(fm.horizontalAdvance(t) for t in (f"{top_ms:.0f}", "0 ms")) + 4
+        right = fm.horizontalAdvance(f"{top_rtf:.1f}") + 4
+        w, h = float(self.width()), float(self.height())
+        plot = QRectF(left, line / 2 + 1, max(1.0, w - left - right), max(1.0, h - line / 2 - 1 - line - 1))
+        return {"plot": plot,
+                "top_ms": QRectF(0, plot.top() - line / 2, left - 3, line),
+                "zero_ms": QRectF(0, plot.bottom() - line / 2, left - 3, line),
+                "top_rtf": QRectF(plot.right() + 3, plot.top() - line / 2, right - 3, line),
+                "caption": QRectF(plot.left(), plot.bottom() + 1, plot.width(), line)}
+
+    def _fit_height(self) -> None:
+        self.setMinimumHeight(max(90, round(6 * QFontMetricsF(self.font()).height())))
+
+    def changeEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        if event.type() == QEvent.Type.FontChange:
+            self._fit_height()
+        super().changeEvent(event)
+
     def paintEvent(self, event) -> None:  # noqa: N802 - Qt's name
         p = QPainter(self)
-        r = QRectF(self.rect()).adjusted(34, 6, -30, -14)
+        boxes = self.layout_boxes()
+        r = boxes["plot"]
         p.fillRect(self.rect(), QColor(24, 26, 32))
         p.setPen(QColor(60, 64, 76))
         p.drawRect(r)
-        ttfa = [s.first_audio_ms or 0.0 for s in self.items]
-        rtf = [s.rtf for s in self.items]
-        top_ms = max([100.0, *ttfa]) * 1.1
-        top_rtf = max([1.5, *[x for x in rtf if not math.isnan(x)]]) * 1.1
+        top_ms, top_rtf = self.scales()
         p.setPen(QColor(170, 176, 190))
-        p.drawText(QRectF(0, r.top() - 6, 32, 14), Qt.AlignmentFlag.AlignRight, f"{top_ms:.0f}")
-        p.drawText(QRectF(0, r.bottom() - 8, 32, 14), Qt.AlignmentFlag.AlignRight, "0 ms")
-        p.drawText(QRectF(r.right() + 3, r.top() - 6, 30, 14), Qt.AlignmentFlag.AlignLeft, f"{top_rtf:.1f}")
-        p.drawText(QRectF(r.left(), r.bottom() + 1, r.width(), 14), Qt.AlignmentFlag.AlignHCenter,
-                   "first audio (bars) · RTF (dots)")
+        right, centre = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, Qt.AlignmentFlag.AlignCenter
+        p.drawText(boxes["top_ms"], right, f"{top_ms:.0f}")
+        p.drawText(boxes["zero_ms"], right, "0 ms")
+        p.drawText(boxes["top_rtf"], Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, f"{top_rtf:.1f}")
+        caption = QFontMetricsF(self.font()).elidedText(self.CAPTION, Qt.TextElideMode.ElideRight, boxes["caption"].width())
+        p.drawText(boxes["caption"], centre, caption)
         y1 = r.bottom() - r.height() / top_rtf
         p.setPen(QPen(QColor(120, 120, 120), 1, Qt.PenStyle.DashLine))
         p.drawLine(QPointF(r.left(), y1), QPointF(r.right(), y1))

@@ -1229,3 +1229,70 @@ def test_voice_choices_while_loading_end_on_the_last_one_chosen(qapp, tiny_voice
         assert loads == ["broken", "a"] and w.worker.meters().busy and w.speak_action.isEnabled()
     finally:
         w.close()
+
+
+def test_alt_and_a_labels_letter_reaches_its_control(qtbot, window):
+    """Accessibility review: the side column's form labels had no mnemonics, so a keyboard user
+    Tabbed through every control to reach the one wanted. Each label's letter is its own (none
+    taken by another label or a menu) and Alt + it puts the focus on the control the label names."""
+    from PySide6.QtWidgets import QFormLayout, QLabel
+
+    w = window
+    w.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is w, timeout=WAIT_MS)
+    menus = {a.text()[a.text().index("&") + 1].lower() for a in w.menuBar().actions() if "&" in a.text()}
+    rows = {}  # letter -> the widget its label is the buddy of
+    for form in w.findChildren(QFormLayout):
+        for i in range(form.rowCount()):
+            label = form.itemAt(i, QFormLayout.ItemRole.LabelRole)
+            field = form.itemAt(i, QFormLayout.ItemRole.FieldRole)
+            if label is None or not isinstance(label.widget(), QLabel) or isinstance(field.widget(), QLabel):
+                continue  # a heading, or a row that shows a value (the latency panel's)
+            text = label.widget().text()
+            assert "&" in text, f"form label {text!r} has no mnemonic"
+            letter = text[text.index("&") + 1].lower()
+            assert letter not in rows and letter not in menus, f"{letter!r} of {text!r} is taken"
+            assert label.widget().buddy() in (field.widget(), field.widget().focusProxy())
+            rows[letter] = field.widget()
+    assert {"p", "d", "l", "o"} <= rows.keys()  # pitch, speed, volume, output among them
+    for letter, target in rows.items():
+        w.editor.setFocus()
+        qtbot.keyClick(w.editor, getattr(Qt.Key, f"Key_{letter.upper()}"), Qt.KeyboardModifier.AltModifier)
+        focused = QApplication.focusWidget()
+        if target.isEnabled():  # (the tiny voice reads no speaker, pitch or intonation: those are greyed)
+            assert focused is target or focused is target.focusProxy(), letter
+    assert sum(t.isEnabled() for t in rows.values()) >= 5
+
+
+@pytest.mark.parametrize("points", [9, 16, 28])
+def test_the_latency_plots_labels_fit_at_any_font_size(qapp, points):
+    """Accessibility review: the plot's scale labels had 34 px of margin and 14 px of line, cut off
+    from 16 pt on. Each label's box now holds its text in the widget's font, inside the widget and
+    clear of the plot, and the widget asks for the height its text needs."""
+    from PySide6.QtCore import QRectF
+    from PySide6.QtGui import QFont, QFontMetricsF
+
+    from wavern.app.widgets.dashboard import HistoryPlot
+    from wavern.app.worker import UtteranceStats
+
+    plot = HistoryPlot()
+    font = QFont(plot.font())
+    font.setPointSize(points)
+    plot.setFont(font)
+    plot.add(UtteranceStats(job_id=1, text="x", first_audio_ms=12345.0, rtf=17.5, audio_s=1.0, underruns=0,
+                            min_headroom_ms=0.0, stopped=False))  # wide numbers on both scales
+    plot.resize(320, plot.minimumHeight())
+    fm = QFontMetricsF(font)
+    assert plot.minimumHeight() >= 5 * fm.height()
+    boxes = plot.layout_boxes()
+    top_ms, top_rtf = plot.scales()
+    whole, inner = QRectF(plot.rect()), boxes["plot"]
+    for name, text in (("top_ms", f"{top_ms:.0f}"), ("zero_ms", "0 ms"), ("top_rtf", f"{top_rtf:.1f}")):
+        box = boxes[name]
+        assert fm.horizontalAdvance(text) <= box.width() + 0.5 and fm.height() <= box.height() + 0.5, name
+        assert whole.contains(box), name
+        assert box.right() <= inner.left() or box.left() >= inner.right(), name
+    assert boxes["caption"].top() >= inner.bottom() and whole.contains(boxes["caption"])
+    assert inner.height() >= 2 * fm.height()  # room left for the bars
+    plot.grab()  # paints without error at this size
+    plot.deleteLater()
