@@ -257,12 +257,32 @@ def write_examples(folder: Path, voice, records, rows: list[dict], metrics: Path
         a2.set_ylabel("nats")
         a2.legend(fontsize=8)
         a2.set_title("held-out teacher-forced loss (trainer)", fontsize=9)
+    elif (folder / "curve.png").exists():  # the loss panel needs the run's metrics: keep the curve that has it
+        print(f"[eval] {metrics} not found: {folder / 'curve.png'} kept as it is", flush=True)
+        plt.close(fig)
+        return {"folder": folder, "texts": texts}
     else:
         a2.set_axis_off()
     fig.tight_layout()
     fig.savefig(folder / "curve.png", dpi=80)
     plt.close(fig)
     return {"folder": folder, "texts": texts}
+
+
+def kept_section(doc: Path, heading: str) -> list[str]:
+    """The lines of ``doc``'s section under ``heading`` (up to the next ``## ``), with a blank line
+    before: a section written by hand (the speed figures come from other benchmarks) that a rerun keeps."""
+    if not doc.exists():
+        return []
+    lines = doc.read_text(encoding="utf-8").splitlines()
+    if heading not in lines:
+        return []
+    start = lines.index(heading)
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    body = lines[start:end]
+    while body and not body[-1].strip():
+        body.pop()
+    return ["", *body]
 
 
 def melmatch_label(d: dict) -> str:
@@ -343,6 +363,7 @@ def write_doc(out: Path, row: dict, rows: list[dict], cmd: str, voice, examples:
                "band envelope moves and the WaveRNN's harmonics stay; copy synthesis (a measured mel, "
                f"`inference.melmatch_measured`: {melmatch_label(row.get('melmatch_measured') or row['melmatch'])}) "
                "matches band by band." if row["melmatch"].get("smooth") else "")] if row.get("melmatch") else []),
+        *kept_section(out, "## Speed"),
         "",
         "## As training goes on",
         "",
