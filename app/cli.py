@@ -37,6 +37,15 @@ def _prosody_args(s: argparse.ArgumentParser, *, per_item: bool = False) -> None
 # --------------------------------------------------------------------------- handlers
 
 
+def _ssml_args(s: argparse.ArgumentParser) -> None:
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--ssml", action="store_const", const=True, default=None,
+                   help="the text is SSML (<speak>, <break>, <prosody>, <say-as>, <sub>, <phoneme>, <voice>, "
+                        "<emphasis>, <p>, <s>); by default a text that begins with <speak or <?xml is")
+    g.add_argument("--plain", dest="ssml", action="store_const", const=False,
+                   help="read the text as plain text even where it begins with <speak")
+
+
 def cmd_say(args: argparse.Namespace) -> int:
     from wavern.app.speak import read_text_arg, say
     from wavern.proc import sigterm_interrupts
@@ -46,7 +55,7 @@ def cmd_say(args: argparse.Namespace) -> int:
         return say(text, out=args.out, voice=args.voice, speed=args.speed, volume=args.volume,
                    temperature=args.temperature, device=args.device,
                    postfilter=False if args.no_postfilter else None, pitch=args.pitch, pitch_range=args.pitch_range,
-                   speaker=args.speaker, passes=args.passes, lexicon=args.lexicon)
+                   speaker=args.speaker, passes=args.passes, lexicon=args.lexicon, ssml=args.ssml)
 
 
 def cmd_vocode(args: argparse.Namespace) -> int:
@@ -169,6 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="mel-matching passes, 0..32 (default: the voice's; fewer: earlier first audio, more of "
                         "the vocoder's own sound)")
     _prosody_args(s)
+    _ssml_args(s)
     s.set_defaults(func=cmd_say)
 
     s = sub.add_parser("vocode", help="copy synthesis: wav → mel → vocoder → wav",

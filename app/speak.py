@@ -78,9 +78,10 @@ def announce_first_compile(seconds: int = 20) -> None:
 def say(text: str, *, out: str | None, voice: str | None, speed: float = 1.0, volume: float = 1.0,
         temperature: float | None = None, device: str | None = None, postfilter: bool | None = None,
         pitch: float | None = None, pitch_range: float | None = None, speaker: str | None = None,
-        passes: int | None = None, lexicon: str | None = None) -> int:
+        passes: int | None = None, lexicon: str | None = None, ssml: bool | None = None) -> int:
     """Speak ``text``: to the sound card, to a file, or as raw s16le to stdout. ``lexicon``: a
-    lexicon.json (default: the user's, :func:`wavern.app.voices.user_lexicon`, when there is one)."""
+    lexicon.json (default: the user's, :func:`wavern.app.voices.user_lexicon`, when there is one).
+    ``ssml``: the text is SSML (None: where it begins with ``<speak``; False: never)."""
     from wavern.app.voices import load_lexicon, resolve_voice
 
     path = resolve_voice(voice)
@@ -95,7 +96,7 @@ def say(text: str, *, out: str | None, voice: str | None, speed: float = 1.0, vo
     announce_first_compile()
     v = Voice.load(path)
     v.lexicon = lex
-    chunks = v.stream(text, cfg)  # checks the text (ParameterError for nothing to say) before a file is opened
+    chunks = v.stream(text, cfg, ssml=ssml)  # checks the text (ParameterError for nothing to say) before a file is opened
     if out == "-":
         if sys.stdout is None:
             raise ParameterError("--out -: standard output is closed")

@@ -292,20 +292,24 @@ class _Live:
     :class:`SpeakConfig` speed and volume where None. The caller's control is never written, so one
     control may serve request after request (each then takes its own SpeakConfig's speed)."""
 
-    __slots__ = ("_control", "_speed", "_volume")
+    __slots__ = ("_control", "_speed", "_volume", "_speed_factor", "_volume_factor")
 
-    def __init__(self, control: StreamControl, cfg: SpeakConfig):
+    def __init__(self, control: StreamControl, cfg: SpeakConfig, *, speed_factor: float = 1.0,
+                 volume_factor: float = 1.0):
         self._control, self._speed, self._volume = control, cfg.speed, cfg.volume
+        # an SSML piece's own rate and volume, on whatever the request or the control sets
+        self._speed_factor, self._volume_factor = speed_factor, volume_factor
 
     @property
     def speed(self) -> float:
         v = self._control.speed
-        return self._speed if v is None else v
+        v = self._speed if v is None else v
+        return v if self._speed_factor == 1.0 else min(max(v * self._speed_factor, SPEED_RANGE[0]), SPEED_RANGE[1])
 
     @property
     def volume(self) -> float:
         v = self._control.volume
-        return self._volume if v is None else v
+        return (self._volume if v is None else v) * self._volume_factor
 
     @property
     def pause_s(self) -> float | None:
@@ -539,7 +543,7 @@ class Voice:
                     yield SpokenPart(utt, index, part)
 
     def stream(self, text: str, config: SpeakConfig | None = None, *, control: StreamControl | None = None,
-               seed: int = 0) -> Iterator[AudioChunk]:
+               seed: int = 0, ssml: bool | None = None) -> Iterator[AudioChunk]:
         """Yield the audio of ``text`` as :class:`AudioChunk`s, in order, as soon as each is made.
 
         Args:
@@ -548,6 +552,11 @@ class Voice:
                 voice's defaults; pitch on a voice without prosody input: :class:`ParameterError`).
             control: optional live controls, read before every chunk.
             seed: vocoder sampling seed (same seed, same audio).
+            ssml: ``text`` is an SSML document (:mod:`wavern.conditioning.frontend.ssml`): its
+                settings act on the request's, and the chunks' spans and word timings point into
+                the markup. Bad markup raises :class:`ParameterError` here, before any audio.
+                None (the default): SSML where the text begins with ``<speak`` or ``<?xml``
+                (:func:`~wavern.conditioning.frontend.ssml.looks_like_ssml`); False: plain text always.
         """
         if self._closed:
             raise ParameterError(f"voice {self.name} is closed; load it again to speak")
@@ -566,14 +575,81 @@ class Voice:
         from wavern.conditioning.frontend import segment
 
         lexicon = self.lexicon  # the request's, for all its sentences (a later assignment: the next request's)
-        sentences = segment(text, lexicon=lexicon)  # refuse bad text now, not at the first next()
         postfilter = self.postfilter if cfg.postfilter is not False else None
         melmatch = self.melmatch_for(cfg)
+        if ssml is None:
+            from wavern.conditioning.frontend.ssml import looks_like_ssml
+
+            ssml = isinstance(text, str) and looks_like_ssml(text)
+        if ssml:
+            doc = self._ssml(text, cfg, lexicon)
+            return self._stream_ssml(doc, cfg, speaker, temperature, pause_s, control, seed, postfilter, melmatch,
+                                     lexicon)
+        sentences = segment(text, lexicon=lexicon)  # refuse bad text now, not at the first next()
         return self._stream(text, sentences, speaker, temperature, pause_s, _Live(control, cfg), seed, postfilter,
                             prosody, melmatch, lexicon)
 
+    def _ssml(self, text: str, cfg: SpeakConfig, lexicon):
+        """The request's SSML document, every speaker it names checked; pitch marks on a voice
+        that cannot change its pitch are dropped with a warning (the words are still said)."""
+        from wavern.conditioning.config import PROSODY_DEFAULT, PROSODY_LIMITS
+        from wavern.conditioning.frontend.ssml import parse_ssml
+
+        base = cfg.prosody or PROSODY_DEFAULT
+        doc = parse_ssml(text, lexicon=lexicon, pitch=base[1], pitch_range=base[2],
+                         pitch_limits=(PROSODY_LIMITS[1], PROSODY_LIMITS[2]))
+        for piece in doc.pieces:
+            if piece.speaker is not None:
+                self.resolve_speaker(piece.speaker)  # ParameterError naming the nearest speakers
+        if not self.has_prosody and any(p.pitch is not None or p.pitch_range is not None for p in doc.pieces):
+            log.warning("voice %s cannot change its pitch: the SSML document's pitch and range marks are ignored",
+                        self.name)
+        return doc
+
+    def _stream_ssml(self, doc, cfg: SpeakConfig, speaker, temperature, pause_s, control, seed, postfilter,
+                     melmatch, lexicon) -> Iterator[AudioChunk]:
+        """An SSML document's pieces, each streamed as a request of its own (its settings on the
+        request's, sampling seed ``seed + i``), one after the other, renumbered as one request."""
+        live = _Live(control, cfg)
+        position = sentence0 = 0
+        if doc.lead_s > 0:
+            gap = np.zeros(int(doc.lead_s * self.sample_rate), np.float32)
+            yield AudioChunk(gap, self.sample_rate, 0, doc.pieces[0].source_span(0, 0), sentence_index=0)
+            position = gap.size
+        for i, piece in enumerate(doc.pieces):
+            if control.stopped:
+                return
+            piece_cfg = dataclasses.replace(cfg, pitch=piece.pitch, pitch_range=piece.pitch_range) \
+                if self.has_prosody and (piece.pitch is not None or piece.pitch_range is not None) else cfg
+            gap_s = live.pause_s if live.pause_s is not None else pause_s
+            # the request's pause after each of the piece's sentences but the last, which has the piece's own
+            last = piece.silence_after(gap_s)
+            pieces = self._stream(piece.text, list(piece.sentences), self.resolve_speaker(piece.speaker or speaker),
+                                  temperature, pause_s, _Live(control, cfg, speed_factor=piece.speed,
+                                                              volume_factor=piece.volume),
+                                  seed + i, postfilter, self.prosody_of(piece_cfg), melmatch,
+                                  piece.lexicon or lexicon, last_pause_s=last)
+            made = 0  # samples of this piece yielded
+            try:
+                for chunk in pieces:
+                    yield dataclasses.replace(
+                        chunk, start_sample=chunk.start_sample + position,
+                        text_span=piece.source_span(*chunk.text_span),
+                        sentence_index=chunk.sentence_index + sentence0,
+                        word_timings=tuple(WordTiming(*piece.source_span(t.char_start, t.char_end),
+                                                      t.start_sample + position, t.end_sample + position)
+                                           for t in chunk.word_timings))
+                    made = chunk.start_sample + chunk.samples.size
+            finally:
+                pieces.close()
+            position += made
+            sentence0 += len(piece.sentences)
+
     def _stream(self, text, sentences, speaker, temperature, pause_s, control, seed,
-                postfilter=None, prosody=None, melmatch=None, lexicon=None) -> Iterator[AudioChunk]:
+                postfilter=None, prosody=None, melmatch=None, lexicon=None,
+                last_pause_s: float | None = None) -> Iterator[AudioChunk]:
+        """The stream of :meth:`stream`; ``last_pause_s``: the silence after the last sentence
+        instead of the sentence pause (an SSML piece's own)."""
         voc = self.vocoder
         hop = voc.hop
         speed = control.speed
@@ -654,6 +730,8 @@ class Voice:
                     position_total += chunk.samples.size
                 if n_total and not control.stopped:
                     gap_s = control.pause_s if control.pause_s is not None else pause_s
+                    if last_pause_s is not None and s_idx == len(sentences) - 1:
+                        gap_s = last_pause_s
                     if gap_s > 0:
                         gap = np.zeros(int(gap_s * self.sample_rate), np.float32)
                         yield AudioChunk(gap, self.sample_rate, position_total, span, sentence_index=s_idx)
@@ -706,20 +784,21 @@ class Voice:
         return tuple(out)
 
     # ------------------------------------------------------------------ conveniences
-    def synthesize(self, text: str, config: SpeakConfig | None = None, *, seed: int = 0) -> np.ndarray:
+    def synthesize(self, text: str, config: SpeakConfig | None = None, *, seed: int = 0,
+                   ssml: bool | None = None) -> np.ndarray:
         """The whole request as one float32 array (the stream, concatenated)."""
-        parts = [c.samples for c in self.stream(text, config, seed=seed)]
+        parts = [c.samples for c in self.stream(text, config, seed=seed, ssml=ssml)]
         return np.concatenate(parts) if parts else np.zeros(0, np.float32)
 
     def synthesize_wav(self, text: str, config: SpeakConfig | None = None, *, seed: int = 0,
-                       format: str = "wav") -> bytes:
+                       format: str = "wav", ssml: bool | None = None) -> bytes:
         """:meth:`synthesize` as the bytes of an audio file: "wav" (16-bit PCM), "flac" or "ogg"."""
         from wavern.engine.audio_io import encode_audio
 
-        return encode_audio(self.synthesize(text, config, seed=seed), self.sample_rate, format=format)
+        return encode_audio(self.synthesize(text, config, seed=seed, ssml=ssml), self.sample_rate, format=format)
 
     async def astream(self, text: str, config: SpeakConfig | None = None, *, control: StreamControl | None = None,
-                      seed: int = 0) -> AsyncIterator[AudioChunk]:
+                      seed: int = 0, ssml: bool | None = None) -> AsyncIterator[AudioChunk]:
         """:meth:`stream` for asyncio: ``async for chunk in voice.astream(text)``. Each chunk is made
         on a thread of the stream's own, so the loop serves other tasks meanwhile; the chunks
         are the same as the stream's. Bad text or settings raise here, before the first chunk.
@@ -728,7 +807,7 @@ class Voice:
         import asyncio
         import concurrent.futures
 
-        gen = self.stream(text, config, control=control, seed=seed)
+        gen = self.stream(text, config, control=control, seed=seed, ssml=ssml)
         done = object()
         making: concurrent.futures.Future | None = None
         pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="wavern-astream")  # one thread: the

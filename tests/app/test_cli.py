@@ -464,3 +464,32 @@ def test_a_fresh_cache_is_announced_once_before_the_first_compile(monkeypatch, c
     monkeypatch.setattr(kernels, "cache_status", lambda: (str(tmp_path), 12))
     speak.announce_first_compile()
     assert capsys.readouterr().err == ""
+
+
+def test_say_speaks_ssml_by_its_start_or_by_flag_and_reports_bad_markup(tiny_voice, tmp_path, capsys):
+    """SSML on the command line: found by its <speak>, forced with --ssml, read as text with --plain;
+    bad markup is a clear error naming where, and no file is left behind."""
+    import numpy as np
+    import soundfile as sf
+
+    from wavern.dsp import float_to_int16
+    from wavern.engine import Voice
+
+    src = '<speak>One. <break time="400ms"/><prosody rate="slow">Two.</prosody></speak>'
+    outs = {}
+    for name, flags in (("found", []), ("forced", ["--ssml"]), ("plain", ["--plain"])):
+        out = tmp_path / f"{name}.wav"
+        assert main(["say", src, "--voice", str(tiny_voice), "--out", str(out), *flags]) == 0
+        outs[name], _ = sf.read(out, dtype="int16")
+    with Voice.load(tiny_voice) as v:
+        expected = float_to_int16(v.synthesize(src, ssml=True))
+    assert np.array_equal(outs["found"], expected) and np.array_equal(outs["forced"], expected)
+    assert outs["plain"].size != outs["found"].size
+    bad = tmp_path / "bad.wav"
+    assert main(["say", "<speak>Oops <prosody rate='zippy'>x</prosody></speak>", "--voice", str(tiny_voice),
+                 "--out", str(bad)]) == EXIT_USER_ERROR
+    err = capsys.readouterr().err
+    assert "SSML line 1, column" in err and "prosody rate 'zippy'" in err
+    assert not bad.exists()
+    assert main(["say", "Plain words.", "--ssml", "--voice", str(tiny_voice), "--out", str(bad)]) == EXIT_USER_ERROR
+    assert "not well-formed" in capsys.readouterr().err
