@@ -62,6 +62,7 @@ from wavern.app.worker import ChunkView, SpeechWorker, UtteranceStats, VoiceStat
 from wavern.conditioning.config import PROSODY_DEFAULT, PROSODY_LIMITS
 from wavern.conditioning.frontend.lexicon import Lexicon
 from wavern.conditioning.frontend.normalize import is_abbreviation
+from wavern.conditioning.frontend.ssml import looks_like_ssml
 from wavern.engine.chunk import SpeakConfig
 from wavern.errors import ParameterError, WavernError
 
@@ -74,6 +75,7 @@ AUTOSAVE_MS = 5000  # settings and the text are saved this often (and on close)
 TICK_MS = 33  # meter / view refresh period
 BUFFER_S = 1.0  # generation runs at most this far ahead of playback: controls are heard within it
 PREVIEW_DELAY_MS = 250  # typing pause before the preview is refreshed
+SSML_OPEN = "<speak>"  # put around a part of an SSML document spoken alone
 VOICE_CHOICE_MS = 500  # a voice chosen in the list loads once the choice has rested this long
 SPOOL_AFTER_S = 600  # a request's audio (kept for Export last) goes to a temporary file past this
 STATS_KEPT = 500  # finished utterances' stats the window keeps
@@ -311,6 +313,7 @@ class MainWindow(QMainWindow):
         self._chunks: list[tuple[int, int, int, tuple[int, int]]] = []  # (start, end, job, text span)
         self._preview_id = 0
         self._sayt: QTextCursor | None = None  # speak-as-you-type: start of the uncommitted text
+        self._sayt_ssml_said = False  # that it waits while the text is SSML, told once
         self._build_ui()
         self._build_actions()
         self._connect()
@@ -728,6 +731,7 @@ class MainWindow(QMainWindow):
         if not text.strip():
             self.statusBar().showMessage("Nothing to say: type some text first.", 5000)
             return None
+        text, start = self._as_ssml_part(text, start or 0)
         if now:  # what plays now stops: as Stop
             self._heard_until = self.worker.meters().position
             self.pause_action.setChecked(False)
@@ -738,6 +742,14 @@ class MainWindow(QMainWindow):
         self._jobs[job] = (anchor, _Take(SPOOL_AFTER_S * self.sample_rate),  # spans count code points,
                            astral_indices(text))                               # the editor UTF-16 units
         return job
+
+    def _as_ssml_part(self, text: str, start: int) -> tuple[str, int]:
+        """A part of an SSML document (a selection, a clause) as a document of its own, so its
+        markup acts and is not read out: ``<speak>`` around it, and ``start`` moved back by as
+        much, so the spans still land on the editor's characters."""
+        if start < len(SSML_OPEN) or looks_like_ssml(text) or not looks_like_ssml(self.editor.toPlainText()):
+            return text, start
+        return SSML_OPEN + text + "</speak>", start - len(SSML_OPEN)
 
     def stop(self) -> None:
         self._heard_until = self.worker.meters().position  # Export last keeps only what was heard
@@ -774,6 +786,13 @@ class MainWindow(QMainWindow):
         if self._sayt is None or not self.sayt_action.isEnabled():
             return
         text = self.editor.toPlainText()
+        if looks_like_ssml(text):  # markup's clauses are not whole documents: it is spoken whole
+            if not self._sayt_ssml_said:
+                self._sayt_ssml_said = True
+                self.statusBar().showMessage("Speak as you type waits: SSML is spoken whole (Ctrl+Enter)", 6000)
+            self._sayt.setPosition(self.editor.document().characterCount() - 1)
+            return
+        self._sayt_ssml_said = False
         start = text_index(text, self._sayt.position())
         end = committed_end(text, start)
         if end > start:

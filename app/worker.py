@@ -348,14 +348,17 @@ class SpeechWorker(QObject):
         self._side.submit(work)
 
     def preview(self, text: str, request_id: int) -> None:
-        """Segment ``text`` with the user lexicon on a side thread; ``previewReady`` follows."""
+        """Segment ``text`` with the user lexicon on a side thread (an SSML document: its pieces'
+        sentences, or what is wrong with its markup); ``previewReady`` follows."""
         lexicon = self._lexicon
 
         def work():
             from wavern.conditioning.frontend import segment
+            from wavern.conditioning.frontend.ssml import looks_like_ssml, parse_ssml
 
             try:
-                result = segment(text, lexicon=lexicon)
+                result = parse_ssml(text, lexicon=lexicon).sentences() if looks_like_ssml(text) else \
+                    segment(text, lexicon=lexicon)
             except WavernError as e:
                 result = str(e)
             self.previewReady.emit(request_id, result)

@@ -137,6 +137,19 @@ class SsmlDocument:
     pieces: tuple[SsmlPiece, ...]
     lead_s: float = 0.0
 
+    def sentences(self) -> list[Sentence]:
+        """Every piece's sentences in order, for display (a preview of what will be said): a
+        ``<phoneme>`` word's spoken form is its IPA between slashes; spans are the piece's text's."""
+        out = []
+        for p in self.pieces:
+            ipa = {}
+            if p.lexicon is not None:
+                ipa = {w: f"/{p.lexicon.lookup(w).phonemes}/" for w in p.lexicon if w.startswith(_PLACEHOLDER)}
+            for s in p.sentences:
+                spoken = re.sub(rf"\b{_PLACEHOLDER}[a-z]+\b", lambda m: ipa.get(m.group(0), m.group(0)), s.spoken)
+                out.append(dataclasses.replace(s, spoken=spoken))
+        return out
+
 
 def looks_like_ssml(text: str) -> bool:
     """Whether ``text`` is meant as SSML: its first markup is an XML declaration or ``<speak``."""

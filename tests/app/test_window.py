@@ -1296,3 +1296,57 @@ def test_the_latency_plots_labels_fit_at_any_font_size(qapp, points):
     assert inner.height() >= 2 * fm.height()  # room left for the bars
     plot.grab()  # paints without error at this size
     plot.deleteLater()
+
+
+def test_ssml_in_the_editor_is_previewed_spoken_and_highlighted_in_the_markup(qtbot, window):
+    """An SSML document typed in the editor: the preview shows its pieces' sentences (or what is
+    wrong with the markup), Speak plays what Voice.synthesize makes of it, the words heard light up
+    on the markup's own characters, a selection inside it is spoken with its markup acting, and
+    speak-as-you-type leaves it alone."""
+    from PySide6.QtGui import QTextCursor
+
+    w = window
+    src = ('<speak>Hello there. <break time="200ms"/><prosody rate="slow">How are '
+           '<sub alias="you">U</sub></prosody> today?</speak>')
+    qtbot.waitUntil(lambda: not w.worker.meters().busy, timeout=WAIT_MS)
+    job, stats = _speak_and_wait(qtbot, w, src)
+    ref = w.worker.voice.synthesize(src, SpeakConfig(pause_s=0.0), seed=0)
+    np.testing.assert_array_equal(w.last_audio, ref)
+    qtbot.waitUntil(lambda: "How are you" in w.preview.toPlainText(), timeout=WAIT_MS)
+    assert "speak" not in w.preview.toPlainText() and "Hello there. //" in w.preview.toPlainText()
+    heard = []
+    for start, stop, j, a, b in [x for x in w._words if x[2] == job]:
+        w.highlight_at((start + stop) // 2)
+        heard.append(w.editor.highlighted_text())
+    assert heard == ["Hello", "there", "How", "are", '<sub alias="you">U</sub>', "today"]
+    # a selection inside the document: its markup acts (the slow rate), it is not read out
+    cur = w.editor.textCursor()
+    a = src.index("<prosody")
+    cur.setPosition(a)
+    cur.setPosition(src.index("</prosody>") + len("</prosody>"), QTextCursor.MoveMode.KeepAnchor)
+    w.editor.setTextCursor(cur)
+    part = src[a:src.index("</prosody>") + len("</prosody>")]
+    job = w.speak()
+    _stats_of(qtbot, w, job)
+    qtbot.waitUntil(lambda: not w.worker.meters().busy, timeout=WAIT_MS)
+    np.testing.assert_array_equal(w.last_audio, w.worker.voice.synthesize(f"<speak>{part}</speak>",
+                                                                           SpeakConfig(pause_s=0.0), seed=0))
+    heard = []
+    for start, stop, j, _, _ in [x for x in w._words if x[2] == job]:
+        w.highlight_at((start + stop) // 2)
+        heard.append(w.editor.highlighted_text())
+    assert heard == ["How", "are", '<sub alias="you">U</sub>']
+    # bad markup: the preview says where; speak-as-you-type waits for Ctrl+Enter
+    w.editor.setPlainText("<speak>Oops <prosody rate='zippy'>x</prosody></speak>")
+    qtbot.waitUntil(lambda: "prosody rate 'zippy'" in w.preview.toPlainText(), timeout=WAIT_MS)
+    before = set(w._jobs)
+    w.set_speak_as_you_type(True)
+    try:
+        w.editor.setPlainText(src)
+        w.editor.moveCursor(QTextCursor.MoveOperation.End)
+        qtbot.keyClicks(w.editor, " More words. And more. ")
+        QApplication.processEvents()
+        assert set(w._jobs) == before
+        assert "SSML is spoken whole" in w.statusBar().currentMessage()
+    finally:
+        w.set_speak_as_you_type(False)
