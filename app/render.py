@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from wavern.app.speak import decode_text
+from wavern.conditioning.frontend.ssml import looks_like_ssml
 from wavern.errors import DiskFullError, ParameterError, WavernError
 from wavern.proc import exit_with_parent, sigterm_interrupts
 
@@ -228,7 +229,8 @@ def read_inputs(inputs: Iterable[str], *, paragraphs: bool = False, stdin: io.Te
 
     Args:
         inputs: paths of text files (``.txt`` or anything else), ``.jsonl``/``.ndjson`` and
-            ``.csv`` manifests, or ``-`` for stdin.
+            ``.csv`` manifests, or ``-`` for stdin. A text that begins with ``<speak`` or ``<?xml``
+            is one SSML document, one item (id: the file's stem); a manifest's text may be SSML too.
         paragraphs: text files are split on blank lines instead of lines.
         stdin: where ``-`` reads from (default ``sys.stdin``).
 
@@ -259,7 +261,9 @@ def read_inputs(inputs: Iterable[str], *, paragraphs: bool = False, stdin: io.Te
             name, stem = str(p), _safe_stem(p.stem)
             suffix = p.suffix.lower()
             kind = "jsonl" if suffix in (".jsonl", ".ndjson") else "csv" if suffix == ".csv" else "text"
-        if kind == "jsonl":
+        if kind == "text" and looks_like_ssml(text):  # an SSML document is one item, named after its file
+            jobs.append(Job(stem, text.strip(), seed=_seed_for(stem), source=f"{name}:1"))
+        elif kind == "jsonl":
             jobs.extend(_jsonl_jobs(text, stem, name))
         elif kind == "csv":
             jobs.extend(_csv_jobs(text, stem, name))

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wavern.engine.chunk import SpeakConfig
+from wavern.engine.chunk import SPEED_RANGE, SpeakConfig
 from wavern.errors import DiskFullError, ParameterError
 from wavern.fileio import is_disk_full
 
@@ -125,7 +125,7 @@ class _Prepared:
     spans: tuple[SentenceSpan, ...]
     timings: tuple
     length: int  # output samples, pauses included
-    volume: float
+    volume: float | tuple  # the output's gain; an SSML document's: one per span
     temperature: float
     seed: int
     wall_s: float
@@ -133,8 +133,10 @@ class _Prepared:
     melmatch: object = None  # the request's mel matching (Voice.melmatch_for), None: none
 
 
-def _prepare(voice, text: str, config: SpeakConfig | None, *, seed: int, max_chars: int) -> _Prepared:
-    """Front end and acoustic model of one utterance, sentence by sentence, as the stream does."""
+def _prepare(voice, text: str, config: SpeakConfig | None, *, seed: int, max_chars: int,
+             ssml: bool | None = None) -> _Prepared:
+    """Front end and acoustic model of one utterance, sentence by sentence, as the stream does
+    (an SSML document piece by piece, each with its settings, its spans the markup's)."""
     t0, c0 = time.perf_counter(), time.process_time()
     if not isinstance(text, str):
         raise ParameterError(f"text must be a str, found {type(text).__name__}")
@@ -145,36 +147,80 @@ def _prepare(voice, text: str, config: SpeakConfig | None, *, seed: int, max_cha
     speaker = voice.resolve_speaker(cfg.speaker)
     temperature = cfg.temperature if cfg.temperature is not None else voice.default_temperature
     pause_s = cfg.pause_s if cfg.pause_s is not None else voice.default_pause_s
-    gap = int(pause_s * voice.sample_rate)
-    voc = voice.vocoder
-    hop = voc.hop
-    gis, mels, spans, timings = [], [], [], []
-    pos = 0  # output sample of the next sentence (pauses included)
-    lazy = True  # the stream decodes its first voiced sentence's mel lazily (rows first), the rest whole
+    sr = voice.sample_rate
+    acc = _Sentences(voice)
     # The stream's own sentence source (ParameterError for empty or unspeakable text).
     prosody = voice.prosody_of(cfg)  # ParameterError for pitch on a voice without the input
-    for spoken in voice.sentence_parts(text, speaker=speaker, speed=cfg.speed, prosody=prosody):
-        utt, part = spoken.utt, spoken.part
-        if lazy and part.n_frames:  # the same decode passes give the same float rounding as the stream
-            part.rows(0, 1)
-            lazy = False
-        T = part.mel.shape[0]
-        if T == 0:
-            continue
-        s_idx = spoken.sentence
-        sentence = utt.sentences[min(int(part.sentence), len(utt.sentences) - 1)]
-        timings.extend(voice._word_timings(utt, part, pos))  # the stream's own rule
-        spans.append(SentenceSpan(s_idx, sentence.start, sentence.end, pos, pos + T * hop))
-        gis.append(voc.frame_inputs(part.mel))
-        mels.append(part.mel)
-        pos += T * hop + gap
-    if not gis:
+    if ssml is None:
+        from wavern.conditioning.frontend.ssml import looks_like_ssml
+
+        ssml = looks_like_ssml(text)
+    if ssml:
+        doc = voice._ssml(text, cfg, voice.lexicon)
+        acc.pos = int(doc.lead_s * sr)
+        for piece in doc.pieces:
+            piece_cfg = dataclasses.replace(cfg, pitch=piece.pitch, pitch_range=piece.pitch_range) \
+                if voice.has_prosody and (piece.pitch is not None or piece.pitch_range is not None) else cfg
+            speed = min(max(cfg.speed * piece.speed, SPEED_RANGE[0]), SPEED_RANGE[1])
+            parts = voice.sentence_parts(piece.text, speaker=voice.resolve_speaker(piece.speaker or speaker),
+                                         speed=speed, sentences=list(piece.sentences),
+                                         prosody=voice.prosody_of(piece_cfg), lexicon=piece.lexicon or voice.lexicon)
+            acc.add(parts, int(pause_s * sr), int(piece.silence_after(pause_s) * sr), len(piece.sentences),
+                    piece.source_span, float(cfg.volume * piece.volume))
+    else:
+        acc.add(voice.sentence_parts(text, speaker=speaker, speed=cfg.speed, prosody=prosody),
+                int(pause_s * sr), None, None, None, float(cfg.volume))
+    if not acc.gis:
         raise ParameterError(f"nothing to say: the text {text[:40]!r} produced no audio frames")
     mm = voice.melmatch_for(cfg) if hasattr(voice, "melmatch_for") else None
     keep = (getattr(voice, "postfilter", None) is not None or mm is not None) and cfg.postfilter is not False
-    mel = np.concatenate(mels) if keep else None
-    return _Prepared(np.concatenate(gis), mel, tuple(spans), tuple(timings), pos, float(cfg.volume),
-                     float(temperature), int(seed), time.perf_counter() - t0, time.process_time() - c0, mm)
+    mel = np.concatenate(acc.mels) if keep else None
+    volumes = tuple(acc.volumes)
+    return _Prepared(np.concatenate(acc.gis), mel, tuple(acc.spans), tuple(acc.timings), acc.pos,
+                     volumes[0] if len(set(volumes)) == 1 else volumes, float(temperature), int(seed),
+                     time.perf_counter() - t0, time.process_time() - c0, mm)
+
+
+class _Sentences:
+    """An utterance's voiced sentences as they are prepared: frame inputs, mel, where each goes."""
+
+    def __init__(self, voice):
+        self.voice = voice
+        self.gis, self.mels, self.spans, self.timings, self.volumes = [], [], [], [], []
+        self.pos = 0  # output sample of the next sentence (pauses included)
+        self.sentence0 = 0  # index of the first sentence of the next add()
+        self.lazy = True  # the stream decodes its first voiced sentence's mel lazily (rows first), the rest whole
+
+    def add(self, parts, gap: int, last_gap: int | None, n_sentences: int | None, source_span, volume: float) -> None:
+        """``parts`` (``Voice.sentence_parts``), ``gap`` samples after each sentence (``last_gap``
+        after the last of ``n_sentences``, where given); spans through ``source_span``."""
+        voc = self.voice.vocoder
+        hop = voc.hop
+        for spoken in parts:
+            utt, part = spoken.utt, spoken.part
+            if self.lazy and part.n_frames:  # the same decode passes give the same float rounding as the stream
+                part.rows(0, 1)
+                self.lazy = False
+            T = part.mel.shape[0]
+            if T == 0:
+                continue
+            s_idx = spoken.sentence
+            sentence = utt.sentences[min(int(part.sentence), len(utt.sentences) - 1)]
+            timings = self.voice._word_timings(utt, part, self.pos)  # the stream's own rule
+            span = (sentence.start, sentence.end)
+            if source_span is not None:
+                span = source_span(*span)
+                timings = [dataclasses.replace(t, char_start=a, char_end=z) for t in timings
+                           for a, z in [source_span(t.char_start, t.char_end)]]
+            self.timings.extend(timings)
+            self.spans.append(SentenceSpan(self.sentence0 + s_idx, span[0], span[1], self.pos, self.pos + T * hop))
+            self.gis.append(voc.frame_inputs(part.mel))
+            self.mels.append(part.mel)
+            self.volumes.append(volume)
+            last = last_gap is not None and n_sentences is not None and s_idx == n_sentences - 1
+            self.pos += T * hop + (last_gap if last else gap)
+        if n_sentences is not None:
+            self.sentence0 += n_sentences
 
 
 def _finish(voice, prep: _Prepared, voiced: np.ndarray, wall_s: float, cpu_s: float) -> RenderedUtterance:
@@ -183,14 +229,19 @@ def _finish(voice, prep: _Prepared, voiced: np.ndarray, wall_s: float, cpu_s: fl
         # mel matching sentence by sentence, as the stream does
         voiced = voice.apply_postfilter(voiced, prep.mel, [sp.end_sample - sp.start_sample for sp in prep.spans],
                                         melmatch=prep.melmatch)
-    if prep.length != voiced.shape[0] or prep.volume != 1.0:
+    if prep.length != voiced.shape[0] or prep.volume != 1.0:  # (a tuple of volumes is != 1.0)
         out = np.zeros(prep.length, np.int16)
         src = 0
         for sp in prep.spans:
             n = sp.end_sample - sp.start_sample
             out[sp.start_sample:sp.end_sample] = voiced[src:src + n]
             src += n
-        if prep.volume != 1.0:
+        if isinstance(prep.volume, tuple):  # an SSML document's pieces: each sentence its own volume
+            for sp, v in zip(prep.spans, prep.volume):
+                if v != 1.0:
+                    seg = out[sp.start_sample:sp.end_sample].astype(np.float64) * v
+                    out[sp.start_sample:sp.end_sample] = np.clip(np.rint(seg), -32768, 32767).astype(np.int16)
+        elif prep.volume != 1.0:
             out = np.clip(np.rint(out.astype(np.float64) * prep.volume), -32768, 32767).astype(np.int16)
     else:
         out = voiced
@@ -200,7 +251,7 @@ def _finish(voice, prep: _Prepared, voiced: np.ndarray, wall_s: float, cpu_s: fl
 
 def render_utterance(voice, text: str, config: SpeakConfig | None = None, *, seed: int = 0,
                      fold_frames: int | None = DEFAULT_FOLD_FRAMES, overlap_frames: int = DEFAULT_OVERLAP_FRAMES,
-                     threads: int = 1, max_chars: int = MAX_TEXT_CHARS) -> RenderedUtterance:
+                     threads: int = 1, max_chars: int = MAX_TEXT_CHARS, ssml: bool | None = None) -> RenderedUtterance:
     """Render ``text`` with ``voice`` in one go: acoustic model per sentence, then the folded vocoder.
 
     Args:
@@ -210,11 +261,13 @@ def render_utterance(voice, text: str, config: SpeakConfig | None = None, *, see
         config: speed, temperature, pause, speaker, pitch (``volume`` is applied too); None = defaults.
         seed: sampling seed (same seed, same audio).
         fold_frames, overlap_frames, threads: see :func:`render_frames`.
+        ssml: the text is an SSML document (None: where it begins with ``<speak``, as
+            :meth:`Voice.stream` decides); its pieces' settings, pauses and spans as in the stream.
 
     Returns:
         :class:`RenderedUtterance`. Pauses (``pause_s``) follow every sentence, as in the stream.
     """
-    prep = _prepare(voice, text, config, seed=seed, max_chars=max_chars)
+    prep = _prepare(voice, text, config, seed=seed, max_chars=max_chars, ssml=ssml)
     t0, c0 = time.perf_counter(), time.process_time()
     voiced = render_frames(voice.vocoder, prep.gi, seed=seed, temperature=prep.temperature, fold_frames=fold_frames,
                            overlap_frames=overlap_frames, threads=threads)
@@ -228,6 +281,7 @@ class UtteranceRequest:
     text: str
     config: SpeakConfig | None = None
     seed: int = 0
+    ssml: bool | None = None  # None: SSML where the text begins with <speak or <?xml
 
 
 def render_utterances(voice, requests: Sequence[UtteranceRequest | str], *,
@@ -261,7 +315,7 @@ def render_utterances(voice, requests: Sequence[UtteranceRequest | str], *,
     prepared: dict[int, _Prepared] = {}
     for i, req in enumerate(requests):
         try:
-            prepared[i] = _prepare(voice, req.text, req.config, seed=req.seed, max_chars=max_chars)
+            prepared[i] = _prepare(voice, req.text, req.config, seed=req.seed, max_chars=max_chars, ssml=req.ssml)
         except Exception as e:  # noqa: BLE001 - one bad item must not stop the others
             results[i] = e
     by_temperature: dict[float, list[int]] = {}
@@ -315,9 +369,31 @@ def _clock(seconds: float, sep: str) -> str:
     return f"{h:02d}:{m:02d}:{s:02d}{sep}{ms:03d}"
 
 
+def shown_text(text: str, start: int, end: int) -> str:
+    """``text[start:end]`` as a caption shows it: whitespace runs as one space and, in an SSML
+    document, without its tags and with its entities decoded (``<sub alias="x">WWW</sub>`` -> WWW)."""
+    piece = text[start:end]
+    from wavern.conditioning.frontend.ssml import looks_like_ssml
+
+    if looks_like_ssml(text):
+        import html
+        import re
+
+        piece = html.unescape(re.sub(r"<[^>]*>?", " ", piece))
+    return " ".join(piece.split())
+
+
 def _words(text: str, timings, sample_rate: int):
+    """(start s, end s, word) per word; words with the same characters (an SSML element said as
+    several words) are one cue."""
+    merged: list[list] = []
     for w in timings:
-        yield w.start_sample / sample_rate, w.end_sample / sample_rate, " ".join(text[w.char_start:w.char_end].split())
+        if merged and merged[-1][2:] == [w.char_start, w.char_end]:
+            merged[-1][1] = w.end_sample
+        else:
+            merged.append([w.start_sample, w.end_sample, w.char_start, w.char_end])
+    for a, z, c0, c1 in merged:
+        yield a / sample_rate, z / sample_rate, shown_text(text, c0, c1)
 
 
 def srt_text(text: str, timings, sample_rate: int) -> str:

@@ -793,3 +793,32 @@ def test_sources_name_the_line_an_item_starts_on_and_every_request_field_counts(
                 dataclasses.replace(base, pitch_range=40.0), dataclasses.replace(base, speaker="en+f2")]
     assert all(_request_key(j, "/voices/v", "a.wav") != key for j in variants)
     assert _request_key(base, "/voices/w", "a.wav") != key and _request_key(base, "/voices/v", "b.wav") != key
+
+
+def test_an_ssml_file_is_one_item_and_a_manifests_text_may_be_ssml(tiny_voice, tmp_path):
+    """wavern render: a file that begins with <speak is one SSML document, one item named after it;
+    a manifest row's text may be SSML; the audio is the engine's render of the document, its
+    captions show the words, not the markup; bad markup fails its item alone."""
+    from wavern.engine import Voice
+    from wavern.engine.batch import render_utterance
+
+    doc = ('<?xml version="1.0"?>\n<speak>\n  <p>Chapter one.</p>\n  <p>It was a <emphasis>dark</emphasis> night. '
+           '<break time="300ms"/> Visit <sub alias="World Wide Web">WWW</sub>.</p>\n</speak>\n')
+    (tmp_path / "chapter1.ssml").write_text(doc)
+    (tmp_path / "m.jsonl").write_text(json.dumps({"id": "row", "text": "<speak>Row <break time='100ms'/> two.</speak>"})
+                                      + "\n" + json.dumps({"id": "bad", "text": "<speak>Bad <prosody></speak>"}) + "\n")
+    jobs = read_inputs([str(tmp_path / "chapter1.ssml"), str(tmp_path / "m.jsonl")])
+    assert [j.id for j in jobs] == ["chapter1", "row", "bad"] and jobs[0].text == doc.strip()
+    out = tmp_path / "out"
+    s = run_batch(jobs, out_dir=out, voice=str(tiny_voice), sidecars=["srt"], workers=1)
+    assert (s.done, s.failed) == (2, 1)
+    rows = {r["id"]: r for r in rows_of(out)}
+    assert "not well-formed" in rows["bad"]["error"]
+    data, _ = sf.read(str(out / "chapter1.wav"), dtype="int16")
+    with Voice.load(tiny_voice) as v:
+        ref = render_utterance(v, doc.strip(), jobs[0].config(), seed=jobs[0].seed)
+    assert np.array_equal(data, ref.samples)
+    cues = [b.splitlines()[2] for b in (out / "chapter1.srt").read_text().strip().split("\n\n")]
+    # each cue a word of the document's text (the tiny random model may give a word no frames)
+    assert cues[:2] == ["Chapter", "one"] and cues[-2:] == ["Visit", "WWW"] and "dark" in cues
+    assert set(cues) <= {"Chapter", "one", "It", "was", "a", "dark", "night", "Visit", "WWW"}

@@ -209,3 +209,62 @@ def test_plain_texts_are_requests_with_the_voices_defaults_and_other_items_are_r
         render_utterances(voice, "Hello there.")
     with pytest.raises(ParameterError, match="found dict"):
         render_utterances(voice, [{"text": "Hello."}])
+
+
+# --------------------------------------------------------------------------------------------
+# SSML items.
+
+def test_a_plain_ssml_item_renders_as_its_text(voice):
+    text = "A second item, a little longer. It has two sentences."
+    a = render_utterance(voice, f"<speak>{text}</speak>", SpeakConfig(pause_s=0.05), seed=2, **FOLD)
+    b = render_utterance(voice, text, SpeakConfig(pause_s=0.05), seed=2, **FOLD)
+    assert np.array_equal(a.samples, b.samples)
+    assert [(s.start_sample, s.end_sample) for s in a.sentences] == [(s.start_sample, s.end_sample) for s in b.sentences]
+    assert [t.char_start - len("<speak>") for t in a.word_timings] == [t.char_start for t in b.word_timings]
+
+
+def test_ssml_pieces_take_their_rate_volume_and_breaks_and_span_the_markup(voice):
+    sr = voice.sample_rate
+    src = ('<speak><break time="100ms"/>Slow words here.<break time="300ms"/>'
+           '<prosody rate="200%" volume="x-soft">Quick words there.</prosody> Normal end.</speak>')
+    r = render_utterance(voice, src, SpeakConfig(pause_s=0.05), seed=7, **FOLD)
+    first, quick, end = r.sentences
+    assert [src[s.char_start:s.char_end] for s in r.sentences] == ["Slow words here.", "Quick words there.",
+                                                                   "Normal end."]
+    assert [s.index for s in r.sentences] == [0, 1, 2]
+    # where each goes: the lead, the break (not the sentence pause), then the pause
+    assert first.start_sample == int(0.1 * sr) and not r.samples[:first.start_sample].any()
+    assert quick.start_sample == first.end_sample + int(0.3 * sr) and not r.samples[first.end_sample:quick.start_sample].any()
+    assert end.start_sample == quick.end_sample + int(0.05 * sr)
+    # the rate: as long as the same text rendered alone at twice the speed
+    fast = render_utterance(voice, "Quick words there.", SpeakConfig(speed=2.0), seed=7, **FOLD).sentences[0]
+    assert quick.end_sample - quick.start_sample == fast.end_sample - fast.start_sample
+    # the volume, on that piece only: the same document at full volume, scaled there
+    loud = render_utterance(voice, src.replace(' volume="x-soft"', ""), SpeakConfig(pause_s=0.05), seed=7, **FOLD)
+    q = slice(quick.start_sample, quick.end_sample)
+    assert np.array_equal(r.samples[q], np.clip(np.rint(loud.samples[q] * 0.25), -32768, 32767).astype(np.int16))
+    rest = np.ones(r.samples.size, bool)
+    rest[q] = False
+    assert np.array_equal(r.samples[rest], loud.samples[rest]) and np.abs(loud.samples[q]).max() > 0
+    words = [src[t.char_start:t.char_end] for t in r.word_timings]
+    assert words == ["Slow", "words", "here", "Quick", "words", "there", "Normal", "end"]
+
+
+def test_an_ssml_item_in_a_batch_is_its_render_alone_and_bad_markup_fails_alone(voice, alone):
+    src = '<speak>Hi <sub alias="World Wide Web">WWW</sub>.<break time="50ms"/><emphasis>Now.</emphasis></speak>'
+    reqs = [*REQUESTS[:2], UtteranceRequest(src, None, 9), UtteranceRequest("<speak>Bad <b></speak>", None, 1)]
+    out = render_utterances(voice, reqs, **FOLD)
+    assert np.array_equal(out[0].samples, alone[0].samples) and np.array_equal(out[1].samples, alone[1].samples)
+    assert np.array_equal(out[2].samples, render_utterance(voice, src, seed=9, **FOLD).samples)
+    assert isinstance(out[3], ParameterError) and "not well-formed" in str(out[3])
+    assert isinstance(render_utterances(voice, [UtteranceRequest(src, None, 9, ssml=False)], **FOLD)[0].samples,
+                      np.ndarray)  # ssml=False: the markup is read as text, whatever it says
+
+
+def test_captions_of_an_ssml_item_show_its_words_not_its_markup(voice):
+    from wavern.engine.batch import srt_text
+
+    src = '<speak>Visit <sub alias="World Wide Web">WWW</sub> &amp; more.</speak>'
+    r = render_utterance(voice, src, seed=0, **FOLD)
+    cues = [block.splitlines()[2] for block in srt_text(src, r.word_timings, r.sample_rate).strip().split("\n\n")]
+    assert cues == ["Visit", "WWW", "&", "more"]  # the alias's three words are one cue of the element's text
