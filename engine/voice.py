@@ -781,6 +781,11 @@ class Voice:
             word = utt.words[int(w)]
             out.append(WordTiming(word.start, word.end, a, b))
             prev = (int(w), a, b)
+        if prev is not None:  # ... the sentence's last words too ("It was a.": espeak says "was a" as one)
+            k = min(int(part.sentence), len(utt.sentences) - 1)
+            last = sum(len(s.words) for s in utt.sentences[:k + 1]) - 1
+            for m in range(prev[0] + 1, last + 1):
+                out.append(WordTiming(utt.words[m].start, utt.words[m].end, prev[1], prev[2]))
         return tuple(out)
 
     # ------------------------------------------------------------------ conveniences

@@ -192,8 +192,9 @@ def test_close_while_the_next_sentence_waits_behind_other_work_still_finishes_th
     assert closed_mid_stream and np.array_equal(np.concatenate(out), ref)
 
 
-def test_every_word_gets_a_timing_even_one_espeak_speaks_inside_the_word_before(voice):
-    text = "One of the best. It is in the house to the left."
+@pytest.mark.parametrize("text", ["One of the best. It is in the house to the left.",
+                                  "It was a. Then it is in the."])  # joined words ending a sentence, too
+def test_every_word_gets_a_timing_even_one_espeak_speaks_inside_the_word_before(voice, text):
     utt = voice.analyze(text)
     merged = [w.text for i, w in enumerate(utt.words) if i not in set(utt.word_of.tolist())]
     assert merged  # espeak joins some ("of the", "in the"): they have no phonemes of their own
