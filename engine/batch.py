@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wavern.engine.chunk import SPEED_RANGE, SpeakConfig
+from wavern.engine.chunk import SPEED_RANGE, VOLUME_RANGE, SpeakConfig
 from wavern.errors import DiskFullError, ParameterError
 from wavern.fileio import is_disk_full
 
@@ -166,7 +166,7 @@ def _prepare(voice, text: str, config: SpeakConfig | None, *, seed: int, max_cha
                                          speed=speed, sentences=list(piece.sentences),
                                          prosody=voice.prosody_of(piece_cfg), lexicon=piece.lexicon or voice.lexicon)
             acc.add(parts, int(pause_s * sr), int(piece.silence_after(pause_s) * sr), len(piece.sentences),
-                    piece.source_span, float(cfg.volume * piece.volume))
+                    piece.source_span, min(float(cfg.volume * piece.volume), VOLUME_RANGE[1]))
     else:
         acc.add(voice.sentence_parts(text, speaker=speaker, speed=cfg.speed, prosody=prosody),
                 int(pause_s * sr), None, None, None, float(cfg.volume))
@@ -379,7 +379,11 @@ def shown_text(text: str, start: int, end: int) -> str:
         import html
         import re
 
-        piece = html.unescape(re.sub(r"<[^>]*>?", " ", piece))
+        shown = html.unescape(re.sub(r"<[^>]*>?", " ", piece))
+        if not shown.strip():  # an empty element said as words: <sub alias="World Wide Web"/>
+            alias = re.search(r"""\balias\s*=\s*(["'])(.*?)\1""", piece, re.S)
+            shown = html.unescape(alias.group(2)) if alias else shown
+        piece = shown
     return " ".join(piece.split())
 
 

@@ -309,7 +309,8 @@ class _Live:
     @property
     def volume(self) -> float:
         v = self._control.volume
-        return (self._volume if v is None else v) * self._volume_factor
+        v = self._volume if v is None else v
+        return v if self._volume_factor == 1.0 else min(v * self._volume_factor, VOLUME_RANGE[1])
 
     @property
     def pause_s(self) -> float | None:
@@ -610,9 +611,8 @@ class Voice:
                      melmatch, lexicon) -> Iterator[AudioChunk]:
         """An SSML document's pieces, each streamed as a request of its own (its settings on the
         request's, sampling seed ``seed + i``), one after the other, renumbered as one request."""
-        live = _Live(control, cfg)
         position = sentence0 = 0
-        if doc.lead_s > 0:
+        if doc.lead_s > 0 and not control.stopped:
             gap = np.zeros(int(doc.lead_s * self.sample_rate), np.float32)
             yield AudioChunk(gap, self.sample_rate, 0, doc.pieces[0].source_span(0, 0), sentence_index=0)
             position = gap.size
@@ -621,14 +621,12 @@ class Voice:
                 return
             piece_cfg = dataclasses.replace(cfg, pitch=piece.pitch, pitch_range=piece.pitch_range) \
                 if self.has_prosody and (piece.pitch is not None or piece.pitch_range is not None) else cfg
-            gap_s = live.pause_s if live.pause_s is not None else pause_s
             # the request's pause after each of the piece's sentences but the last, which has the piece's own
-            last = piece.silence_after(gap_s)
             pieces = self._stream(piece.text, list(piece.sentences), self.resolve_speaker(piece.speaker or speaker),
                                   temperature, pause_s, _Live(control, cfg, speed_factor=piece.speed,
                                                               volume_factor=piece.volume),
                                   seed + i, postfilter, self.prosody_of(piece_cfg), melmatch,
-                                  piece.lexicon or lexicon, last_pause_s=last)
+                                  piece.lexicon or lexicon, last_pause=piece.silence_after)
             made = 0  # samples of this piece yielded
             try:
                 for chunk in pieces:
@@ -647,9 +645,9 @@ class Voice:
 
     def _stream(self, text, sentences, speaker, temperature, pause_s, control, seed,
                 postfilter=None, prosody=None, melmatch=None, lexicon=None,
-                last_pause_s: float | None = None) -> Iterator[AudioChunk]:
-        """The stream of :meth:`stream`; ``last_pause_s``: the silence after the last sentence
-        instead of the sentence pause (an SSML piece's own)."""
+                last_pause=None) -> Iterator[AudioChunk]:
+        """The stream of :meth:`stream`; ``last_pause``: the silence after the last sentence, as a
+        function of the sentence pause in effect then (an SSML piece's own), instead of that pause."""
         voc = self.vocoder
         hop = voc.hop
         speed = control.speed
@@ -730,8 +728,8 @@ class Voice:
                     position_total += chunk.samples.size
                 if n_total and not control.stopped:
                     gap_s = control.pause_s if control.pause_s is not None else pause_s
-                    if last_pause_s is not None and s_idx == len(sentences) - 1:
-                        gap_s = last_pause_s
+                    if last_pause is not None and s_idx == len(sentences) - 1:
+                        gap_s = last_pause(gap_s)
                     if gap_s > 0:
                         gap = np.zeros(int(gap_s * self.sample_rate), np.float32)
                         yield AudioChunk(gap, self.sample_rate, position_total, span, sentence_index=s_idx)

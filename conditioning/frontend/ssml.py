@@ -56,6 +56,9 @@ log = logging.getLogger(__name__)
 MAX_BREAK_S = 60.0
 """Longest accepted ``<break time>``, seconds."""
 
+MAX_GAIN = 4.0
+"""The loudest a piece gets, as a factor on the request's volume (a request's own volume runs to 4)."""
+
 BREAK_STRENGTHS = {"none": 0.0, "x-weak": 0.1, "weak": 0.25, "medium": 0.4, "strong": 0.7, "x-strong": 1.2}
 """Seconds of silence per ``<break strength>``."""
 
@@ -77,7 +80,7 @@ _SKIPPED = frozenset({"meta", "metadata", "desc", "lexicon"})
 _KNOWN = frozenset({"speak", "break", "p", "s", "paragraph", "sentence", "prosody", "emphasis", "say-as", "sub",
                     "phoneme", "voice", "audio", "mark", "lang", "token", "w"}) | _SKIPPED
 _SENTENCE_END = re.compile(r"[.!?\u2026\u3002]['\")\]\u2019\u201d]*\s*$")
-_LEADING_PUNCT = re.compile(r"[.,;:!?\u2026'\")\]\u2019\u201d]*")
+_WORD_REST = re.compile(r"\S*")
 _PLACEHOLDER = "ssmlphoneme"
 
 
@@ -154,7 +157,7 @@ class SsmlDocument:
 def looks_like_ssml(text: str) -> bool:
     """Whether ``text`` is meant as SSML: its first markup is an XML declaration or ``<speak``."""
     head = text.lstrip("\ufeff \t\r\n")[:64]
-    return head.startswith("<?xml") or head.startswith("<speak") or bool(re.match(r"<[\w.-]+:speak\b", head))
+    return bool(re.match(r"<\?xml\s|<(?:[\w.-]+:)?speak(?:[\s>/]|$)", head))
 
 
 # --------------------------------------------------------------------------- attribute values
@@ -171,7 +174,7 @@ def _number(value: str, what: str) -> float:
 
 def parse_time(value: str, what: str = "break time") -> float:
     """``"500ms"``, ``"1.5s"`` (or a bare number of seconds) -> seconds in [0, :data:`MAX_BREAK_S`]."""
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(ms|s)?\s*", value)
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(ms|s)?\s*", value.lower())
     if m is None:
         raise ParameterError(f"{what}: {value!r} is not a time such as '500ms' or '1.5s'")
     s = float(m.group(1)) / (1000.0 if m.group(2) == "ms" else 1.0)
@@ -228,18 +231,24 @@ def pitch_value(value: str, current: float, labels: dict[str, float], what: str)
 
 
 def volume_factor(value: str) -> float:
-    """``<prosody volume>`` -> factor on the request's volume."""
+    """``<prosody volume>`` -> factor on the request's volume (at most :data:`MAX_GAIN`)."""
     v = value.strip().lower()
     if v in VOLUMES:
         return VOLUMES[v]
     r = _relative(v)
-    if r is None or r[2] not in ("db", "%"):
-        raise ParameterError(f"prosody volume {value!r}: use silent, x-soft .. x-loud, decibels ('+6dB') or a "
-                             "percentage ('50%')")
+    if r is None or (r[2] not in ("db", "%") and (r[0] or r[2])):
+        raise ParameterError(f"prosody volume {value!r}: use silent, x-soft .. x-loud, decibels ('+6dB'), a "
+                             "percentage ('50%') or a number from 0 to 100 (100: as loud as the request)")
     sign, x, unit = r
     if unit == "db":
-        return 10.0 ** ((-x if sign == "-" else x) / 20.0)
-    return 1.0 + x / 100.0 if sign == "+" else max(0.0, 1.0 - x / 100.0) if sign == "-" else x / 100.0
+        f = 10.0 ** (min(x, 60.0) / 20.0) if sign != "-" else 10.0 ** (-min(x, 200.0) / 20.0)
+    elif unit == "%":
+        f = 1.0 + x / 100.0 if sign == "+" else max(0.0, 1.0 - x / 100.0) if sign == "-" else x / 100.0
+    else:  # SSML 1.1's plain number: 0 (silent) .. 100 (the default, loudest)
+        if x > 100.0:
+            raise ParameterError(f"prosody volume {value!r}: a plain number runs from 0 to 100")
+        f = x / 100.0
+    return min(f, MAX_GAIN)
 
 
 def _say_as(text: str, kind: str, fmt: str) -> str:
@@ -279,6 +288,7 @@ class _Builder:
         self.base_pitch, self.base_range = base_pitch, base_range
         self.pieces: list[dict] = []
         self.lead_s = 0.0
+        self.after_end = False  # the text now coming follows an end tag (not a start tag)
         self._new(None)
 
     def _new(self, style: _Style | None) -> None:
@@ -293,8 +303,10 @@ class _Builder:
 
     def add(self, text: str, starts: list[int], ends: list[int], style: _Style) -> None:
         if style != self.style and self.has_text():
-            # punctuation right after an element ends what came before it ("<prosody>...</prosody>.")
-            k = len(_LEADING_PUNCT.match(text).group(0))
+            # text right after an element, with no space between, ends the element's word or sentence
+            # ("<prosody>...</prosody>.", "<emphasis>John</emphasis>'s"): it goes with what came before
+            before = next((t for t in reversed(self.text) if t), " ")
+            k = 0 if before[-1].isspace() or not self.after_end else len(_WORD_REST.match(text).group(0))
             if k:
                 self.text.append(text[:k])
                 self.starts += starts[:k]
@@ -366,15 +378,17 @@ def parse_ssml(source: str, *, lexicon: Lexicon | None = None, pitch: float = 50
         raise ParameterError(f"SSML must be a str, found {type(source).__name__}")
     if len(source) > max_chars:
         raise ParameterError(f"SSML document is {len(source):,} characters long; the limit is {max_chars:,}")
-    data = source.encode("utf-8", "surrogatepass")
+    lead = len(source) - len(source.lstrip("\ufeff \t\r\n"))  # (an XML declaration must come first)
+    data = source[lead:].encode("utf-8", "surrogatepass")
     # character index of each byte offset (expat reports byte offsets into the UTF-8)
-    widths = np.fromiter((len(c.encode("utf-8", "surrogatepass")) for c in source), np.int64, len(source))
+    widths = np.fromiter((len(c.encode("utf-8", "surrogatepass")) for c in source[lead:]), np.int64,
+                         len(source) - lead)
     byte_of_char = np.concatenate([[0], np.cumsum(widths)])
 
     def char_at(b: int) -> int:
         return int(np.searchsorted(byte_of_char, b, side="right") - 1)
 
-    parser = expat.ParserCreate()
+    parser = expat.ParserCreate(encoding="UTF-8")  # the text is already decoded: a declared encoding is moot
     b = _Builder(pitch, pitch_range)
     base = _Style(1.0, 1.0, None, None, None)
     stack: list[tuple[str, _Style, int]] = []  # element name, its style, where its start tag began (char)
@@ -394,7 +408,7 @@ def parse_ssml(source: str, *, lexicon: Lexicon | None = None, pitch: float = 50
         while pending:
             text, start_byte = pending.pop(0)
             stop = pending[0][1] if pending else end_byte
-            a, z = char_at(start_byte), char_at(stop)
+            a, z = char_at(start_byte) + lead, char_at(stop) + lead
             if z - a == len(text):  # plain text: character for character
                 starts = list(range(a, z))
                 ends = list(range(a + 1, z + 1))
@@ -414,21 +428,22 @@ def parse_ssml(source: str, *, lexicon: Lexicon | None = None, pitch: float = 50
         i = parser.CurrentByteIndex
         if data[i:i + 2] == b"</":
             i = data.index(b">", i) + 1
-        else:  # an empty element <x/>: its start tag is the whole of it
-            i = data.index(b">", i) + 1 if data.rfind(b"/>", 0, i + 2) != i else i + 2
-        return char_at(i)
+        # else an empty element <x/>: expat reports its end just past it
+        return char_at(i) + lead
 
     def start(name: str, attrs: dict[str, str]) -> None:
         flush(parser.CurrentByteIndex)
+        b.after_end = False
         tag = name.rsplit(":", 1)[-1]
-        here = char_at(parser.CurrentByteIndex)
+        here = char_at(parser.CurrentByteIndex) + lead
         if not seen_root[0]:
             if tag != "speak":
                 fail(f"the root element must be <speak>, found <{name}>")
             seen_root[0] = True
         style = stack[-1][1] if stack else base
-        if capture and tag not in ("mark", "break"):
-            fail(f"<{tag}> inside <{capture[-1]['tag']}>: that element holds plain text only")
+        if capture and tag != "mark":
+            fail(f"<{tag}> inside <{capture[-1]['tag']}>: that element holds plain text only"
+                 + (" (put the break after it)" if tag == "break" else ""))
         if tag not in _KNOWN and tag not in warned:
             warned.add(tag)
             log.warning("SSML: <%s> is not supported; its text is read as it is", tag)
@@ -436,7 +451,10 @@ def parse_ssml(source: str, *, lexicon: Lexicon | None = None, pitch: float = 50
             style = dataclasses.replace(style, skip=True)
         elif tag == "break":
             if "time" in attrs:
-                seconds = parse_time(attrs["time"])
+                try:
+                    seconds = parse_time(attrs["time"])
+                except ParameterError as e:
+                    fail(str(e))
             else:
                 strength = attrs.get("strength", "medium").strip().lower()
                 if strength not in BREAK_STRENGTHS:
@@ -445,7 +463,7 @@ def parse_ssml(source: str, *, lexicon: Lexicon | None = None, pitch: float = 50
             if not style.skip:
                 b.pause_for(seconds)
         elif tag in ("p", "s", "paragraph", "sentence"):
-            b.close()
+            b.close("sentence")  # what came before ends a sentence, full stop or not
         elif tag == "prosody":
             speed, volume = style.speed, style.volume
             p = style.pitch if style.pitch is not None else b.base_pitch
@@ -453,9 +471,9 @@ def parse_ssml(source: str, *, lexicon: Lexicon | None = None, pitch: float = 50
             new_p = new_r = None
             try:
                 if "rate" in attrs:
-                    speed *= rate_factor(attrs["rate"])
+                    speed = min(max(speed * rate_factor(attrs["rate"]), 1e-3), 1e3)  # (nested ones stay finite)
                 if "volume" in attrs:
-                    volume *= volume_factor(attrs["volume"])
+                    volume = min(volume * volume_factor(attrs["volume"]), MAX_GAIN)
                 if "pitch" in attrs:
                     new_p = pitch_value(attrs["pitch"], p, PITCHES, "pitch")
                 if "range" in attrs:
@@ -481,9 +499,11 @@ def parse_ssml(source: str, *, lexicon: Lexicon | None = None, pitch: float = 50
                                             pitch_range=float(np.clip(r + more, *pitch_limits[1])))
         elif tag == "voice":
             speaker = attrs.get("name", "").strip()
-            if not speaker:
-                fail("<voice> needs a name: one of the voice's speakers")
-            style = dataclasses.replace(style, speaker=speaker)
+            if speaker:
+                style = dataclasses.replace(style, speaker=speaker)
+            elif "voice" not in warned:  # gender, age, variant: which speaker is whose is the voice's business
+                warned.add("voice")
+                log.warning("SSML: <voice> without a name keeps the speaker (name one of the voice's speakers)")
         elif tag in ("say-as", "sub", "phoneme"):
             if tag == "sub" and "alias" not in attrs:
                 fail("<sub> needs an alias: the text read instead of its content")
@@ -499,6 +519,7 @@ def parse_ssml(source: str, *, lexicon: Lexicon | None = None, pitch: float = 50
 
     def end(name: str) -> None:
         flush(parser.CurrentByteIndex)
+        b.after_end = True
         tag, style, _ = stack.pop()
         if tag in ("say-as", "sub", "phoneme") and capture and capture[-1]["tag"] == tag:
             c = capture.pop()

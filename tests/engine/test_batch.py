@@ -268,3 +268,7 @@ def test_captions_of_an_ssml_item_show_its_words_not_its_markup(voice):
     r = render_utterance(voice, src, seed=0, **FOLD)
     cues = [block.splitlines()[2] for block in srt_text(src, r.word_timings, r.sample_rate).strip().split("\n\n")]
     assert cues == ["Visit", "WWW", "&", "more"]  # the alias's three words are one cue of the element's text
+    src = '<speak>Visit <sub alias="World Wide Web"/> now.</speak>'  # an empty element: its alias
+    r = render_utterance(voice, src, seed=0, **FOLD)
+    cues = [block.splitlines()[2] for block in srt_text(src, r.word_timings, r.sample_rate).strip().split("\n\n")]
+    assert cues == ["Visit", "World Wide Web", "now"]

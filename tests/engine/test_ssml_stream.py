@@ -136,3 +136,32 @@ def test_markup_is_found_by_its_start_and_ssml_false_reads_it_as_text(voice):
     assert as_text.size != found.size
     assert np.array_equal(voice.synthesize("Hi <speak> there.", seed=0), voice.synthesize("Hi <speak> there.", seed=0,
                                                                                           ssml=False))
+
+
+# ---- found by a review of the first version (each failed there)
+
+def test_a_live_pause_change_reaches_each_pieces_last_sentence_too(voice):
+    src = "<speak>One two three. Four five six. Seven eight.</speak>"
+    plain = "One two three. Four five six. Seven eight."
+
+    def gaps(text, ssml):
+        control = StreamControl()
+        out = []
+        for c in voice.stream(text, SpeakConfig(pause_s=0.2), control=control, seed=0, ssml=ssml):
+            control.pause_s = 0.5  # from the first chunk on
+            out.append(c)
+        return [c.samples.size for c in out if not c.samples.any()]
+
+    assert gaps(src, True) == gaps(plain, False) == [int(0.5 * voice.sample_rate)] * 3
+
+
+def test_a_stop_before_the_first_chunk_yields_not_even_the_lead_silence(voice):
+    control = StreamControl()
+    gen = voice.stream('<speak><break time="2s"/>Hello.</speak>', control=control)
+    control.stop()
+    assert list(gen) == []
+
+
+def test_a_piece_is_at_most_as_loud_as_the_loudest_request(voice):
+    got = voice.synthesize('<speak><prosody volume="+40dB">Loud words.</prosody></speak>', seed=0)
+    assert np.array_equal(got, _alone(voice, "Loud words.", 0, volume=4.0))

@@ -97,10 +97,11 @@ def test_pitch_labels_and_limits():
 
 
 @pytest.mark.parametrize("volume, gain", [("silent", 0.0), ("soft", 0.5), ("-6dB", 10 ** (-6 / 20)), ("50%", 0.5),
-                                          ("+50%", 1.5), ("x-loud", 2.0)])
+                                          ("+50%", 1.5), ("x-loud", 2.0), ("50", 0.5), ("100", 1.0),
+                                          ("+40dB", 4.0), ("+10000dB", 4.0), ("-10000dB", 0.0)])
 def test_prosody_volume(volume, gain):
     (piece,) = parse_ssml(f'<speak><prosody volume="{volume}">Words.</prosody></speak>').pieces
-    assert math.isclose(piece.volume, gain)
+    assert math.isclose(piece.volume, gain, abs_tol=1e-9)
 
 
 def test_emphasis_is_slower_and_livelier():
@@ -173,6 +174,8 @@ def test_skipped_and_unknown_elements(caplog):
     ('<speak><prosody rate="-100%">A.</prosody></speak>', "positive rate"),
     ('<speak><prosody pitch="120Hz">A.</prosody></speak>', "Hz"),
     ('<speak><prosody volume="loudest">A.</prosody></speak>', "prosody volume"),
+    ('<speak><prosody volume="150">A.</prosody></speak>', "from 0 to 100"),
+    ('<speak>Spell <say-as interpret-as="characters">AB<break time="1s"/>CD</say-as>.</speak>', "after it"),
     ('<speak><phoneme alphabet="x-sampa" ph="t@">A</phoneme>.</speak>', "only 'ipa'"),
     ('<speak><phoneme ph="ʘʘ">click</phoneme>.</speak>', "no English phoneme"),
     ('<speak><sub>WWW</sub>.</speak>', "alias"),
@@ -208,3 +211,57 @@ def test_non_ascii_text_keeps_its_spans():
                                             ("<b>bold</b>", False), ("", False)])
 def test_looks_like_ssml(text, expected):
     assert looks_like_ssml(text) is expected
+
+
+# ---- found by a review of the first version (each failed there)
+
+def test_an_empty_element_spans_itself():
+    src = '<speak>I like <sub alias="World Wide Web"/> very much. <break time="1s"/>Bye.</speak>'
+    piece = parse_ssml(src).pieces[0]
+    words = _words_in_source(src, piece)
+    assert words[2:5] == ['<sub alias="World Wide Web"/>'] * 3 and words[5:] == ["very", "much"]
+
+
+def test_a_declared_encoding_is_not_obeyed_the_text_is_already_decoded():
+    for decl in ('<?xml version="1.0" encoding="ISO-8859-1"?>', '<?xml version="1.0" encoding="bogus"?>'):
+        (piece,) = parse_ssml(decl + "<speak>Café crème.</speak>").pieces
+        assert [w.text for w in piece.sentences[0].words] == ["Café", "crème"]
+
+
+def test_markup_may_start_after_white_space_and_keeps_its_spans():
+    src = '\n  <?xml version="1.0"?>\n<speak>Hello <prosody rate="slow">there</prosody>.</speak>'
+    doc = parse_ssml(src)
+    assert [w for p in doc.pieces for w in _words_in_source(src, p)] == ["Hello", "there"]
+
+
+def test_nested_loud_prosody_stays_at_most_four_times_as_loud():
+    src = "<speak>" + '<prosody volume="x-loud">' * 50 + "Loud." + "</prosody>" * 50 + "</speak>"
+    assert parse_ssml(src).pieces[0].volume == 4.0
+
+
+def test_text_right_after_an_end_tag_finishes_its_word():
+    a, b, c = parse_ssml("<speak><emphasis>John</emphasis>'s book. <prosody rate='slow'>Slow</prosody>ly.</speak>").pieces
+    assert [w.text for w in a.sentences[0].words] == ["John's"] and a.speed < 1.0
+    assert [w.text for w in b.sentences[0].words] == ["book"] and b.speed == 1.0
+    assert [w.text for w in c.sentences[0].words] == ["Slowly"] and c.speed == 0.75
+
+
+def test_a_paragraph_or_sentence_element_ends_the_sentence_before_it():
+    first, _ = parse_ssml("<speak>Hello there<p>World is big.</p></speak>").pieces
+    assert first.silence_after(0.3) == 0.3
+
+
+def test_times_in_any_case_and_errors_with_where():
+    assert parse_ssml('<speak>A b.<break time="500MS"/>C.</speak>').pieces[0].silence_after(0) == 0.5
+    with pytest.raises(ParameterError, match=r"line 2, column \d+: break time"):
+        parse_ssml('<speak>A.\n<break time="soon"/>B.</speak>')
+
+
+def test_a_voice_without_a_name_keeps_the_speaker(caplog):
+    (piece,) = parse_ssml('<speak>Me. <voice gender="female">Still me.</voice></speak>').pieces
+    assert piece.speaker is None and len(piece.sentences) == 2 and "without a name" in caplog.text
+
+
+@pytest.mark.parametrize("text", ["<speaker1> Hello there.", "<speakers> are loud.", "<?xmlish", "<speaking>"])
+def test_plain_text_that_only_starts_like_markup_stays_plain(text):
+    assert not looks_like_ssml(text)
