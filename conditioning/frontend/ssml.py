@@ -405,9 +405,9 @@ def parse_ssml(source: str, *, lexicon: Lexicon | None = None, pitch: float = 50
 
     def flush(end_byte: int) -> None:
         """Place the character data collected before ``end_byte`` (the next event's start)."""
-        while pending:
-            text, start_byte = pending.pop(0)
-            stop = pending[0][1] if pending else end_byte
+        placing, pending[:] = pending[:], []
+        for k, (text, start_byte) in enumerate(placing):
+            stop = placing[k + 1][1] if k + 1 < len(placing) else end_byte
             a, z = char_at(start_byte) + lead, char_at(stop) + lead
             if z - a == len(text):  # plain text: character for character
                 starts = list(range(a, z))
