@@ -90,7 +90,7 @@ if not SLP_ACTIVE:
                 "numba was imported before wavern.engine.kernels" if _LATE else "NUMBA_SLP_VECTORIZE != 1")
 
 __all__ = [
-    "BLOCK_SHAPES", "MEASURED_GFLOPS", "SLP_ACTIVE", "WIDE_VECTORS", "HOP", "N_CLASSES", "LANE_MULTIPLE",
+    "BLOCK_SHAPES", "MEASURED_GFLOPS", "SLP_ACTIVE", "WIDE_VECTORS", "AMD_CPU", "HOP", "N_CLASSES", "LANE_MULTIPLE",
     "spmv", "lane_spmm", "lanes", "lane_work_size", "conv1d", "conv_taps", "conv1d_taps", "vexp", "sample_class",
     "rng_state", "rng_states", "uniforms", "warmup", "cache_status",
 ]
@@ -124,9 +124,20 @@ WIDE_VECTORS: bool = "-prefer-256-bit" in (numba.core.config.CPU_FEATURES or "")
 #: measured by ``bench/engine.py --blocks`` (docs/bench/engine.md); only their ratios matter:
 #: they choose the engine block shape of each matrix at load (vocoder.choose_block_kind).
 #: 16x4 as measured on an AVX-512 Xeon against 8x4 there: 1.17x with 512-bit vectors, 0.96x
-#: with 256-bit ones (so a file pruned in 16x4 blocks runs as 8x4 blocks without them).
+#: with 256-bit ones (so a file pruned in 16x4 blocks runs as 8x4 blocks there without them); on an
+#: AMD Zen 3 EPYC (AVX2 only) 1.48x with 256-bit vectors (28.8 against 19.4 GFLOP/s; the whole
+#: random H 384 / 10 % vocoder 12-15 % faster), so on AMD CPUs a 16x4 file keeps its blocks.
+def _amd_cpu() -> bool:
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            return any(line.startswith("vendor_id") and "AuthenticAMD" in line for line in f)
+    except OSError:
+        return False
+
+
+AMD_CPU: bool = _amd_cpu()
 MEASURED_GFLOPS: dict[tuple[int, int], float] = {(8, 4): 60.0, (4, 4): 37.0, (8, 1): 29.0,
-                                                 (16, 4): 70.0 if WIDE_VECTORS else 57.5}
+                                                 (16, 4): 70.0 if WIDE_VECTORS else 89.0 if AMD_CPU else 57.5}
 #: A batch of B streams occupies ``lanes(B)`` lanes, B rounded up to this (one 256-bit vector).
 LANE_MULTIPLE = 8
 

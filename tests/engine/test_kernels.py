@@ -179,8 +179,11 @@ def test_conv1d_matches_twin_and_does_not_depend_on_the_window():
         K.conv1d(x, np.zeros((4, 12, 2), np.float32), np.zeros(4, np.float32))
 
 
-@pytest.mark.parametrize("file_block,kind", [((16, 4), 3 if K.WIDE_VECTORS else 0), ((8, 4), 0), ((8, 8), 0),
-                                             ((4, 4), 1), ((16, 1), 2), ((32, 4), 3 if K.WIDE_VECTORS else 0)])
+_K16 = 3 if K.WIDE_VECTORS or K.AMD_CPU else 0  # 16x4 where it is the faster layout (kernels.MEASURED_GFLOPS)
+
+
+@pytest.mark.parametrize("file_block,kind", [((16, 4), _K16), ((8, 4), 0), ((8, 8), 0),
+                                             ((4, 4), 1), ((16, 1), 2), ((32, 4), _K16)])
 def test_file_blocks_convert_without_fill(file_block, kind):
     rng = np.random.default_rng(1)
     bs = naive.random_sparse(96, 32, file_block, 0.2, rng, 1.0)
