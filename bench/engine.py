@@ -431,7 +431,7 @@ def main() -> int:
         "One stream, one thread. Effective GFLOP/s counts 2 FLOPs per stored weight of W_hh and "
         "O1..O4 (non-zero blocks only). Random weights pruned in 16x4 blocks (the VocoderConfig "
         f"default), stored by the engine as {rows[0][-1][0]}x{rows[0][-1][1]} blocks "
-        "(`choose_block_kind`: 16x4 where numba has 512-bit vectors, else 8x4; the same products). "
+        "(`choose_block_kind`: 16x4 where numba has 512-bit vectors or the CPU is an AMD one, else 8x4; the same products). "
         "Torch: a straightforward per-sample loop, dense "
         "weights, `torch.set_num_threads(1)`, same frame inputs, same inverse-CDF sampling; "
         "`torch n` is how many samples it ran.",
