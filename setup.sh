@@ -109,10 +109,15 @@ fi
 
 # 5. Speak.
 if [ "$SPEAK" = 1 ]; then
-  say "speaking with the default voice (the very first time it also compiles the engine's kernels, ~25 s, cached after)"
+  say "speaking with the default voice (the very first time it also compiles the engine's kernels, 20-40 s, cached after)"
   "$VENV/bin/wavern" say "Hello from wavern."
   # The batch renderer's kernels too, so the first `wavern render` does not compile them (measured
   # on 2 cores, one busy: a two-line render 22 s the first time, 5 s after this). From the cache: ~1 s.
-  say "compiling the batch renderer's kernels (the first time 15-30 s, cached after)"
-  "$VENV/bin/python" -c "from wavern.engine.kernels import warmup; warmup()"
+  # One weight type per process, side by side: after that first say, 104 s in one process on a
+  # Zen 3 EPYC, the float16 kernels alone 52 s.
+  say "compiling the batch renderer's kernels (the first time up to a minute, cached after)"
+  for half in True False; do
+    "$VENV/bin/python" -c "from wavern.engine.kernels import warmup; warmup(half=$half)" &
+  done
+  wait
 fi

@@ -127,7 +127,7 @@ def _numba_cache() -> Check:
         return Check("numba cache", False, "off (numba's SLP vectoriser is off): kernels compile in every process")
     writable = os.access(where if os.path.isdir(where) else os.path.dirname(where), os.W_OK)
     state = ("writable" if writable else "NOT writable: kernels recompile each run") + \
-        ("" if n else "; empty: the first `wavern say` compiles the kernels, ~20 s")
+        ("" if n else "; empty: the first `wavern say` compiles the kernels, 20-40 s")
     return Check("numba cache", writable, f"{where} ({n} kernels cached for this CPU setting; {state})")
 
 

@@ -866,7 +866,7 @@ def render_main(args) -> int:
     from wavern.app.voices import load_lexicon
 
     if not quiet:
-        announce_first_compile(50)  # the batch kernels too (an API reviewer's first 4 items took 51 s)
+        announce_first_compile("50-120")  # the batch kernels too (an API reviewer's first 4 items took 51 s)
 
     lexicon = load_lexicon(getattr(args, "lexicon", None))
     with sigterm_interrupts():

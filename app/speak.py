@@ -65,9 +65,10 @@ def read_text_arg(text: str | None, file: str | None) -> str:
     return text
 
 
-def announce_first_compile(seconds: int = 20) -> None:
+def announce_first_compile(seconds: str = "20-40") -> None:
     """Say so when the engine's kernels are not compiled yet (a fresh install): the first request
-    waits ~``seconds`` for numba (~20 s to speak, ~50 s to render in batches), silent otherwise."""
+    waits ``seconds`` for numba (20-40 s to speak, 50-120 s to render in batches: faster CPUs the
+    first figure), silent otherwise."""
     from wavern.engine.kernels import cache_status
 
     where, n = cache_status()

@@ -453,14 +453,14 @@ def test_version_and_python_dash_m(tmp_path):
 
 
 def test_a_fresh_cache_is_announced_once_before_the_first_compile(monkeypatch, capsys, tmp_path):
-    """say and render say that the first run compiles (render: the batch kernels too, ~50 s; an API
+    """say and render say that the first run compiles (render: the batch kernels too, 50-120 s; an API
     reviewer's first render of 4 items waited 51 s in silence); with kernels cached, nothing."""
     from wavern.app import speak
     from wavern.engine import kernels
 
     monkeypatch.setattr(kernels, "cache_status", lambda: (str(tmp_path), 0))
-    speak.announce_first_compile(50)
-    assert "compiling the engine's kernels (once, about 50 s; cached after)" in capsys.readouterr().err
+    speak.announce_first_compile("50-120")
+    assert "compiling the engine's kernels (once, about 50-120 s; cached after)" in capsys.readouterr().err
     monkeypatch.setattr(kernels, "cache_status", lambda: (str(tmp_path), 12))
     speak.announce_first_compile()
     assert capsys.readouterr().err == ""
