@@ -622,14 +622,14 @@ class Voice:
             piece_cfg = dataclasses.replace(cfg, pitch=piece.pitch, pitch_range=piece.pitch_range) \
                 if self.has_prosody and (piece.pitch is not None or piece.pitch_range is not None) else cfg
             # the request's pause after each of the piece's sentences but the last, which has the piece's own
-            pieces = self._stream(piece.text, list(piece.sentences), self.resolve_speaker(piece.speaker or speaker),
+            chunks = self._stream(piece.text, list(piece.sentences), self.resolve_speaker(piece.speaker or speaker),
                                   temperature, pause_s, _Live(control, cfg, speed_factor=piece.speed,
                                                               volume_factor=piece.volume),
                                   seed + i, postfilter, self.prosody_of(piece_cfg), melmatch,
                                   piece.lexicon or lexicon, last_pause=piece.silence_after)
             made = 0  # samples of this piece yielded
             try:
-                for chunk in pieces:
+                for chunk in chunks:
                     yield dataclasses.replace(
                         chunk, start_sample=chunk.start_sample + position,
                         text_span=piece.source_span(*chunk.text_span),
@@ -639,7 +639,7 @@ class Voice:
                                            for t in chunk.word_timings))
                     made = chunk.start_sample + chunk.samples.size
             finally:
-                pieces.close()
+                chunks.close()
             position += made
             sentence0 += len(piece.sentences)
 
