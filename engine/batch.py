@@ -24,16 +24,19 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import html
 import json
 import logging
 import os
+import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from wavern.engine.chunk import SPEED_RANGE, VOLUME_RANGE, SpeakConfig
+from wavern.engine.chunk import VOLUME_RANGE, SpeakConfig
+from wavern.engine.voice import scaled_speed
 from wavern.errors import DiskFullError, ParameterError
 from wavern.fileio import is_disk_full
 
@@ -159,12 +162,9 @@ def _prepare(voice, text: str, config: SpeakConfig | None, *, seed: int, max_cha
         doc = voice._ssml(text, cfg, voice.lexicon)
         acc.pos = int(doc.lead_s * sr)
         for piece in doc.pieces:
-            piece_cfg = dataclasses.replace(cfg, pitch=piece.pitch, pitch_range=piece.pitch_range) \
-                if voice.has_prosody and (piece.pitch is not None or piece.pitch_range is not None) else cfg
-            speed = min(max(cfg.speed * piece.speed, SPEED_RANGE[0]), SPEED_RANGE[1])
-            parts = voice.sentence_parts(piece.text, speaker=voice.resolve_speaker(piece.speaker or speaker),
-                                         speed=speed, sentences=list(piece.sentences),
-                                         prosody=voice.prosody_of(piece_cfg), lexicon=piece.lexicon or voice.lexicon)
+            who, piece_prosody, lex = voice._piece_setup(piece, cfg, speaker, voice.lexicon)
+            parts = voice.sentence_parts(piece.text, speaker=who, speed=scaled_speed(cfg.speed, piece.speed),
+                                         sentences=list(piece.sentences), prosody=piece_prosody, lexicon=lex)
             acc.add(parts, int(pause_s * sr), int(piece.silence_after(pause_s) * sr), len(piece.sentences),
                     piece.source_span, min(float(cfg.volume * piece.volume), VOLUME_RANGE[1]))
     else:
@@ -369,16 +369,11 @@ def _clock(seconds: float, sep: str) -> str:
     return f"{h:02d}:{m:02d}:{s:02d}{sep}{ms:03d}"
 
 
-def shown_text(text: str, start: int, end: int) -> str:
+def shown_text(text: str, start: int, end: int, *, ssml: bool) -> str:
     """``text[start:end]`` as a caption shows it: whitespace runs as one space and, in an SSML
     document, without its tags and with its entities decoded (``<sub alias="x">WWW</sub>`` -> WWW)."""
     piece = text[start:end]
-    from wavern.conditioning.frontend.ssml import looks_like_ssml
-
-    if looks_like_ssml(text):
-        import html
-        import re
-
+    if ssml:
         shown = html.unescape(re.sub(r"<[^>]*>?", " ", piece))
         if not shown.strip():  # an empty element said as words: <sub alias="World Wide Web"/>
             alias = re.search(r"""\balias\s*=\s*(["'])(.*?)\1""", piece, re.S)
@@ -390,6 +385,9 @@ def shown_text(text: str, start: int, end: int) -> str:
 def _words(text: str, timings, sample_rate: int):
     """(start s, end s, word) per word; words with the same characters (an SSML element said as
     several words) are one cue."""
+    from wavern.conditioning.frontend.ssml import looks_like_ssml
+
+    ssml = looks_like_ssml(text)
     merged: list[list] = []
     for w in timings:
         if merged and merged[-1][2:] == [w.char_start, w.char_end]:
@@ -397,7 +395,7 @@ def _words(text: str, timings, sample_rate: int):
         else:
             merged.append([w.start_sample, w.end_sample, w.char_start, w.char_end])
     for a, z, c0, c1 in merged:
-        yield a / sample_rate, z / sample_rate, shown_text(text, c0, c1)
+        yield a / sample_rate, z / sample_rate, shown_text(text, c0, c1, ssml=ssml)
 
 
 def srt_text(text: str, timings, sample_rate: int) -> str:

@@ -287,6 +287,11 @@ class StreamControl:
         return self._stop.is_set()
 
 
+def scaled_speed(speed: float, factor: float) -> float:
+    """A request's speed times an SSML piece's rate, kept in :data:`SPEED_RANGE`."""
+    return speed if factor == 1.0 else min(max(speed * factor, SPEED_RANGE[0]), SPEED_RANGE[1])
+
+
 class _Live:
     """A request's view of its :class:`StreamControl`: the control's values where set, the request's
     :class:`SpeakConfig` speed and volume where None. The caller's control is never written, so one
@@ -303,8 +308,7 @@ class _Live:
     @property
     def speed(self) -> float:
         v = self._control.speed
-        v = self._speed if v is None else v
-        return v if self._speed_factor == 1.0 else min(max(v * self._speed_factor, SPEED_RANGE[0]), SPEED_RANGE[1])
+        return scaled_speed(self._speed if v is None else v, self._speed_factor)
 
     @property
     def volume(self) -> float:
@@ -593,12 +597,11 @@ class Voice:
     def _ssml(self, text: str, cfg: SpeakConfig, lexicon):
         """The request's SSML document, every speaker it names checked; pitch marks on a voice
         that cannot change its pitch are dropped with a warning (the words are still said)."""
-        from wavern.conditioning.config import PROSODY_DEFAULT, PROSODY_LIMITS
+        from wavern.conditioning.config import PROSODY_DEFAULT
         from wavern.conditioning.frontend.ssml import parse_ssml
 
         base = cfg.prosody or PROSODY_DEFAULT
-        doc = parse_ssml(text, lexicon=lexicon, pitch=base[1], pitch_range=base[2],
-                         pitch_limits=(PROSODY_LIMITS[1], PROSODY_LIMITS[2]))
+        doc = parse_ssml(text, lexicon=lexicon, pitch=base[1], pitch_range=base[2])
         for piece in doc.pieces:
             if piece.speaker is not None:
                 self.resolve_speaker(piece.speaker)  # ParameterError naming the nearest speakers
@@ -606,6 +609,13 @@ class Voice:
             log.warning("voice %s cannot change its pitch: the SSML document's pitch and range marks are ignored",
                         self.name)
         return doc
+
+    def _piece_setup(self, piece, cfg: SpeakConfig, speaker: str, lexicon) -> tuple:
+        """(speaker, prosody, lexicon) an SSML piece is spoken with: its own where it sets them (its
+        pitch marks only on a voice that reads prosody), else the request's."""
+        if self.has_prosody and (piece.pitch is not None or piece.pitch_range is not None):
+            cfg = dataclasses.replace(cfg, pitch=piece.pitch, pitch_range=piece.pitch_range)
+        return self.resolve_speaker(piece.speaker or speaker), self.prosody_of(cfg), piece.lexicon or lexicon
 
     def _stream_ssml(self, doc, cfg: SpeakConfig, speaker, temperature, pause_s, control, seed, postfilter,
                      melmatch, lexicon) -> Iterator[AudioChunk]:
@@ -619,14 +629,11 @@ class Voice:
         for i, piece in enumerate(doc.pieces):
             if control.stopped:
                 return
-            piece_cfg = dataclasses.replace(cfg, pitch=piece.pitch, pitch_range=piece.pitch_range) \
-                if self.has_prosody and (piece.pitch is not None or piece.pitch_range is not None) else cfg
+            who, prosody, lex = self._piece_setup(piece, cfg, speaker, lexicon)
             # the request's pause after each of the piece's sentences but the last, which has the piece's own
-            chunks = self._stream(piece.text, list(piece.sentences), self.resolve_speaker(piece.speaker or speaker),
-                                  temperature, pause_s, _Live(control, cfg, speed_factor=piece.speed,
-                                                              volume_factor=piece.volume),
-                                  seed + i, postfilter, self.prosody_of(piece_cfg), melmatch,
-                                  piece.lexicon or lexicon, last_pause=piece.silence_after)
+            chunks = self._stream(piece.text, list(piece.sentences), who, temperature, pause_s,
+                                  _Live(control, cfg, speed_factor=piece.speed, volume_factor=piece.volume),
+                                  seed + i, postfilter, prosody, melmatch, lex, last_pause=piece.silence_after)
             made = 0  # samples of this piece yielded
             try:
                 for chunk in chunks:

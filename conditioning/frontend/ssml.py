@@ -44,6 +44,7 @@ from xml.parsers import expat
 
 import numpy as np
 
+from wavern.conditioning.config import PROSODY_LIMITS
 from wavern.errors import ParameterError
 
 from .lexicon import Lexicon
@@ -360,8 +361,8 @@ class _Builder:
 
 
 def parse_ssml(source: str, *, lexicon: Lexicon | None = None, pitch: float = 50.0, pitch_range: float = 50.0,
-               max_chars: int = 1_000_000, pitch_limits: tuple[tuple[float, float], tuple[float, float]] = (
-                   (25.0, 75.0), (20.0, 90.0))) -> SsmlDocument:
+               max_chars: int = 1_000_000,
+               pitch_limits: tuple[tuple[float, float], tuple[float, float]] = PROSODY_LIMITS[1:]) -> SsmlDocument:
     """Read an SSML document into :class:`SsmlPiece` s (module docstring).
 
     Args:
