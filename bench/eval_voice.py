@@ -227,6 +227,9 @@ def write_examples(folder: Path, voice, records, rows: list[dict], metrics: Path
     fig.savefig(folder / "spectrogram.png", dpi=60)
     plt.close(fig)
 
+    if not metrics.exists() and (folder / "curve.png").exists():  # its loss panel needs the run's metrics
+        print(f"[eval] {metrics} not found: {folder / 'curve.png'} kept as it is", flush=True)
+        return {"folder": folder, "texts": texts}
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.6))
     for order in sorted({r.get("vocoder_lpc_order", 0) for r in rows}):  # one set of curves per vocoder run kind
         run = [r for r in rows if r.get("vocoder_lpc_order", 0) == order]
@@ -257,10 +260,6 @@ def write_examples(folder: Path, voice, records, rows: list[dict], metrics: Path
         a2.set_ylabel("nats")
         a2.legend(fontsize=8)
         a2.set_title("held-out teacher-forced loss (trainer)", fontsize=9)
-    elif (folder / "curve.png").exists():  # the loss panel needs the run's metrics: keep the curve that has it
-        print(f"[eval] {metrics} not found: {folder / 'curve.png'} kept as it is", flush=True)
-        plt.close(fig)
-        return {"folder": folder, "texts": texts}
     else:
         a2.set_axis_off()
     fig.tight_layout()
