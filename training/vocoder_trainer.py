@@ -20,7 +20,10 @@ a few MB, for git; a run can start from it with ``init_from``, not bit-exactly),
 
 ``init_from`` also carries a run into a wider model (new inputs join with zero weights) or a denser
 one: with pruning finished and a higher ``target_density``, the pruned blocks whose weights have the
-largest squared gradient (Adam's second moment) come back at zero (:meth:`BlockPruner.regrow`).
+largest squared gradient (Adam's second moment) come back at zero (:meth:`BlockPruner.regrow`);
+or a sparser one: a lower ``target_density`` with a pruning schedule moved to the run's step (the
+fields in :data:`SCHEDULE_FIELDS` may change on ``init_from``, a compact checkpoint or a voice
+folder) prunes on from the masks it has once the schedule's cubic passes their sparsity.
 
 Data-parallel under ``torchrun`` (:mod:`wavern.training.distributed`; gloo on CPU, nccl on GPUs)::
 
@@ -58,12 +61,15 @@ from wavern.training.vocoder_data import VocoderData, build_cache, build_phase, 
 from wavern.vocoder.config import VocoderConfig
 from wavern.vocoder.export import export_vocoder
 from wavern.vocoder.model import WaveRNN
-from wavern.vocoder.pruning import BlockPruner
+from wavern.vocoder.pruning import BlockPruner, sparsity_at
 
 __all__ = ["VocoderTrainConfig", "VocoderTrainer", "train_vocoder", "bf16_supported", "keep_freed_memory", "lr_at",
            "OPTIMIZERS"]
 
 log = logging.getLogger(__name__)
+
+#: VocoderConfig fields a run started with ``init_from`` may change: the density and its schedule.
+SCHEDULE_FIELDS = ("target_density", "prune_start_step", "prune_ramp_steps", "prune_every_steps")
 
 OPTIMIZERS = ("adam", "yellowfin")
 CHECKPOINT = "checkpoint.pt"
@@ -448,7 +454,7 @@ class VocoderTrainer:
         coding = {"pitch": want.pitch, "excitation": want.excitation, "ltp": want.ltp,
                   "lpc_prediction_input": want.lpc_prediction_input, "ltp_input": want.ltp_input,
                   "ltp_input_taps": want.ltp_input_taps, "phase_input": want.phase_input,
-                  "target_density": want.target_density}
+                  **{k: getattr(want, k) for k in SCHEDULE_FIELDS}}
         try:
             recoded = dataclasses.replace(saved, **coding)
         except ParameterError:  # saved differs elsewhere too (e.g. no LPC): the check below reports it
@@ -521,7 +527,9 @@ class VocoderTrainer:
             saved = VocoderConfig.from_dict(meta["vocoder"])
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ParameterError(f"{voice_dir} is not a voice folder with a vocoder config ({exc})") from exc
-        if saved != self.cfg.vocoder:
+        # the density and the pruning schedule may change (a sparser fine-tune, VocoderTrainer.load)
+        schedule = {k: getattr(self.cfg.vocoder, k) for k in SCHEDULE_FIELDS}
+        if dataclasses.replace(saved, **schedule) != self.cfg.vocoder:
             diff = {k: (v, getattr(self.cfg.vocoder, k)) for k, v in dataclasses.asdict(saved).items()
                     if getattr(self.cfg.vocoder, k) != v}
             raise ParameterError(f"{voice_dir}'s vocoder has a different config (voice, requested): {diff}; "
@@ -536,8 +544,11 @@ class VocoderTrainer:
             masks[name] = kept.repeat_interleave(br, 0).repeat_interleave(bc, 1)
         kept_share = float(sum(m.sum() for m in masks.values())) / sum(m.numel() for m in masks.values())
         self.step = int(meta.get("provenance", {}).get("vocoder", {}).get("step", 0))
-        # the schedule's sparsity at this step, which the voice's run had reached: the masks stay as they are
-        self.pruner.load_state_dict({"sparsity": self.pruner.target_sparsity(self.step), "masks": masks})
+        # the sparsity the voice's own schedule had reached at this step: the masks stay as they are
+        # (a sparser target prunes on from there once this run's schedule passes it, BlockPruner.step)
+        reached = sparsity_at(self.step, target=1.0 - saved.target_density, start=saved.prune_start_step,
+                              ramp=saved.prune_ramp_steps)
+        self.pruner.load_state_dict({"sparsity": reached, "masks": masks})
         self.pruner.apply()
         log.info("%s: the voice's vocoder at step %d, %.3f of the pruned weights' blocks kept, optimiser afresh",
                  voice_dir, self.step, kept_share)

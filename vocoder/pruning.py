@@ -175,7 +175,10 @@ class BlockPruner:
     def step(self, step: int) -> None:
         """Refresh the masks if due at ``step`` (1-based count of finished steps), then apply them."""
         if self.due(step):
-            z = self.target_sparsity(step)
+            # never below the masks' own sparsity: a run carried to a sparser target with a new
+            # schedule (VocoderTrainer.load) prunes on from where it was once the schedule passes
+            # it, rather than reviving blocks at random; a from-nothing run's schedule only rises
+            z = max(self.target_sparsity(step), self.sparsity)
             if z != self.sparsity:
                 self.update_masks(z)
                 log.debug("step %d: pruned to sparsity %.4f", step, z)

@@ -547,6 +547,48 @@ def test_a_denser_model_regrows_blocks_from_a_finished_run(corpus, tmp_path):
     assert done.model.gru.weight_hh_l0[revived].abs().sum() > 0  # the revived weights train
 
 
+@pytest.mark.parametrize("source", ["voice", "compact"])
+def test_a_sparser_model_prunes_on_from_a_finished_run(corpus, tmp_path, source):
+    """init_from a finished run (its voice folder or compact checkpoint) with a lower target density
+    and the schedule moved to its step: the masks stay as they were until the schedule's cubic
+    passes their sparsity, then only the run's own blocks are pruned further (none revived), down
+    to the new density; the changed schedule is not refused as a different model."""
+    import json
+
+    from wavern.vocoder.export import export_vocoder
+
+    root, _ = corpus
+    first = train_vocoder(_cfg(root, tmp_path / "run", steps=8, eval_every_steps=0))
+    assert first.pruner.density() == pytest.approx(0.25, abs=0.02)
+    if source == "voice":
+        start_from = tmp_path / "voice"
+        start_from.mkdir()
+        export_vocoder(first.model, start_from / "vocoder.safetensors")
+        (start_from / "voice.json").write_text(json.dumps({"vocoder": VOC.to_dict(),
+                                                           "provenance": {"vocoder": {"step": first.step}}}))
+    else:
+        start_from = tmp_path / "run" / "compact.pt"
+        first.save_compact(start_from)
+    # the cubic 0.875 (1 - (1 - f)^3) passes 0.75 at f ~ 0.48: from step 8 on for start 4, ramp 8
+    sparser = dataclasses.replace(VOC, target_density=0.125, prune_start_step=4, prune_ramp_steps=8)
+    cfg = _cfg(root, tmp_path / "sparse", vocoder=sparser, steps=13, init_from=str(start_from), eval_every_steps=0)
+    t = VocoderTrainer(cfg)
+    t.load(start_from, exact=False)
+    assert t.step == 8 and t.pruner.sparsity == pytest.approx(0.75)
+    for name, mask in first.pruner.masks.items():
+        assert torch.equal(t.pruner.masks[name], mask), name
+    seen = []
+    done = train_vocoder(cfg, on_step=lambda tr, _: seen.append(tr.pruner.density()))
+    assert done.step == 13 and done.pruner.density() == pytest.approx(0.125, abs=0.02)
+    assert seen == sorted(seen, reverse=True) and seen[0] <= first.pruner.density() + 1e-9
+    for name, old in first.pruner.masks.items():
+        new = done.pruner.masks[name]
+        assert not (new & ~old).any(), name  # no block came back
+        assert not done.model.get_parameter(name)[~new].any()
+    w = "gru.weight_hh_l0"  # the largest: the one a tiny model prunes further in whole blocks
+    assert done.pruner.masks[w].sum() < first.pruner.masks[w].sum()
+
+
 def test_a_used_run_dir_is_refused_without_resume_or_fresh_and_nothing_is_lost(corpus, tmp_path):
     root, _ = corpus
     first = train_vocoder(_cfg(root, tmp_path / "run", steps=3))
