@@ -46,6 +46,11 @@ Speed notes (measured, see docs/bench/engine.md and REFERENCES section 7):
 - A loop over the lanes of one row would make LLVM test every pair of pointers for overlap on
   each entry (hundreds of instructions per 8x4 block) and run a 16-wide body only from 32 lanes
   up; so the lane products are LLVM vector code we emit ourselves (:func:`_lane_fma`).
+- The GRU update runs in two passes over the rows (r and z, then n and h'): with AVX2's 16 vector
+  registers one pass holding three exps spilled to the stack, and the shipped voice's vocoder ran
+  ~10 % slower on a Zen 3. The matvecs themselves stream their float16 weights from L2 (~125 kB
+  per sample at H 384, 10 %; L2 gives ~77 B/ns there), so on such a CPU a sparser vocoder, not
+  more compute tuning, is what moves the RTF.
 - No SVML in this numba build, so ``exp`` is our own vectorisable one (Cody-Waite range
   reduction, Taylor polynomial of degree 7, 2**k built in the exponent bits); relative error
   below 1e-7 over the clamped range.
