@@ -758,7 +758,8 @@ def _gru_half(gi, w_in, gh, h, lo, hi, xc, xf, xct):
 
     gi (3H) frame part of W_ih x + b_ih; w_in (3, 3H) the sample columns of W_ih (c_{t-1},
     f_{t-1}, c_t); gh (3H) W_hh h + b_hh from the old state; xc, xf, xct the scaled bytes
-    (xct = 0 for the coarse half, whose c_t column is masked to 0 anyway). h updated in place.
+    (xct = 0 for the coarse half, whose c_t column is masked to 0 anyway). h updated in place; gh's
+    r and z rows lo:hi end holding r and z.
     :func:`_lane_inputs` and :func:`_lane_gates` are the same arithmetic for a batch.
     """
     H = U(h.shape[0])
