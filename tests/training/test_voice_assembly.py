@@ -3,6 +3,7 @@ engine loads what it writes, with the chosen default speaker."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -146,6 +147,7 @@ def test_the_default_preset_builds_the_shipped_architecture():
     import wavern.assets
     from wavern.conditioning.config import AcousticConfig
     from wavern.training.voice import PRESETS
+    from wavern.training.vocoder_trainer import SCHEDULE_FIELDS
     from wavern.vocoder.config import VocoderConfig
 
     shipped = json.loads((Path(wavern.assets.__file__).parent / "voices" / "default" / "voice.json").read_text())
@@ -155,7 +157,10 @@ def test_the_default_preset_builds_the_shipped_architecture():
     m["speakers"] = shipped["acoustic"]["speakers"]
     assert AcousticConfig.from_dict(m) == AcousticConfig.from_dict(shipped["acoustic"])
     built = VocoderConfig.from_dict({**VocoderConfig().to_dict(), **p["vocoder"]["vocoder"]})
-    assert built == VocoderConfig.from_dict(shipped["vocoder"])
+    # the same network at the same density; only where the pruning schedule ran may differ (the
+    # shipped vocoder was carried to its density late in its run, assets/training/README.md)
+    schedule = {k: getattr(built, k) for k in SCHEDULE_FIELDS if k != "target_density"}
+    assert built == dataclasses.replace(VocoderConfig.from_dict(shipped["vocoder"]), **schedule)
 
 
 def test_a_stage_that_stops_early_assembles_no_voice_and_a_rerun_continues(tmp_path, monkeypatch):
