@@ -60,8 +60,8 @@ fi
 . assets/training/voc_options.sh  # $VOC: the vocoder runs' options
 # Session 18 on, the live run is sparse05: the shipped 10 % vocoder (ltp_fade 67851) carried to 5 %
 # block density (--density 0.05 with the pruning cubic moved so that it passes 0.9 at step 67851 and
-# ends at 69651: --prune-start 64851 --prune-ramp 4800, both in $VOC), so that the voice runs within
-# RTF 0.12 on AVX2-only CPUs too (assets/training/README.md "Session 18"). Without its checkpoint
+# ends at 69651: --prune-start 64851 --prune-ramp 4800, both in $VOC), so that the voice runs at
+# about RTF 0.12 on AVX2-only CPUs too (assets/training/README.md "Session 18"). Without its checkpoint
 # here it starts from the shipped voice folder itself (its float16 weights and blocks, a fresh
 # optimiser; no compact checkpoint in git for it). The older runs (dense15, fade_hi) are in git
 # history (this file at commit c84c11f).
