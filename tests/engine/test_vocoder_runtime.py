@@ -673,8 +673,9 @@ def test_a_period_voice_compiles_nothing_after_warmup(tmp_path):
 @pytest.mark.parametrize("ltp_input", [False, True])
 def test_a_voice_files_weights_run_as_float16_with_the_float32_samples(tmp_path, ltp_input):
     """A voice file's block weights are float16 values: the engine keeps them as float16 bits
-    (``Vocoder.half_weights``) and every path (one stream, stream-major batch, lanes) gives the
-    bytes of the same weights stored as float32. Weights that are not float16 values stay float32."""
+    (``Vocoder.half_weights``), and the per-sample input columns of W_ih with them; every path (one
+    stream, stream-major batch, lanes) gives the bytes of the same weights stored as float32.
+    Weights that are not float16 values stay float32."""
     from wavern.engine.vocoder import engine_dense, to_engine
 
     kw = dict(lpc_order=10, ltp=True, ltp_input=True, ltp_input_taps=5) if ltp_input else {}
@@ -686,12 +687,18 @@ def test_a_voice_files_weights_run_as_float16_with_the_float32_samples(tmp_path,
     assert voc.half_weights
     net16 = voc._net
     assert all(net16[i][0].dtype == np.uint16 for i in (2, 3, 5, 7, 9))
+    assert net16[0].dtype == np.uint16  # the sample (and period) input columns too
+    back16 = voc._w_back
+    back32 = None if back16 is None else back16.view(np.float16).astype(np.float32)
+    if ltp_input:
+        assert back16.dtype == np.uint16 and back16.shape == (5, 3 * cfg.hidden_size)
     H, hh = cfg.hidden_size, cfg.hidden_size // 2
     shapes = {2: (3 * H, H), 3: (hh, hh), 5: (256, hh), 7: (hh, hh), 9: (256, hh)}
     net32 = list(net16)
     for i, shape in shapes.items():
         net32[i] = to_engine(engine_dense(net16[i], shape), kind=net16[i][3])
         assert net32[i][0].dtype == np.float32
+    net32[0] = net16[0].view(np.float16).astype(np.float32)
     net32 = tuple(net32)
 
     def feats(frames: int, seed: int) -> np.ndarray:
@@ -705,8 +712,8 @@ def test_a_voice_files_weights_run_as_float16_with_the_float32_samples(tmp_path,
     gis = np.stack([voc.frame_inputs(feats(3, s)) for s in range(B)])
     rngs = K.rng_states(4, B)
     out = {}
-    for name, net in (("16", net16), ("32", net32)):
-        voc._net = net
+    for name, net, back in (("16", net16, back16), ("32", net32, back32)):
+        voc._net, voc._w_back = net, back
         one = voc.generate(gis[0], voc.new_state(seed=9), 3 * 256, temperature=0.9)
         batch = voc.generate_batch(gis, voc.new_batch_state(rngs), 3 * 256, temperature=0.9)
         out[name] = (one, batch)
