@@ -127,7 +127,7 @@ def voice_speed(runs: int, seconds: float) -> dict[str, float]:
             st = voc.new_state(seed=1)
             out = np.zeros(n, np.int16)
             t = time.thread_time()
-            K._generate(g3, 0, 0, voc.hop, voc._net, np.float32(1.0), st.h, st.prev, st.rng, out, none, st.work)
+            K._generate(g3, 0, 0, voc.hop, voc.stream_net, np.float32(1.0), st.h, st.prev, st.rng, out, none, st.work)
             if r:  # the first run warms the caches
                 rates.append(n / (time.thread_time() - t))
         return {"full": full, "net": float(np.median(rates)), "hidden": voc.hidden_size,

@@ -85,6 +85,13 @@ def choose_block_kind(dense: np.ndarray) -> int:
     return best
 
 
+#: Where the one-stream kernels take a matrix's blocks in a flat loop (``kernels.flat``): below
+#: this many blocks per block column on average. The shipped voice's output layers (0.6-0.7) ran
+#: faster so, its W_hh (3.6) slower (``Vocoder.stream_net``; 2026-12-02, Zen 3).
+FLAT_BELOW = 2.0
+_MATS = (2, 3, 5, 7, 9)  # the block-sparse matrices' places in ``Vocoder._net``
+
+
 def to_engine(m: BlockSparse | np.ndarray, *, kind: int | None = None, half: bool = False) -> tuple:
     """Convert a file block-sparse (or dense) matrix to the kernels' ``(data, rowoff, colptr, kind)``.
 
@@ -123,17 +130,20 @@ def _engine_dense(a: np.ndarray, half: bool) -> np.ndarray:
 
 
 def engine_dense(mat: tuple, shape: tuple[int, int]) -> np.ndarray:
-    """The dense matrix an engine tuple stands for (for tests and checks)."""
+    """The dense matrix an engine tuple (or its ``kernels.flat`` form) stands for (for tests and checks)."""
     data, rowoff, colptr, kind = mat
     if data.dtype == np.uint16:
         data = data.view(np.float16).astype(np.float32)
-    br, bc = K.BLOCK_SHAPES[kind]
+    br, bc = K.BLOCK_SHAPES[kind % K.FLAT]
     out = np.zeros(shape, dtype=np.float32)
     blocks = data.reshape(-1, bc, br)
-    for j in range(colptr.shape[0] - 1):
-        for k in range(int(colptr[j]), int(colptr[j + 1])):
-            r = int(rowoff[k])
-            out[r:r + br, j * bc:(j + 1) * bc] = blocks[k].T
+    if kind >= K.FLAT:  # one block column index per block
+        cols = colptr
+    else:
+        cols = np.repeat(np.arange(colptr.shape[0] - 1), np.diff(colptr.astype(np.int64)))
+    for k, j in enumerate(cols):
+        r = int(rowoff[k])
+        out[r:r + br, int(j) * bc:(int(j) + 1) * bc] = blocks[k].T
     return out
 
 
@@ -387,6 +397,19 @@ class Vocoder:
             parts.append(ltp_params(mel[:, DEFAULT_MEL.n_mels:DEFAULT_MEL.n_mels + 2], DEFAULT_MEL))
         return np.ascontiguousarray(np.concatenate(parts, axis=1))
 
+    @property
+    def stream_net(self) -> tuple:
+        """The weights as the one-stream kernels take them: ``_net`` with each matrix that averages
+        fewer than :data:`FLAT_BELOW` blocks per block column in the flat matvec layout
+        (``kernels.flat``: the same sums, no inner loop to leave; the row-pruned output layers).
+        Made again whenever ``_net`` is replaced."""
+        if getattr(self, "_stream_net_of", None) is not self._net:
+            self._stream_net = tuple(
+                K.flat(m) if i in _MATS and m[1].shape[0] < FLAT_BELOW * (m[2].shape[0] - 1) else m
+                for i, m in enumerate(self._net))
+            self._stream_net_of = self._net
+        return self._stream_net
+
     def new_state(self, *, seed: int = 0, rng: np.ndarray | None = None) -> VocoderState:
         """A fresh stream: h = 0, previous sample = digital silence (c 128, f 0), position 0."""
         H = self.hidden_size
@@ -457,13 +480,13 @@ class Vocoder:
         else:
             _check_buffer(logits_out, (n_samples, 2, K.N_CLASSES), np.float32, "logits_out")
         if self.ltp_input:  # the net reads the samples' residual: the synthesis runs inside the loop
-            K._generate_period(gi, int(frame0), int(state.position), self.hop, self._net, inv, state.h, state.prev,
+            K._generate_period(gi, int(frame0), int(state.position), self.hop, self.stream_net, inv, state.h, state.prev,
                                state.rng, out, logits_out, state.work, self._w_back, LTP_INPUT_SCALE,
                                self.lpc_order, state.lpc_hist, self._mu, state.ltp_ring, state.ltp_head,
                                self._w_phase, state.phase)
             state.position += n_samples
             return out
-        K._generate(gi, int(frame0), int(state.position), self.hop, self._net, inv, state.h, state.prev,
+        K._generate(gi, int(frame0), int(state.position), self.hop, self.stream_net, inv, state.h, state.prev,
                     state.rng, out, logits_out, state.work)
         if self.lpc_order:  # the net made the excitation: add the prediction back
             K._lpc_synthesis(out, gi, 3 * self.hidden_size, self.lpc_order, int(frame0), int(state.position),
@@ -503,7 +526,7 @@ class Vocoder:
             state.position += n_samples
             return out
         if B == 1:  # one stream: the one-stream kernel (fewer loads than the four-stream product)
-            K._generate(gi[0], int(frame0), int(state.position), self.hop, self._net, inv, state.h_streams[0],
+            K._generate(gi[0], int(frame0), int(state.position), self.hop, self.stream_net, inv, state.h_streams[0],
                         state.prev[0], state.rng[0:1], out[0], logits_out[0], state.work_streams)
             self._synthesis(gi, state, frame0, out)
             state.position += n_samples

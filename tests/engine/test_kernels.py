@@ -127,6 +127,35 @@ def test_16x4_blocks_give_the_8x4_products_bit_for_bit(half):
     _assert_same_products(wide, narrow, 96, rng, n_lanes=13, n_streams=7)
 
 
+@pytest.mark.parametrize("half", [False, True])
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_flat_layout_gives_the_column_layouts_products_bit_for_bit(kind, half):
+    """``kernels.flat``: the blocks in one loop, each with its own column index, as the one-stream
+    kernels take sparse output layers. Same dense matrix, and the matvec's bytes, for patterns with
+    empty block columns, full ones, and none stored at all; the batch products refuse it."""
+    rng = np.random.default_rng(900 + kind + 10 * half)
+    br, bc = K.BLOCK_SHAPES[kind]
+    for density in (0.0, 0.08, 0.5, 1.0):
+        m = _random_engine_pattern(64, 48, br, bc, density, rng) if density else np.zeros((64, 48), np.float32)
+        m = m.astype(np.float16).astype(np.float32)
+        col = to_engine(m, kind=kind, half=half)
+        fl = K.flat(col)
+        assert fl[3] == kind + K.FLAT and fl[2].shape == fl[1].shape and K.flat(fl) is fl
+        np.testing.assert_array_equal(engine_dense(fl, m.shape), m)
+        x = rng.standard_normal(48 + 4).astype(np.float32)
+        y0 = rng.standard_normal(64).astype(np.float32)
+        for xoff in (0, 4):
+            np.testing.assert_array_equal(K.spmv(fl, x, y0.copy(), xoff=xoff), K.spmv(col, x, y0.copy(), xoff=xoff))
+        ref = y0.astype(np.float64) + m.astype(np.float64) @ x[4:].astype(np.float64)
+        np.testing.assert_allclose(K.spmv(fl, x, y0.copy(), xoff=4), ref, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ParameterError, match="block kind"):
+        K.lane_spmm(fl, np.ones((48, 8), np.float32), np.zeros((64, 8), np.float32))
+    with pytest.raises(ParameterError, match="one column index per block"):
+        K.spmv((fl[0], fl[1], fl[2][:-1], fl[3]), x, y0.copy())
+    with pytest.raises(ParameterError, match="outside x"):
+        K.spmv(fl, x[:40], y0.copy())
+
+
 def test_half_weights_must_be_float16_values():
     with pytest.raises(ParameterError, match="not float16"):
         to_engine(np.full((8, 8), 0.1, np.float32), kind=0, half=True)

@@ -172,6 +172,28 @@ def test_batch_equals_single_streams_for_every_block_shape(kind, B):
         np.testing.assert_array_equal(batch[s], voc.generate(gis[s], voc.new_state(rng=rngs[s]), n, temperature=0.8))
 
 
+def test_the_one_stream_kernels_take_sparse_output_layers_flat_with_the_same_samples():
+    """``Vocoder.stream_net``: matrices averaging under ``FLAT_BELOW`` blocks per block column go
+    flat (``kernels.flat``), the others keep their block columns; the samples are those of the
+    column layout, and a replaced ``_net`` is taken up."""
+    from wavern.engine.vocoder import FLAT_BELOW
+
+    dense, sparse = naive.random_vocoder(H=64, C=8, cond_blocks=1, block=(16, 4), density=0.3, seed=5)
+    voc = Vocoder(dense, sparse, cond_blocks=1)
+    net = voc._net
+    for i in (2, 3, 5, 7, 9):
+        per_col = net[i][1].shape[0] / (net[i][2].shape[0] - 1)
+        assert (voc.stream_net[i][3] >= K.FLAT) == (per_col < FLAT_BELOW), (i, per_col)
+    assert voc.stream_net[2][3] < K.FLAT and voc.stream_net[3][3] >= K.FLAT  # W_hh by column, O1 flat
+    gi = voc.frame_inputs(naive.random_mel(3, seed=2))
+    flat = voc.generate(gi, voc.new_state(seed=4), 3 * 256)
+    columns = tuple(list(net))  # stream_net forced to the block columns
+    voc._net = voc._stream_net_of = voc._stream_net = columns
+    np.testing.assert_array_equal(voc.generate(gi, voc.new_state(seed=4), 3 * 256), flat)
+    voc._net = net  # another tuple: stream_net is made again
+    assert voc.stream_net[3][3] >= K.FLAT
+
+
 def test_lane_split():
     assert [lane_split(b) for b in (1, 8, 16, 23, 24, 31, 35, 40)] == [0, 0, 0, 0, 24, 24, 32, 40]
 
