@@ -104,12 +104,14 @@ VOICE_TEXT = ("The old lighthouse keeper walked down to the harbour every mornin
               "long before the fishing boats came back with the tide.")
 
 
-def voice_speed(runs: int, seconds: float) -> dict[str, float]:
+def voice_speed(runs: int, seconds: float | None = None) -> dict:
     """The shipped voice's own vocoder, one stream, on the acoustic model's mel of
     :data:`VOICE_TEXT`: samples per CPU-second of ``Vocoder.generate`` as the voice runs it (for an
     LPC voice the synthesis filter, with period inputs the residual taps, inside the loop), and
-    of its network alone (``kernels._generate`` on the gate columns: what a random vocoder of
-    its shape measures in the table above)."""
+    of its network alone (``kernels._generate`` on the gate columns, the one-stream layout: what
+    a random vocoder of its shape measures in the table above). Each run makes the whole
+    sentence (``seconds``: only its first ``seconds`` of audio); the two alternate, run by run, so
+    that a noisy neighbour slows both alike. Medians of ``runs``, with the slowest and fastest."""
     from wavern.engine.voice import Voice
 
     v = Voice.load(VOICE)
@@ -118,21 +120,27 @@ def voice_speed(runs: int, seconds: float) -> dict[str, float]:
         mel = np.concatenate([p.part.mel for p in parts])
         voc = v.vocoder
         gi = voc.frame_inputs(mel)
-        full = engine_speed(voc, gi, runs, seconds)
         g3 = np.ascontiguousarray(gi[:, :3 * voc.hidden_size])
-        n = min(g3.shape[0] * voc.hop, int(seconds * full))
+        n = gi.shape[0] * voc.hop if seconds is None else min(gi.shape[0] * voc.hop, int(seconds * SR))
         none = np.zeros((0, 2, K.N_CLASSES), np.float32)
-        rates = []
+        rates: dict[str, list[float]] = {"full": [], "net": []}
         for r in range(runs + 1):
+            st = voc.new_state(seed=1)
+            t = time.thread_time()
+            voc.generate(gi, st, n)
+            full = n / (time.thread_time() - t)
             st = voc.new_state(seed=1)
             out = np.zeros(n, np.int16)
             t = time.thread_time()
             K._generate(g3, 0, 0, voc.hop, voc.stream_net, np.float32(1.0), st.h, st.prev, st.rng, out, none, st.work)
-            if r:  # the first run warms the caches
-                rates.append(n / (time.thread_time() - t))
-        return {"full": full, "net": float(np.median(rates)), "hidden": voc.hidden_size,
-                "weights": voc.flops_per_sample / 2, "lpc": voc.lpc_order, "taps": int(voc._w_back.shape[0]),
-                "frames": mel.shape[0]}
+            if r:  # the first round warms the caches
+                rates["full"].append(full)
+                rates["net"].append(n / (time.thread_time() - t))
+        out = {k: float(np.median(x)) for k, x in rates.items()}
+        out.update({f"{k}_range": (float(min(x)), float(max(x))) for k, x in rates.items()})
+        out.update({"hidden": voc.hidden_size, "weights": voc.flops_per_sample / 2, "lpc": voc.lpc_order,
+                    "taps": int(voc._w_back.shape[0]), "frames": mel.shape[0], "seconds": n / SR, "runs": runs})
+        return out
     finally:
         v.close()
 
@@ -404,7 +412,7 @@ def main() -> int:
                          voc.block_shapes["gru.weight_hh"]))
             print(f"H={H} density={density}: {sps:,.0f} samples/s RTF {SR / sps:.3f} "
                   f"{flops * sps / 1e9:.1f} GFLOP/s | torch {tps:,.0f} samples/s (x{sps / tps:.0f})", flush=True)
-    vs = voice_speed(runs, 0.15 if args.quick else 0.4)
+    vs = voice_speed(3 if args.quick else 11, 1.0 if args.quick else None)
     print(f"shipped voice: {vs['full']:,.0f} samples/s RTF {SR / vs['full']:.3f} | network alone "
           f"{vs['net']:,.0f} samples/s RTF {SR / vs['net']:.3f}", flush=True)
     batch = batched_table(512, 0.1, 5.0 if args.quick else 20.0, 2 if args.quick else 3)
@@ -453,14 +461,15 @@ def main() -> int:
         f"The shipped voice's own vocoder (`assets/voices/default`: H {vs['hidden']}, "
         f"{vs['weights']:,.0f} stored weights per sample; LPC order {vs['lpc']}, {vs['taps']} residual taps one "
         f"period back), one stream on the acoustic model's mel of a {vs['frames']}-frame sentence "
-        "(`bench/engine.py`'s `VOICE_TEXT`), the same CPU-time measure:",
+        f"(`bench/engine.py`'s `VOICE_TEXT`), {vs['seconds']:.1f} s of audio a run, the same CPU-time measure; "
+        f"median of {vs['runs']} runs, the two rows alternating, and the RTF of the slowest and fastest run:",
         "",
-        "| what runs | samples/s | RTF @ 22.05 kHz |",
-        "|---|---:|---:|",
+        "| what runs | samples/s | RTF @ 22.05 kHz | RTF range |",
+        "|---|---:|---:|---:|",
         f"| `Vocoder.generate` as the voice runs it (network, period inputs, LPC synthesis) | {vs['full']:,.0f} | "
-        f"**{SR / vs['full']:.3f}** |",
+        f"**{SR / vs['full']:.3f}** | {SR / vs['full_range'][1]:.3f}-{SR / vs['full_range'][0]:.3f} |",
         f"| its network alone (`kernels._generate`, no period inputs, no synthesis) | {vs['net']:,.0f} | "
-        f"{SR / vs['net']:.3f} |",
+        f"{SR / vs['net']:.3f} | {SR / vs['net_range'][1]:.3f}-{SR / vs['net_range'][0]:.3f} |",
         "",
         "Block-sparse matvec alone, 3H x H with H = 512, 10 % of blocks kept at random, per engine "
         "block shape (these numbers feed `kernels.MEASURED_GFLOPS`, which picks the layout at load):",
