@@ -15,8 +15,8 @@
 # against fade_hi (density 0.1), both at lr 1e-4. Since session 9 the voice's mel matching
 # (engine/melmatch.py) does more for what is heard than any of these runs has; session 10 added the
 # post-filter's pitch stage and smoothed mel matching for the acoustic model's mel (same networks).
-# The shipped voice (assets/voices/default): vocoder sparse05 step 72017 (ltp_fade's 67851 carried
-# to 5 % density, session 18), acoustic model step 23800
+# The shipped voice (assets/voices/default): vocoder sparse05 step 75336 (ltp_fade's 67851 carried
+# to 5 % density, session 18, trained on in session 19), acoustic model step 23800
 # (acoustic_prosody's 7731, then runs/acoustic_voice's 16069, sessions 11-12; docs/VOICE.md).
 set -e
 cd "$(dirname "$0")/../.."
