@@ -51,12 +51,13 @@ Speed notes (measured, see docs/bench/engine.md and REFERENCES section 7):
   ~10 % slower on a Zen 3. The matvecs themselves stream their float16 weights from L2 (~125 kB
   per sample at H 384, 10 %; L2 gives ~77 B/ns there); reading the GRU's per-sample input
   columns as float16 too (18 kB less a sample) bought ~1 %, so the bytes are not all of it.
-- Where a sample's time went on that Zen 3 (the shipped 5 % voice, each piece in its own loop,
-  min of 15): W_hh 0.91 us, the GRU update 1.29, the four output layers 0.71, the two draws 0.56,
-  the period inputs 0.26, the synthesis filter 0.06. The gates' exps skip the clamp and the flush
+- Where a sample's time went on that Zen 3 before the changes below (the shipped 5 % voice, each
+  piece in its own loop, min of 15): W_hh 0.91 us, the GRU update 1.29, the four output layers
+  0.71, the two draws 0.56, the period inputs 0.26, the synthesis filter 0.06. The gates' exps skip the clamp and the flush
   to 0 that their already clamped inputs never need (:func:`_exp_core`); the output layers, with
   most block columns holding zero to two blocks, take their blocks in one flat loop
-  (:func:`flat`). Together with the float16 columns: ~7 % off the whole voice, values unchanged.
+  (:func:`flat`). Together with the float16 columns: 5-8 % off the whole voice in paired runs
+  in one process (the old kernels loaded beside the new), values unchanged.
 - No SVML in this numba build, so ``exp`` is our own vectorisable one (Cody-Waite range
   reduction, Taylor polynomial of degree 7, 2**k built in the exponent bits); relative error
   below 1e-7 over the clamped range.
