@@ -1845,8 +1845,10 @@ def _warm_weights(rs: np.random.Generator, H: int, hh: int, nc: int, half: bool)
     _generate(gi, 0, 0, HOP, net(0), inv, np.zeros(H, np.float32), np.array([128, 0], np.int64),
               rng_state(0), np.zeros(2, np.int16), np.zeros((0, 2, nc), np.float32),
               np.zeros(3 * H + hh + 2 * nc, np.float32))
-    # without the period input, and (float16 columns: another type) a period voice's batch
-    for period in (no_period(2, H), (cols(0),) + no_period(2, H)[1:])[:2 if half else 1]:
+    periods = [no_period(2, H)]  # without the period input
+    if half:  # a period voice's batch: its float16 columns are another type than no_period's float32
+        periods.append((cols(0),) + no_period(2, H)[1:])
+    for period in periods:
         _generate_streams(gi[None].repeat(2, 0), 0, 0, HOP, net(0), inv, np.zeros((2, H), np.float32),
                           np.zeros((2, 2), np.int64), rng_states(0, 2), np.zeros((2, 2), np.int16),
                           np.zeros((2, 0, 2, nc), np.float32), np.zeros(2 * (3 * H + hh + nc + 2) + nc, np.float32),

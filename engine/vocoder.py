@@ -121,7 +121,7 @@ def is_half_exact(weights: np.ndarray) -> bool:
         return bool(np.array_equal(w.astype(np.float16).astype(np.float32), w))
 
 
-def _engine_dense(a: np.ndarray, half: bool) -> np.ndarray:
+def _kernel_dense(a: np.ndarray, half: bool) -> np.ndarray:
     """A dense weight array as the kernels read it: C-contiguous float32, or with ``half`` (its
     values all float16) the uint16 bits of those float16 values (``kernels._w`` widens them)."""
     if half:
@@ -329,7 +329,7 @@ class Vocoder:
         # The per-sample input columns of W_ih (the samples, the period taps) go as float16 bits
         # too where the blocks do and they are float16 values: 18 kB less read per sample at H 384.
         half_in = self.half_weights and is_half_exact(w_ih[:, :n_taps])
-        cols = lambda a, b: _engine_dense(w_ih[:, a:b].T, half_in)  # noqa: E731 - (b - a, 3H)
+        cols = lambda a, b: _kernel_dense(w_ih[:, a:b].T, half_in)  # noqa: E731 - (b - a, 3H)
         self._w_back = cols(3, n_taps) if ltp_input else None
         self._w_phase = np.ascontiguousarray(w_ih[:, n_taps:n_in].T, dtype=np.float32)  # (2K, 3H)
         self._net = (cols(0, 3),  # (3, 3H) sample columns
