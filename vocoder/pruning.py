@@ -16,15 +16,17 @@ The masks are ordinary tensors in :meth:`BlockPruner.state_dict`, stored in chec
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 
 import torch
 
+from wavern.errors import ParameterError
 from wavern.vocoder.config import VocoderConfig
 
 __all__ = ["sparsity_at", "block_mask", "block_mask_rows", "regrow_mask", "BlockPruner", "PRUNED_PARAMETERS",
-           "HEADS"]
+           "HEADS", "unit_group", "shrink_hidden"]
 
 log = logging.getLogger(__name__)
 
@@ -198,3 +200,82 @@ class BlockPruner:
                 raise ValueError(f"pruning mask '{name}' of shape {tuple(mask.shape)} does not fit this model")
             self.masks[name] = mask.to(device=self.params[name].device, dtype=torch.bool)
         self.sparsity = float(state["sparsity"])
+
+
+# ---- structured pruning: whole groups of hidden units out --------------------------------------
+
+def unit_group(config: VocoderConfig) -> int:
+    """The fewest hidden units :func:`shrink_hidden` removes at a time: a whole number of block rows
+    and of block columns (16 for 16x4 blocks), so that every kept block stays a block."""
+    br, bc = config.block_shape
+    return br * bc // math.gcd(br, bc)
+
+
+@torch.no_grad()
+def shrink_hidden(model: torch.nn.Module, drop: list[int], stats: dict[str, torch.Tensor]) -> tuple:
+    """A copy of the WaveRNN ``model`` with the hidden units of the groups ``drop`` removed.
+
+    The hidden state has ``H / g`` groups of ``g = unit_group(config)`` units; the first half of
+    them are the coarse half's. ``drop`` names as many coarse groups as fine ones, so the smaller
+    model keeps the split. What the removed units sent on is replaced by its mean, folded into
+    biases: ``b_hh += W_hh[:, G] mean(h_G)`` (inside the reset gate, as ``b_hn`` is) and the same
+    into O1's or O3's bias. Each head's hidden layer (O1, O3: H/2 wide) loses as many rows, the
+    groups of least ``sd(ReLU output) * |next layer's columns|`` (row-pruned groups, dead, first),
+    their mean output folded into O2's or O4's bias. Exact for units and rows that never vary;
+    otherwise a first-order guess that fine-tuning then corrects.
+
+    ``stats``: ``h_mean`` (H) the mean hidden state, ``o1_mean`` / ``o1_sd`` and ``o3_mean`` /
+    ``o3_sd`` (H/2 each) those of the heads' ReLU outputs, over teacher-forced data.
+
+    Returns ``(smaller_model, record)``; the record names the removed groups (for provenance).
+    """
+    from wavern.vocoder.model import WaveRNN
+
+    cfg = model.config
+    H, half, g = cfg.hidden_size, cfg.hidden_size // 2, unit_group(cfg)
+    n_half = half // g
+    drop = sorted(set(int(d) for d in drop))
+    coarse = [d for d in drop if 0 <= d < n_half]
+    fine = [d for d in drop if n_half <= d < 2 * n_half]
+    if len(coarse) + len(fine) != len(drop) or len(coarse) != len(fine) or not coarse:
+        raise ParameterError(f"drop {drop}: name as many coarse groups (0..{n_half - 1}) as fine ones "
+                             f"({n_half}..{2 * n_half - 1}), at least one each")
+    if len(coarse) >= n_half:
+        raise ParameterError(f"drop {drop} leaves no hidden units")
+    new_cfg = dataclasses.replace(cfg, hidden_size=H - 2 * len(coarse) * g)
+    units = lambda groups: torch.cat([torch.arange(d * g, d * g + g) for d in groups])  # noqa: E731
+    gone = units(drop)
+    keep = torch.tensor([i for i in range(H) if i not in set(gone.tolist())])
+    keep_c, keep_f = keep[keep < half], keep[keep >= half] - half
+    rows = torch.cat([gate * H + keep for gate in range(3)])
+    sd = {k: v.detach().float().cpu() for k, v in model.state_dict().items()}
+    h_mean = stats["h_mean"].float().cpu()
+
+    w_hh, b_hh = sd["gru.weight_hh_l0"], sd["gru.bias_hh_l0"].clone()
+    b_hh += w_hh[:, gone] @ h_mean[gone]
+    out = {k: v for k, v in sd.items() if not k.startswith(("gru.", "O"))}
+    out["gru.weight_hh_l0"] = w_hh[rows][:, keep]
+    out["gru.bias_hh_l0"] = b_hh[rows]
+    out["gru.weight_ih_l0"] = sd["gru.weight_ih_l0"][rows]
+    out["gru.bias_ih_l0"] = sd["gru.bias_ih_l0"][rows]
+    record = {"hidden_from": H, "hidden_to": new_cfg.hidden_size, "unit_groups": drop, "group_units": g}
+    for hid, nxt, mean_key, keep_in, off, groups in (("O1", "O2", "o1", keep_c, 0, coarse),
+                                                    ("O3", "O4", "o3", keep_f, half, fine)):
+        w, b = sd[f"{hid}.weight"], sd[f"{hid}.bias"].clone()
+        gone_in = units(groups) - off
+        b += w[:, gone_in] @ h_mean[gone_in + off]
+        w = w[:, keep_in]
+        a_mean, a_sd = stats[f"{mean_key}_mean"].float().cpu(), stats[f"{mean_key}_sd"].float().cpu()
+        w_next, b_next = sd[f"{nxt}.weight"], sd[f"{nxt}.bias"].clone()
+        score = [float(a_sd[r * g:r * g + g].sum() * w_next[:, r * g:r * g + g].norm()) for r in range(n_half)]
+        out_rows = sorted(sorted(range(n_half), key=lambda r: (score[r], r))[:len(groups)])
+        gone_out = units(out_rows)
+        b_next += w_next[:, gone_out] @ a_mean[gone_out]
+        kept_out = torch.tensor([i for i in range(half) if i not in set(gone_out.tolist())])
+        out[f"{hid}.weight"], out[f"{hid}.bias"] = w[kept_out], b[kept_out]
+        out[f"{nxt}.weight"], out[f"{nxt}.bias"] = w_next[:, kept_out], b_next
+        record[f"{hid}_row_groups"] = out_rows
+    small = WaveRNN(new_cfg)
+    small.load_state_dict(out)
+    small.gru_impl = getattr(model, "gru_impl", "loop")
+    return small, record

@@ -651,3 +651,45 @@ def test_the_last_step_is_evaluated_once_even_when_a_finished_run_is_run_again(c
     assert evals() == [4, 8]
     again = train_vocoder(_cfg(root, tmp_path / "run", resume=True))
     assert again.step == 8 and evals() == [4, 8]
+
+
+def test_shrink_vocoder_drops_the_cheapest_groups_and_a_run_continues_from_it(corpus, tmp_path):
+    """training.shrink on a trained H 64 run: every unit group's cost measured, the cheapest of each
+    half removed, a voice folder of H 32 written whose held-out loss is the one reported, and a
+    fine-tune of H 32 starts from it (--init-from) inside its blocks."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from voice_factory import make_tiny_voice
+
+    from wavern.training.shrink import shrink_vocoder
+
+    root, _ = corpus
+    wide = dataclasses.replace(VOC, hidden_size=64)
+    cfg = _cfg(root, tmp_path / "run", vocoder=wide, steps=8, eval_batches=2)
+    first = train_vocoder(cfg)
+    voice = make_tiny_voice(tmp_path / "voice")
+    out = tmp_path / "small"
+    rep = shrink_vocoder(tmp_path / "run" / CHECKPOINT, out, to_hidden=32, cfg=cfg, voice=voice)
+    assert rep["hidden_from"] == 64 and rep["hidden_to"] == 32 and rep["step"] == first.step == 8
+    costs = rep["costs"]
+    assert len(costs) == 4 and len(set(costs)) == 4
+    assert rep["unit_groups"] == [int(np.argmin(costs[:2])), 2 + int(np.argmin(costs[2:]))]
+    assert json.loads((out / "shrink.json").read_text())["unit_groups"] == rep["unit_groups"]
+    meta = json.loads((out / "voice.json").read_text())
+    assert meta["vocoder"]["hidden_size"] == 32 and meta["provenance"]["vocoder"]["shrunk"]["unit_groups"] == rep["unit_groups"]
+    small = dataclasses.replace(cfg, vocoder=dataclasses.replace(wide, hidden_size=32), run_dir=str(tmp_path / "ft"),
+                                init_from=str(out), steps=10)
+    t = VocoderTrainer(small)
+    t.load(out, exact=False)
+    t.open_data()
+    assert abs(t.evaluate()["eval_loss"] - rep["held_out_loss_after"]) < 0.02  # the voice holds float16 weights
+    assert t.step == 8
+    masks = {k: v.clone() for k, v in t.pruner.masks.items()}
+    done = train_vocoder(small)
+    assert done.step == 10
+    for name, mask in masks.items():
+        assert not done.model.get_parameter(name)[~mask].any(), name
+    with pytest.raises(ParameterError, match="multiple of 32"):
+        shrink_vocoder(tmp_path / "run" / CHECKPOINT, tmp_path / "bad", to_hidden=48, cfg=cfg, voice=voice)

@@ -197,3 +197,116 @@ def test_regrow_by_rows_and_per_gate_keeps_the_pruning_structure():
         assert torch.equal(model.gru(x)[0], before)
     with pytest.raises(ValueError, match="only go down"):
         pruner.regrow(0.6, scores)
+
+
+# ---------------------------------------------------------------- shrinking the hidden state
+def _prunable(seed: int = 0) -> WaveRNN:
+    """A tiny model (H 64: groups 0, 1 coarse, 2, 3 fine) with its matrices block-pruned to a half."""
+    cfg = _tiny(target_density=0.5)
+    torch.manual_seed(seed)
+    m = WaveRNN(cfg)
+    pruner = BlockPruner(m, cfg)
+    pruner.update_masks(0.5)
+    pruner.apply()
+    return m.eval()
+
+
+def _states_and_logits(m: WaveRNN, mel: torch.Tensor, audio: torch.Tensor):
+    with torch.no_grad():
+        hs = m.hidden(mel, audio)
+        return hs, m._head_logits(hs)
+
+
+def _freeze_units(m: WaveRNN, units: torch.Tensor, o1_rows: torch.Tensor, o3_rows: torch.Tensor) -> None:
+    """In place: ``units`` of the hidden state stay at the initial 0 (update gate shut at 1, nothing in
+    but biases), and O1's ``o1_rows`` / O3's ``o3_rows`` read nothing (a constant ReLU output)."""
+    H = m.config.hidden_size
+    with torch.no_grad():
+        for gate in range(3):
+            m.gru.weight_ih_l0[gate * H + units] = 0
+            m.gru.weight_hh_l0[gate * H + units] = 0
+        m.gru.bias_ih_l0[H + units] = 40.0  # z = 1 exactly in float32: h_t = h_{t-1} = 0
+        m.gru.bias_hh_l0[H + units] = 0.0
+        m.O1.weight[o1_rows] = 0
+        m.O3.weight[o3_rows] = 0
+        m.O1.bias[o1_rows] = torch.linspace(-0.5, 1.0, len(o1_rows))  # some ReLUs stay on, some off
+        m.O3.bias[o3_rows] = torch.linspace(1.0, -0.5, len(o3_rows))
+
+
+def _stats(hs: torch.Tensor, m: WaveRNN) -> dict:
+    h = hs.reshape(-1, m.config.hidden_size)
+    half = m.config.hidden_size // 2
+    a1, a3 = torch.relu(m.O1(h[:, :half])), torch.relu(m.O3(h[:, half:]))
+    return {"h_mean": h.mean(0), "o1_mean": a1.mean(0), "o1_sd": a1.std(0), "o3_mean": a3.mean(0),
+            "o3_sd": a3.std(0)}
+
+
+def test_shrink_hidden_is_exact_for_units_and_rows_that_never_vary():
+    """Units 16..31 (coarse group 1) and 32..47 (fine group 2) never leave 0, and one 16-row group of
+    each head's hidden layer reads nothing (its ReLU gives a constant, folded into O2's / O4's bias):
+    the model without them (H 32, heads 16 wide) gives the same states and logits."""
+    from wavern.vocoder.pruning import shrink_hidden, unit_group
+
+    m = _prunable()
+    assert unit_group(m.config) == 16
+    units = torch.cat([torch.arange(16, 32), torch.arange(32, 48)])
+    o1_rows, o3_rows = torch.arange(0, 16), torch.arange(16, 32)
+    _freeze_units(m, units, o1_rows, o3_rows)
+    with torch.no_grad():  # what the dead head rows send on matters (the check can fail)
+        assert (m.O2.weight[:, o1_rows] @ torch.relu(m.O1.bias[o1_rows])).abs().max() > 0.01
+        assert (m.O4.weight[:, o3_rows] @ torch.relu(m.O3.bias[o3_rows])).abs().max() > 0.01
+    g = torch.Generator().manual_seed(3)
+    mel = torch.randn(2, 6, 80, generator=g)
+    audio = torch.randint(-20000, 20000, (2, 6 * 16), generator=g, dtype=torch.int32).to(torch.int16)
+    hs, (lc, lf) = _states_and_logits(m, mel, audio)
+    assert not hs[:, :, units].any()
+    keep = torch.cat([torch.arange(0, 16), torch.arange(48, 64)])
+    assert hs[:, :, keep].abs().max() > 0.3
+    with torch.no_grad():
+        small, record = shrink_hidden(m, [1, 2], _stats(hs, m))
+    assert small.config.hidden_size == 32 and small.O1.weight.shape == (16, 16) and small.O2.weight.shape == (256, 16)
+    assert record["unit_groups"] == [1, 2] and record["O1_row_groups"] == [0] and record["O3_row_groups"] == [1]
+    hs2, (sc, sf) = _states_and_logits(small, mel, audio)
+    torch.testing.assert_close(hs2, hs[:, :, keep], atol=2e-6, rtol=0)
+    torch.testing.assert_close(sc, lc, atol=2e-5, rtol=0)
+    torch.testing.assert_close(sf, lf, atol=2e-5, rtol=0)
+
+
+def test_shrink_hidden_keeps_every_block_whole():
+    """Each matrix of the smaller model is the original's kept rows and columns: its blocks are the
+    original's blocks there, none split, none new."""
+    from wavern.vocoder.pruning import shrink_hidden
+
+    m = _prunable(seed=1)
+    stats = {"h_mean": torch.randn(64), "o1_mean": torch.rand(32), "o1_sd": torch.rand(32),
+             "o3_mean": torch.rand(32), "o3_sd": torch.rand(32)}
+    with torch.no_grad():
+        small, rec = shrink_hidden(m, [0, 3], stats)
+    keep = torch.arange(16, 48)
+    rows = torch.cat([gate * 64 + keep for gate in range(3)])
+    big_hh = m.gru.weight_hh_l0.detach()
+    sub = big_hh[rows][:, keep]
+    # the bias takes the mean of what the dropped units sent on; the kept weights are unchanged
+    torch.testing.assert_close(small.gru.weight_hh_l0.detach(), sub, rtol=0, atol=0)
+    want_b = m.gru.bias_hh_l0.detach() + big_hh[:, torch.cat([torch.arange(16), torch.arange(48, 64)])] @ \
+        stats["h_mean"][torch.cat([torch.arange(16), torch.arange(48, 64)])]
+    torch.testing.assert_close(small.gru.bias_hh_l0.detach(), want_b[rows], atol=1e-5, rtol=0)
+    o1_keep = torch.tensor([i for i in range(32) if i // 16 not in rec["O1_row_groups"]])
+    torch.testing.assert_close(small.O1.weight.detach(), m.O1.weight.detach()[o1_keep][:, 16:32], rtol=0, atol=0)
+    for w in (small.gru.weight_hh_l0, small.O1.weight, small.O2.weight, small.O3.weight, small.O4.weight):
+        w = w.detach()
+        blocks = (w != 0).reshape(w.shape[0] // 16, 16, w.shape[1] // 4, 4)
+        assert torch.equal(blocks.any(dim=3).any(dim=1), blocks.all(dim=3).all(dim=1))  # whole or empty
+    assert int((small.gru.weight_hh_l0 != 0).sum()) < int((big_hh != 0).sum())
+
+
+@pytest.mark.parametrize("drop, match", [([0], "as many coarse"), ([0, 1, 2], "as many coarse"),
+                                         ([0, 1, 2, 3], "no hidden units"), ([0, 9], "as many coarse")])
+def test_shrink_hidden_refuses_an_uneven_or_empty_split(drop, match):
+    from wavern.errors import ParameterError
+    from wavern.vocoder.pruning import shrink_hidden
+
+    m = _prunable()
+    stats = {k: torch.zeros(64 if k == "h_mean" else 32) for k in ("h_mean", "o1_mean", "o1_sd", "o3_mean", "o3_sd")}
+    with pytest.raises(ParameterError, match=match):
+        shrink_hidden(m, drop, stats)
