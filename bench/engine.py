@@ -399,19 +399,21 @@ def main() -> int:
 
     rows = []
     gi_full = None
-    for H in (384, 512, 768):
-        for density in (1.0, 0.1, 0.05):
-            dense, sparse = random_vocoder(H, density)
-            voc = Vocoder(dense, sparse, cond_blocks=COND_BLOCKS)
-            gi_full = voc.frame_inputs(random_mel(400, seed=1))
-            sps = engine_speed(voc, gi_full, runs, 0.15 if args.quick else 0.4)
-            n_torch = 150 if args.quick else (400 if H < 768 else 200)
-            tps = torch_speed(dense, sparse, gi_full, n_torch, 2 if args.quick else 3)
-            flops = voc.flops_per_sample
-            rows.append((H, density, sps, SR / sps, flops * sps / 1e9, tps, sps / tps, n_torch,
-                         voc.block_shapes["gru.weight_hh"]))
-            print(f"H={H} density={density}: {sps:,.0f} samples/s RTF {SR / sps:.3f} "
-                  f"{flops * sps / 1e9:.1f} GFLOP/s | torch {tps:,.0f} samples/s (x{sps / tps:.0f})", flush=True)
+    # H 384 and 512 at each density; the smaller sizes the default voice can shrink to at its 5 %
+    shapes = [(384, d) for d in (1.0, 0.1, 0.05)] + [(352, 0.05), (320, 0.05), (288, 0.05)] + \
+        [(H, d) for H in (512, 768) for d in (1.0, 0.1, 0.05)]
+    for H, density in shapes:
+        dense, sparse = random_vocoder(H, density)
+        voc = Vocoder(dense, sparse, cond_blocks=COND_BLOCKS)
+        gi_full = voc.frame_inputs(random_mel(400, seed=1))
+        sps = engine_speed(voc, gi_full, runs, 0.15 if args.quick else 0.4)
+        n_torch = 150 if args.quick else (400 if H < 768 else 200)
+        tps = torch_speed(dense, sparse, gi_full, n_torch, 2 if args.quick else 3)
+        flops = voc.flops_per_sample
+        rows.append((H, density, sps, SR / sps, flops * sps / 1e9, tps, sps / tps, n_torch,
+                     voc.block_shapes["gru.weight_hh"]))
+        print(f"H={H} density={density}: {sps:,.0f} samples/s RTF {SR / sps:.3f} "
+              f"{flops * sps / 1e9:.1f} GFLOP/s | torch {tps:,.0f} samples/s (x{sps / tps:.0f})", flush=True)
     vs = voice_speed(3 if args.quick else 11, 1.0 if args.quick else None)
     print(f"shipped voice: {vs['full']:,.0f} samples/s RTF {SR / vs['full']:.3f} | network alone "
           f"{vs['net']:,.0f} samples/s RTF {SR / vs['net']:.3f}", flush=True)
@@ -450,13 +452,14 @@ def main() -> int:
     for H, d, sps, rtf, gf, tps, ratio, nt, _ in rows:
         lines.append(f"| {H} | {d:g} | {sps:,.0f} | {rtf:.3f} | {gf:.1f} | {tps:,.0f} | {ratio:,.0f}x | {nt} |")
     goal = next(r for r in rows if r[0] == 512 and r[1] == 0.1)
-    voice10, voice05 = (next(r for r in rows if r[0] == 384 and r[1] == d) for d in (0.1, 0.05))
+    at = {(r[0], r[1]): r[3] for r in rows}
     lines += [
         "",
         f"Goals (H 512, 10 % density): RTF <= 0.12 -> measured {goal[3]:.3f}; effective GFLOP/s >= 30 -> "
         f"{goal[4]:.1f}. Prototype floor (REFERENCES 7): ~125 k samples/s, RTF 0.18. The default voice's "
-        f"vocoder shape (H 384, issue 7: RTF <= 0.12): at 10 % (the voice's density until 2026-12-01) "
-        f"{voice10[3]:.3f}, at 5 % (since 2026-12-02) {voice05[3]:.3f}.",
+        f"vocoder shapes (issue 7: RTF <= 0.12): H 384 at 10 % (until 2026-12-01) {at[384, 0.1]:.3f}, at 5 % "
+        f"{at[384, 0.05]:.3f}; at 5 %, H 352 {at[352, 0.05]:.3f}, H 320 {at[320, 0.05]:.3f}, "
+        f"H 288 {at[288, 0.05]:.3f} (`training.shrink` takes a trained vocoder down by 32 units at a time).",
         "",
         f"The shipped voice's own vocoder (`assets/voices/default`: H {vs['hidden']}, "
         f"{vs['weights']:,.0f} stored weights per sample; LPC order {vs['lpc']}, {vs['taps']} residual taps one "

@@ -113,13 +113,13 @@ def shrink_vocoder(source: str | Path, out_dir: str | Path, *, to_hidden: int, c
     from wavern.training.voice import assemble_voice
     from wavern.vocoder.pruning import shrink_hidden, unit_group
 
+    H, g = cfg.vocoder.hidden_size, unit_group(cfg.vocoder)
+    if not 0 < to_hidden < H or (H - to_hidden) % (2 * g):
+        raise ParameterError(f"--to-hidden {to_hidden}: must be below {H} by a multiple of {2 * g} "
+                             f"(whole groups of {g} units from each half)")
     tr = _trainer(cfg)
     tr.load(source, exact=False)
     tr.open_data()
-    H, g = tr.model.config.hidden_size, unit_group(tr.model.config)
-    if to_hidden >= H or (H - to_hidden) % (2 * g):
-        raise ParameterError(f"--to-hidden {to_hidden}: must be below {H} by a multiple of {2 * g} "
-                             f"(whole groups of {g} units from each half)")
     k = (H - to_hidden) // (2 * g)
     stats = hidden_stats(tr)
     before = tr.evaluate()["eval_loss"]
