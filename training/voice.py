@@ -146,7 +146,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     # pitch and prosody inputs by fine-tuning, the vocoder its LPC, long-term predictor and period
     # inputs, and its learning rate fell from 1e-3 to 1e-4; each segment's period input faded at
     # random, --period-input-fade 0.8, from step 60905 on, here from the start; it was pruned to
-    # 10 % block density by step 10000 and carried on to 5 % from step 67851, here 5 % by 10000);
+    # 10 % block density by step 10000 and carried on to 5 % from step 67851, here 5 % by 10000; it
+    # had 384 hidden units until session 20 took it to 320 by structured pruning, training.shrink);
     # assets/training/resume.sh continues those runs. Corpus: 2000 sentences, seed 0, the builder's varied set of 72 espeak-ng voices.
     "default": dict(name="default", corpus="data/corpus", runs="runs", utterances=2000, voices=None,
                     acoustic=dict(steps=100000, batch_size=8, lr=1.5e-3, warmup_steps=200, lr_half_life_steps=10000,
@@ -156,7 +157,7 @@ PRESETS: dict[str, dict[str, Any]] = {
                                              pitch=True, prosody=True)),
                     vocoder=dict(steps=200000, batch_size=16, segment_frames=4, lr=1e-3, warmup_steps=100,
                                  lr_half_life_steps=40000, lr_min=3e-5, bf16="on", period_input_fade=0.8,
-                                 vocoder=dict(hidden_size=384, cond_channels=128, cond_blocks=3,
+                                 vocoder=dict(hidden_size=320, cond_channels=128, cond_blocks=3,
                                               target_density=0.05, prune_start_step=2000, prune_ramp_steps=8000,
                                               prune_every_steps=200, **_PERIOD_VOCODER)),
                     postfilter=SHIPPED_POSTFILTER, melmatch=SHIPPED_MELMATCH,

@@ -15,8 +15,9 @@
 # against fade_hi (density 0.1), both at lr 1e-4. Since session 9 the voice's mel matching
 # (engine/melmatch.py) does more for what is heard than any of these runs has; session 10 added the
 # post-filter's pitch stage and smoothed mel matching for the acoustic model's mel (same networks).
-# The shipped voice (assets/voices/default): vocoder sparse05 step 75336 (ltp_fade's 67851 carried
-# to 5 % density, session 18, trained on in session 19), acoustic model step 23800
+# The shipped voice (assets/voices/default): vocoder h320 step 81609 (ltp_fade's 67851 carried
+# to 5 % density as sparse05, sessions 18-19, then shrunk from 384 to 320 hidden units at its step
+# 76131 and fine-tuned, session 20), acoustic model step 23800
 # (acoustic_prosody's 7731, then runs/acoustic_voice's 16069, sessions 11-12; docs/VOICE.md).
 set -e
 cd "$(dirname "$0")/../.."
@@ -65,7 +66,11 @@ fi
 # here it starts from the shipped voice folder itself (its float16 weights and blocks, a fresh
 # optimiser; no compact checkpoint in git for it). The older runs (dense15, fade_hi) are in git
 # history (this file at commit c84c11f).
-RUN=sparse05
+# Session 20 on, the live run is h320: sparse05's checkpoint at step 76131 shrunk to 320 hidden
+# units (python -m wavern.training.shrink, which chose and removed 2 groups of 16 units per half;
+# assets/training/README.md "Session 20"), fine-tuned with the same options at --hidden 320 ($VOC).
+# Without its checkpoint here it starts from the shipped voice folder (320 units since then).
+RUN=h320
 mkdir -p runs/$RUN
 if [ -f runs/$RUN/checkpoint.pt ]; then START="--resume"; else START="--init-from assets/voices/default"; fi
 nohup $PY -m wavern.training.vocoder_trainer $VOC --run-dir runs/$RUN $START >> runs/$RUN/log.txt 2>&1 &
@@ -77,12 +82,12 @@ echo "vocoder training ($RUN): PID $!, log runs/$RUN/log.txt, metrics runs/$RUN/
 # Later, assemble a voice from wherever the runs are and measure it (copy synthesis gives a pitch
 # voice the true audio's pitch features); ship it only where it beats the shipped voice:
 #   $PY -c "from wavern.training.voice import assemble_from_runs; assemble_from_runs('assets/voices/default', \
-#     acoustic_checkpoint='runs/acoustic_voice/checkpoint.pt', vocoder_checkpoint='runs/sparse05/checkpoint.pt', \
+#     acoustic_checkpoint='runs/acoustic_voice/checkpoint.pt', vocoder_checkpoint='runs/h320/checkpoint.pt', \
 #     corpus_dir='data/corpus', card=open('assets/voices/default/MODEL_CARD.md').read(), \
 #     postfilter={'gamma_num': 0.92, 'gamma_den': 0.96, 'tilt': 0.2, 'order': 56, 'pitch_gain': 0.5}, \
 #     melmatch={'cap': 4.0, 'floor': 0.001, 'iterations': 8, 'smooth': 1.5}, \
 #     melmatch_measured={'cap': 4.0, 'floor': 0.001, 'iterations': 8})"
-#   $PY bench/eval_voice.py --n-utts 10 --metrics runs/sparse05/metrics.jsonl
+#   $PY bench/eval_voice.py --n-utts 10 --metrics runs/h320/metrics.jsonl
 #   or keep the acoustic model and swap the vocoder only (what session 18 shipped):
 #   $PY -c "import sys; sys.path.insert(0, 'bench'); from pathlib import Path; from compare_vocoders import swap_vocoder; \
-#     swap_vocoder(Path('assets/voices/default'), 'runs/sparse05/checkpoint.pt', Path('/tmp/voice'))"
+#     swap_vocoder(Path('assets/voices/default'), 'runs/h320/checkpoint.pt', Path('/tmp/voice'))"
