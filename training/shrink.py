@@ -57,26 +57,10 @@ def hidden_stats(trainer) -> dict[str, torch.Tensor]:
             "o3_sd": a3.std(0)}
 
 
-@torch.no_grad()
-def _mean_out(model, groups: list[int], h_mean: torch.Tensor, g: int) -> None:
-    """In place: the hidden units of ``groups`` send on their mean instead of their state (their columns
-    of W_hh and of O1 / O3 to zero, their mean contribution into the biases): the function of the
-    model without them, the same one :func:`shrink_hidden` gives before its head rows are dropped."""
-    half = model.config.hidden_size // 2
-    w = model.gru.weight_hh_l0
-    for d in groups:
-        s = slice(d * g, d * g + g)
-        model.gru.bias_hh_l0 += w[:, s] @ h_mean[s]
-        w[:, s] = 0
-        head, off = (model.O1, 0) if d * g < half else (model.O3, half)
-        s_in = slice(d * g - off, d * g + g - off)
-        head.bias += head.weight[:, s_in] @ h_mean[s]
-        head.weight[:, s_in] = 0
-
-
 def group_costs(trainer, stats: dict[str, torch.Tensor]) -> list[float]:
-    """Held-out loss increase of each unit group sending its mean (:func:`_mean_out`), group by group."""
-    from wavern.vocoder.pruning import unit_group
+    """Held-out loss increase of each unit group held at its mean (:func:`~wavern.vocoder.pruning.hold_at_mean`),
+    one group at a time."""
+    from wavern.vocoder.pruning import hold_at_mean, unit_group
 
     m = trainer.model
     g = unit_group(m.config)
@@ -85,7 +69,7 @@ def group_costs(trainer, stats: dict[str, torch.Tensor]) -> list[float]:
     costs = []
     try:
         for d in range(m.config.hidden_size // g):
-            _mean_out(m, [d], stats["h_mean"], g)
+            hold_at_mean(m, [d], stats["h_mean"])
             costs.append(trainer.evaluate()["eval_loss"] - base)
             m.load_state_dict(saved)
             log.info("unit group %d: held-out loss +%.4f", d, costs[-1])

@@ -16,6 +16,7 @@ The masks are ordinary tensors in :meth:`BlockPruner.state_dict`, stored in chec
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import logging
 import math
@@ -26,7 +27,7 @@ from wavern.errors import ParameterError
 from wavern.vocoder.config import VocoderConfig
 
 __all__ = ["sparsity_at", "block_mask", "block_mask_rows", "regrow_mask", "BlockPruner", "PRUNED_PARAMETERS",
-           "HEADS", "unit_group", "shrink_hidden"]
+           "HEADS", "unit_group", "hold_at_mean", "shrink_hidden"]
 
 log = logging.getLogger(__name__)
 
@@ -212,14 +213,32 @@ def unit_group(config: VocoderConfig) -> int:
 
 
 @torch.no_grad()
+def hold_at_mean(model: torch.nn.Module, groups: list[int], h_mean: torch.Tensor) -> None:
+    """In place: the hidden units of the unit groups ``groups`` send on their mean ``h_mean`` instead
+    of their state. Their columns of W_hh and of O1 / O3 become 0 and what they sent on, ``W[:, G]
+    h_mean[G]``, goes into ``b_hh`` (inside the reset gate, as ``b_hn`` is) and into O1's / O3's bias.
+    The model then computes what the model without them computes (:func:`shrink_hidden`)."""
+    g, half = unit_group(model.config), model.config.hidden_size // 2
+    w = model.gru.weight_hh_l0
+    for d in groups:
+        s = slice(d * g, d * g + g)
+        mean = h_mean[s].to(w)
+        model.gru.bias_hh_l0 += w[:, s] @ mean
+        w[:, s] = 0
+        head, off = (model.O1, 0) if d * g < half else (model.O3, half)
+        s_in = slice(d * g - off, d * g + g - off)
+        head.bias += head.weight[:, s_in] @ mean
+        head.weight[:, s_in] = 0
+
+
+@torch.no_grad()
 def shrink_hidden(model: torch.nn.Module, drop: list[int], stats: dict[str, torch.Tensor]) -> tuple:
     """A copy of the WaveRNN ``model`` with the hidden units of the groups ``drop`` removed.
 
     The hidden state has ``H / g`` groups of ``g = unit_group(config)`` units; the first half of
     them are the coarse half's. ``drop`` names as many coarse groups as fine ones, so the smaller
     model keeps the split. What the removed units sent on is replaced by its mean, folded into
-    biases: ``b_hh += W_hh[:, G] mean(h_G)`` (inside the reset gate, as ``b_hn`` is) and the same
-    into O1's or O3's bias. Each head's hidden layer (O1, O3: H/2 wide) loses as many rows, the
+    the biases (:func:`hold_at_mean`). Each head's hidden layer (O1, O3: H/2 wide) loses as many rows, the
     groups of least ``sd(ReLU output) * |next layer's columns|`` (row-pruned groups, dead, first),
     their mean output folded into O2's or O4's bias. Exact for units and rows that never vary;
     otherwise a first-order guess that fine-tuning then corrects.
@@ -244,35 +263,30 @@ def shrink_hidden(model: torch.nn.Module, drop: list[int], stats: dict[str, torc
         raise ParameterError(f"drop {drop} leaves no hidden units")
     new_cfg = dataclasses.replace(cfg, hidden_size=H - 2 * len(coarse) * g)
     units = lambda groups: torch.cat([torch.arange(d * g, d * g + g) for d in groups])  # noqa: E731
-    gone = units(drop)
-    keep = torch.tensor([i for i in range(H) if i not in set(gone.tolist())])
+    kept = lambda n, groups: torch.tensor([i for i in range(n) if i // g not in groups])  # noqa: E731
+    keep = kept(H, drop)
     keep_c, keep_f = keep[keep < half], keep[keep >= half] - half
     rows = torch.cat([gate * H + keep for gate in range(3)])
-    sd = {k: v.detach().float().cpu() for k, v in model.state_dict().items()}
-    h_mean = stats["h_mean"].float().cpu()
+    held = copy.deepcopy(model).float().cpu()
+    hold_at_mean(held, drop, stats["h_mean"].float().cpu())
+    sd = {k: v.detach() for k, v in held.state_dict().items()}
 
-    w_hh, b_hh = sd["gru.weight_hh_l0"], sd["gru.bias_hh_l0"].clone()
-    b_hh += w_hh[:, gone] @ h_mean[gone]
     out = {k: v for k, v in sd.items() if not k.startswith(("gru.", "O"))}
-    out["gru.weight_hh_l0"] = w_hh[rows][:, keep]
-    out["gru.bias_hh_l0"] = b_hh[rows]
+    out["gru.weight_hh_l0"] = sd["gru.weight_hh_l0"][rows][:, keep]
+    out["gru.bias_hh_l0"] = sd["gru.bias_hh_l0"][rows]
     out["gru.weight_ih_l0"] = sd["gru.weight_ih_l0"][rows]
     out["gru.bias_ih_l0"] = sd["gru.bias_ih_l0"][rows]
     record = {"hidden_from": H, "hidden_to": new_cfg.hidden_size, "unit_groups": drop, "group_units": g}
-    for hid, nxt, mean_key, keep_in, off, groups in (("O1", "O2", "o1", keep_c, 0, coarse),
-                                                    ("O3", "O4", "o3", keep_f, half, fine)):
-        w, b = sd[f"{hid}.weight"], sd[f"{hid}.bias"].clone()
-        gone_in = units(groups) - off
-        b += w[:, gone_in] @ h_mean[gone_in + off]
-        w = w[:, keep_in]
+    for hid, nxt, mean_key, keep_in, groups in (("O1", "O2", "o1", keep_c, coarse), ("O3", "O4", "o3", keep_f, fine)):
         a_mean, a_sd = stats[f"{mean_key}_mean"].float().cpu(), stats[f"{mean_key}_sd"].float().cpu()
         w_next, b_next = sd[f"{nxt}.weight"], sd[f"{nxt}.bias"].clone()
         score = [float(a_sd[r * g:r * g + g].sum() * w_next[:, r * g:r * g + g].norm()) for r in range(n_half)]
         out_rows = sorted(sorted(range(n_half), key=lambda r: (score[r], r))[:len(groups)])
         gone_out = units(out_rows)
         b_next += w_next[:, gone_out] @ a_mean[gone_out]
-        kept_out = torch.tensor([i for i in range(half) if i not in set(gone_out.tolist())])
-        out[f"{hid}.weight"], out[f"{hid}.bias"] = w[kept_out], b[kept_out]
+        kept_out = kept(half, out_rows)
+        out[f"{hid}.weight"] = sd[f"{hid}.weight"][kept_out][:, keep_in]
+        out[f"{hid}.bias"] = sd[f"{hid}.bias"][kept_out]
         out[f"{nxt}.weight"], out[f"{nxt}.bias"] = w_next[:, kept_out], b_next
         record[f"{hid}_row_groups"] = out_rows
     small = WaveRNN(new_cfg)
