@@ -657,11 +657,7 @@ def test_shrink_vocoder_drops_the_cheapest_groups_and_a_run_continues_from_it(co
     """training.shrink on a trained H 64 run: every unit group's cost measured, the cheapest of each
     half removed, a voice folder of H 32 written whose held-out loss is the one reported, and a
     fine-tune of H 32 starts from it (--init-from) inside its blocks."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from voice_factory import make_tiny_voice
+    from voice_factory import make_tiny_voice  # tests/ is on sys.path (conftest.py)
 
     from wavern.training.shrink import shrink_vocoder
 
