@@ -44,10 +44,9 @@ log = logging.getLogger(__name__)
 def hidden_stats(trainer) -> dict[str, torch.Tensor]:
     """Means (and the heads' standard deviations) over the trainer's held-out batches, teacher forced."""
     m = trainer.model.eval()
-    trainer.evaluate()  # draws the fixed held-out batches once
     H = m.config.hidden_size
     hs = []
-    for batch in trainer._eval_batches:
+    for batch in trainer.eval_batches():
         mel, audio, prev, past, lpc, phase = trainer._to_tensors(batch)
         h = m.hidden(mel, audio, prev_audio=prev, mel_pad=trainer.mel_pad, past=past, lpc=lpc, phase=phase)
         hs.append(h.reshape(-1, H).float())
@@ -57,15 +56,16 @@ def hidden_stats(trainer) -> dict[str, torch.Tensor]:
             "o3_sd": a3.std(0)}
 
 
-def group_costs(trainer, stats: dict[str, torch.Tensor]) -> list[float]:
+def group_costs(trainer, stats: dict[str, torch.Tensor], base: float | None = None) -> list[float]:
     """Held-out loss increase of each unit group held at its mean (:func:`~wavern.vocoder.pruning.hold_at_mean`),
-    one group at a time."""
+    one group at a time, over ``base`` (the unchanged model's held-out loss; measured when not given)."""
     from wavern.vocoder.pruning import hold_at_mean, unit_group
 
     m = trainer.model
     g = unit_group(m.config)
     saved = {k: v.clone() for k, v in m.state_dict().items()}
-    base = trainer.evaluate()["eval_loss"]
+    if base is None:
+        base = trainer.evaluate()["eval_loss"]
     costs = []
     try:
         for d in range(m.config.hidden_size // g):
@@ -78,12 +78,11 @@ def group_costs(trainer, stats: dict[str, torch.Tensor]) -> list[float]:
     return costs
 
 
-def _trainer(cfg, hidden: int | None = None):
-    """A trainer of ``cfg`` (``hidden``: of that hidden size) in a scratch run folder; it never trains."""
+def _trainer(cfg):
+    """A trainer of ``cfg`` in a scratch run folder; it never trains."""
     from wavern.training.vocoder_trainer import VocoderTrainer
 
-    vocoder = cfg.vocoder if hidden is None else dataclasses.replace(cfg.vocoder, hidden_size=hidden)
-    return VocoderTrainer(dataclasses.replace(cfg, vocoder=vocoder, run_dir=tempfile.mkdtemp(prefix="wavern-shrink-"),
+    return VocoderTrainer(dataclasses.replace(cfg, run_dir=tempfile.mkdtemp(prefix="wavern-shrink-"),
                                               init_from=None, resume=False))
 
 
@@ -107,18 +106,13 @@ def shrink_vocoder(source: str | Path, out_dir: str | Path, *, to_hidden: int, c
     k = (H - to_hidden) // (2 * g)
     stats = hidden_stats(tr)
     before = tr.evaluate()["eval_loss"]
-    costs = group_costs(tr, stats)
+    costs = group_costs(tr, stats, base=before)
     n_half = H // 2 // g
     coarse = sorted(range(n_half), key=lambda d: (costs[d], d))[:k]
     fine = sorted(range(n_half, 2 * n_half), key=lambda d: (costs[d], d))[:k]
     small, record = shrink_hidden(tr.model, coarse + fine, stats)
 
-    check = _trainer(cfg, to_hidden)  # the smaller model on the same held-out batches
-    check.model.load_state_dict(small.state_dict())
-    check.data = tr.data
-    check._eval_batches = tr._eval_batches
-    check._eval_slope = tr._eval_slope
-    after = check.evaluate()["eval_loss"]
+    after = tr.evaluate(model=small)["eval_loss"]  # the smaller model on the same held-out batches
 
     voice = Path(voice)
     meta = json.loads((voice / "voice.json").read_text())

@@ -359,14 +359,9 @@ class VocoderTrainer:
             self.dist))  # the global batch's means
         return {"loss": total, "coarse": coarse, "fine": fine, "grad_norm": grad_norm, "lr": lr}
 
-    @torch.no_grad()
-    def evaluate(self) -> dict[str, float]:
-        """Mean loss on fixed held-out segments (drawn once from ``default_rng([seed, -1])``).
-
-        ``eval_sample_nll``: the loss in nats per *sample value*, comparable between runs of any
-        excitation code: the loss itself, or for a mu-law code ``loss - E[ln dy/dx]`` over the
-        batches' targets (:func:`wavern.dsp.mulaw_log_slope`).
-        """
+    def eval_batches(self) -> list:
+        """The fixed held-out segments :meth:`evaluate` measures on, drawn from
+        ``default_rng([seed, 2**32 - 1])`` on first use and the same from then on."""
         if self._eval_batches is None:
             rng = np.random.default_rng([self.cfg.seed, 2**32 - 1])
             held = self.data.split(True).size > 0
@@ -378,15 +373,29 @@ class VocoderTrainer:
                     _, audio, _, past, lpc, _ = self._to_tensors(b)
                     slopes.append(mulaw_log_slope(self.model.targets(audio, past=past, lpc=lpc).cpu().numpy()).ravel())
                 self._eval_slope = float(np.mean(np.concatenate(slopes)))
-        self.model.eval()
+        return self._eval_batches
+
+    @torch.no_grad()
+    def evaluate(self, model=None) -> dict[str, float]:
+        """Mean loss on the fixed held-out segments (:meth:`eval_batches`).
+
+        ``model``: another vocoder of this run's code and conditioning (a pruned or shrunk copy,
+        say) to measure on the same segments; by default the run's own.
+
+        ``eval_sample_nll``: the loss in nats per *sample value*, comparable between runs of any
+        excitation code: the loss itself, or for a mu-law code ``loss - E[ln dy/dx]`` over the
+        batches' targets (:func:`wavern.dsp.mulaw_log_slope`).
+        """
+        batches = self.eval_batches()
+        model = (self.model if model is None else model).eval()
         total = coarse = fine = 0.0
-        for batch in self._eval_batches:
+        for batch in batches:
             mel, audio, prev, past, lpc, phase = self._to_tensors(batch)
             with self._autocast():
-                loss = self.model.loss(mel, audio, prev_audio=prev, mel_pad=self.mel_pad, past=past, lpc=lpc,
-                                       phase=phase)
+                loss = model.loss(mel, audio, prev_audio=prev, mel_pad=self.mel_pad, past=past, lpc=lpc,
+                                  phase=phase)
             total, coarse, fine = total + float(loss.total), coarse + float(loss.coarse), fine + float(loss.fine)
-        k = max(1, len(self._eval_batches))
+        k = max(1, len(batches))
         return {"eval_loss": total / k, "eval_coarse": coarse / k, "eval_fine": fine / k,
                 "eval_sample_nll": total / k - self._eval_slope}
 

@@ -355,10 +355,32 @@ def test_sample_nll_puts_mulaw_and_linear_losses_on_one_scale(corpus, tmp_path):
     mu.open_data()
     ev = mu.evaluate()
     codes = [mu.model.targets(torch.from_numpy(b.audio), past=torch.from_numpy(b.past), lpc=torch.from_numpy(b.lpc))
-             for b in mu._eval_batches]
+             for b in mu.eval_batches()]
     slope = np.mean(np.concatenate([mulaw_log_slope(c.numpy()).ravel() for c in codes]))
     assert abs(slope) > 0.1
     assert ev["eval_sample_nll"] == pytest.approx(ev["eval_loss"] - slope, abs=1e-9)
+
+
+def test_evaluate_measures_another_model_on_the_run_s_own_held_out_batches(corpus, tmp_path):
+    """evaluate(model=...) (what training.shrink checks a smaller copy with): a copy of the run's model
+    scores exactly the run's loss on the same batches, a changed copy another one, and the batches
+    are those a fresh trainer of the same seed draws."""
+    import copy
+
+    root, _ = corpus
+    tr = VocoderTrainer(_cfg(root, tmp_path / "a", eval_batches=2))
+    tr.open_data()
+    own = tr.evaluate()
+    twin = copy.deepcopy(tr.model)
+    assert tr.evaluate(model=twin) == own
+    with torch.no_grad():
+        twin.O2.bias[:8].add_(1.0)  # a few coarse logits (a shift of them all would change nothing)
+    assert tr.evaluate(model=twin)["eval_loss"] != own["eval_loss"]
+    assert tr.evaluate() == own  # the run's own model untouched
+    other = VocoderTrainer(_cfg(root, tmp_path / "b", eval_batches=2))
+    other.open_data()
+    for a, b in zip(tr.eval_batches(), other.eval_batches(), strict=True):
+        assert all((x is None and y is None) or np.array_equal(x, y) for x, y in zip(a, b, strict=True))
 
 
 def test_an_ltp_run_starts_from_a_mulaw_run_and_trains(corpus, tmp_path):
