@@ -157,6 +157,7 @@ def main() -> int:
            "melmatch": voice.melmatch.config.to_dict() if voice.melmatch is not None else None,
            "melmatch_measured": (voice.melmatch_measured.config.to_dict()  # copy synthesis's (a measured mel)
                                  if voice.melmatch_measured is not None else None),
+           "ltp_gain_scale": voice.ltp_gain_scale,  # long-term gains x this where mel matched (Voice.ltp_scale_for)
            "vocoder_excitation": voice.vocoder.excitation,  # with LPC: "linear" or "mulaw" coded
            "vocoder_ltp": voice.vocoder.ltp,  # a long-term (pitch) predictor in the synthesis filter
            "vocoder_period_taps": voice.vocoder.ltp_input_taps,  # residuals around t - T the GRU reads (0: none)
@@ -361,7 +362,12 @@ def write_doc(out: Path, row: dict, rows: list[dict], cmd: str, voice, examples:
                f"frame's band gains are first averaged over {row['melmatch']['smooth']:g} bands (`smooth`), so the "
                "band envelope moves and the WaveRNN's harmonics stay; copy synthesis (a measured mel, "
                f"`inference.melmatch_measured`: {melmatch_label(row.get('melmatch_measured') or row['melmatch'])}) "
-               "matches band by band." if row["melmatch"].get("smooth") else "")] if row.get("melmatch") else []),
+               "matches band by band." if row["melmatch"].get("smooth") else "")
+            + (f" With mel matching the vocoder samples with its long-term predictor's gains × "
+               f"{row['ltp_gain_scale']:g} (`inference.ltp_gain_scale`, capped at 0.95): the pitch loop of the "
+               "synthesis filter keeps more of the period, so the voice stays voiced, and mel matching puts back "
+               "the spectral envelope that costs; the rows without mel matching sample as the net was trained (× 1)."
+               if row.get("ltp_gain_scale", 1.0) != 1.0 else "")] if row.get("melmatch") else []),
         *kept_section(out, "## Speed"),
         "",
         "## As training goes on",

@@ -151,7 +151,8 @@ def _prepare(voice, text: str, config: SpeakConfig | None, *, seed: int, max_cha
     temperature = cfg.temperature if cfg.temperature is not None else voice.default_temperature
     pause_s = cfg.pause_s if cfg.pause_s is not None else voice.default_pause_s
     sr = voice.sample_rate
-    acc = _Sentences(voice)
+    mm = voice.melmatch_for(cfg) if hasattr(voice, "melmatch_for") else None
+    acc = _Sentences(voice, voice.ltp_scale_for(mm) if hasattr(voice, "ltp_scale_for") else 1.0)
     # The stream's own sentence source (ParameterError for empty or unspeakable text).
     prosody = voice.prosody_of(cfg)  # ParameterError for pitch on a voice without the input
     if ssml is None:
@@ -172,7 +173,6 @@ def _prepare(voice, text: str, config: SpeakConfig | None, *, seed: int, max_cha
                 int(pause_s * sr), None, None, None, float(cfg.volume))
     if not acc.gis:
         raise ParameterError(f"nothing to say: the text {text[:40]!r} produced no audio frames")
-    mm = voice.melmatch_for(cfg) if hasattr(voice, "melmatch_for") else None
     keep = (getattr(voice, "postfilter", None) is not None or mm is not None) and cfg.postfilter is not False
     mel = np.concatenate(acc.mels) if keep else None
     volumes = tuple(acc.volumes)
@@ -184,8 +184,9 @@ def _prepare(voice, text: str, config: SpeakConfig | None, *, seed: int, max_cha
 class _Sentences:
     """An utterance's voiced sentences as they are prepared: frame inputs, mel, where each goes."""
 
-    def __init__(self, voice):
+    def __init__(self, voice, ltp_gain_scale: float = 1.0):
         self.voice = voice
+        self.ltp_gain_scale = ltp_gain_scale  # the stream's (Voice.ltp_scale_for its mel matching)
         self.gis, self.mels, self.spans, self.timings, self.volumes = [], [], [], [], []
         self.pos = 0  # output sample of the next sentence (pauses included)
         self.sentence0 = 0  # index of the first sentence of the next add()
@@ -214,7 +215,7 @@ class _Sentences:
                            for a, z in [source_span(t.char_start, t.char_end)]]
             self.timings.extend(timings)
             self.spans.append(SentenceSpan(self.sentence0 + s_idx, span[0], span[1], self.pos, self.pos + T * hop))
-            self.gis.append(voc.frame_inputs(part.mel))
+            self.gis.append(voc.frame_inputs(part.mel, ltp_gain_scale=self.ltp_gain_scale))
             self.mels.append(part.mel)
             self.volumes.append(volume)
             last = last_gap is not None and n_sentences is not None and s_idx == n_sentences - 1

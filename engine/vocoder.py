@@ -373,12 +373,14 @@ class Vocoder:
         (and with ``ltp`` the long-term predictor's lag and gain)."""
         return 3 * self.hidden_size + self.lpc_order + (2 if self.ltp else 0)
 
-    def frame_inputs(self, mel: np.ndarray) -> np.ndarray:
+    def frame_inputs(self, mel: np.ndarray, *, ltp_gain_scale: float = 1.0) -> np.ndarray:
         """Per-frame gate inputs ``W_ih[:, 3:] cond_t + b_ih`` (T, 3H) float32 of a log-mel (T, 80)
         (a pitch vocoder's features: (T, 82), the mel then the pitch features); an LPC vocoder
         appends each frame's predictor ``a_1 .. a_P`` (:func:`wavern.dsp.mel_lpc` of the mel
         channels, float32), and with ``ltp`` the frame's lag and gain (:func:`wavern.dsp.ltp_params`),
         so (T, :attr:`frame_width`): the frames carry them wherever they go (windows, folding, batches).
+        ``ltp_gain_scale``: every frame's long-term gain times this (``ltp_params``' ``gain_scale``: a
+        sampling-time setting, 1 as trained; a voice's ``inference.ltp_gain_scale`` in mel-matched requests).
 
         The conditioning net (:class:`~wavern.engine.condnet.CondNet`) and the projection run in
         ``kernels.conv1d_taps``: every output is one fixed chain of fused multiply-adds, so row t
@@ -394,7 +396,8 @@ class Vocoder:
         a = mel_lpc(mel[:, :DEFAULT_MEL.n_mels], self.lpc_order, DEFAULT_MEL)[:, 1:].astype(np.float32)
         parts = [gi, a]
         if self.ltp:  # the pitch features after the mel give each frame its (lag, gain)
-            parts.append(ltp_params(mel[:, DEFAULT_MEL.n_mels:DEFAULT_MEL.n_mels + 2], DEFAULT_MEL))
+            parts.append(ltp_params(mel[:, DEFAULT_MEL.n_mels:DEFAULT_MEL.n_mels + 2], DEFAULT_MEL,
+                                    gain_scale=ltp_gain_scale))
         return np.ascontiguousarray(np.concatenate(parts, axis=1))
 
     @property
@@ -552,7 +555,8 @@ class Vocoder:
     # ---- offline ------------------------------------------------------------------------------
 
     def render(self, mel: np.ndarray, *, seed: int = 0, temperature: float = 1.0,
-               fold_frames: int | None = 40, overlap_frames: int = 4, threads: int = 1) -> np.ndarray:
+               fold_frames: int | None = 40, overlap_frames: int = 4, threads: int = 1,
+               ltp_gain_scale: float = 1.0) -> np.ndarray:
         """Render a whole log-mel (T, 80) to (T * hop,) int16, folded for speed.
 
         With ``fold_frames=None`` (or a mel no longer than one segment) this is one stream with
@@ -560,9 +564,9 @@ class Vocoder:
         segments; segment i covers frames [i S - O, (i+1) S) (S = fold_frames, O =
         overlap_frames; the inputs are edge-padded), all N run as one batch (split over
         ``threads`` threads), segment i drawing from ``rng_states(seed, N)[i]``, and
-        :func:`crossfade_segments` joins them.
+        :func:`crossfade_segments` joins them. ``ltp_gain_scale``: as :meth:`frame_inputs`.
         """
-        return self.render_frame_inputs(self.frame_inputs(mel), seed=seed, temperature=temperature,
+        return self.render_frame_inputs(self.frame_inputs(mel, ltp_gain_scale=ltp_gain_scale), seed=seed, temperature=temperature,
                                         fold_frames=fold_frames, overlap_frames=overlap_frames, threads=threads)
 
     def render_frame_inputs(self, gi: np.ndarray, *, seed: int = 0, temperature: float = 1.0,

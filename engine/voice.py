@@ -347,6 +347,9 @@ class Voice:
         self.default_temperature: float = float(infer.get("temperature", 1.0))
         self.default_speaker: str = infer.get("speaker") or acoustic.config.speakers[0]
         self.default_pause_s: float = float(infer.get("pause_s", 0.0))
+        #: ``inference.ltp_gain_scale`` (default 1): in requests with mel matching, the vocoder samples
+        #: with every frame's long-term predictor gain times this (:meth:`ltp_scale_for`).
+        self.ltp_gain_scale: float = float(infer.get("ltp_gain_scale", 1.0))
         #: The formant post-filter on the vocoder's output (``inference.postfilter``); None = off.
         self.postfilter = None
         if infer.get("postfilter") is not None:
@@ -650,6 +653,14 @@ class Voice:
             position += made
             sentence0 += len(piece.sentences)
 
+    def ltp_scale_for(self, melmatch) -> float:
+        """The long-term predictor gain factor (:meth:`Vocoder.frame_inputs`) of a request whose mel
+        matching is ``melmatch``: the voice's ``inference.ltp_gain_scale`` where there is mel matching,
+        1 (as the net was trained) where there is none. More of the period in the synthesis filter
+        keeps the voice voiced, and mel matching puts back the spectral envelope it costs; without
+        mel matching it costs intelligibility (docs/bench/lpc_vocoder.md, sessions 7 and 21)."""
+        return self.ltp_gain_scale if melmatch is not None else 1.0
+
     def _stream(self, text, sentences, speaker, temperature, pause_s, control, seed,
                 postfilter=None, prosody=None, melmatch=None, lexicon=None,
                 last_pause=None) -> Iterator[AudioChunk]:
@@ -662,6 +673,7 @@ class Voice:
                                    lexicon=lexicon)
         pending = None  # the next sentence, being prepared by the worker
         state = voc.new_state(seed=seed)
+        ltp_scale = self.ltp_scale_for(melmatch)
         pf_state = postfilter.new_state() if postfilter is not None else None
         position_total = 0  # samples yielded so far in this request
         k = 0  # chunks of audio yielded so far in this request
@@ -675,7 +687,8 @@ class Voice:
                 if n_total:
                     timings = self._word_timings(utt, part, position_total)
                     state.position = 0  # frame clock restarts per sentence; h and prev carry on
-                    gi_cache = _WindowedFrameInputs(voc, part, postfilter=postfilter)  # mel decoded as needed
+                    gi_cache = _WindowedFrameInputs(voc, part, postfilter=postfilter,  # mel decoded as needed
+                                                    ltp_gain_scale=ltp_scale)
                     # mel matching: one segment per sentence; its output trails the vocoder's by its lead
                     mm = melmatch.stream(gi_cache.rows, n_total) if melmatch is not None else None
                 held = None  # mel-matched output not yet yielded (too little to start a player on, or cut)
@@ -686,7 +699,7 @@ class Voice:
                     if control.speed != speed:  # re-render the rest of this sentence at the new speed
                         speed = control.speed
                         done, n_total, gi_cache, part = self._respeed(utt, part, speaker, speed, done, n_total,
-                                                                      postfilter, prosody)
+                                                                      postfilter, prosody, ltp_scale)
                         state.position = done
                         if mm is not None:  # what was made at the old speed ends there; the rest is new
                             tail = mm.cut()
@@ -753,7 +766,7 @@ class Voice:
             audio = soft_limit(audio * np.float32(control.volume)).astype(np.float32)
         return AudioChunk(audio, self.sample_rate, position, span, sentence_index=s_idx, word_timings=timings)
 
-    def _respeed(self, utt, part, speaker, speed, done, n_total, postfilter=None, prosody=None):
+    def _respeed(self, utt, part, speaker, speed, done, n_total, postfilter=None, prosody=None, ltp_scale=1.0):
         from wavern.conditioning.stream import stream_mel
 
         frac = done / max(n_total, 1)
@@ -766,7 +779,7 @@ class Voice:
         hop = self.vocoder.hop
         n_new = p.n_frames * hop
         new_done = min(int(round(frac * p.n_frames)) * hop, n_new)
-        return new_done, n_new, _WindowedFrameInputs(self.vocoder, p, postfilter=postfilter), p
+        return new_done, n_new, _WindowedFrameInputs(self.vocoder, p, postfilter=postfilter, ltp_gain_scale=ltp_scale), p
 
     def _word_timings(self, utt, part, offset: int) -> tuple[WordTiming, ...]:
         hop = self.vocoder.hop
@@ -869,10 +882,12 @@ class Voice:
         the mel into segments generated as a batch (:meth:`Vocoder.render`).
         """
         t = self.default_temperature if temperature is None else temperature
-        y = self.vocoder.render(mel, seed=seed, temperature=t, fold_frames=fold_frames)
+        mm = (self.melmatch_measured if measured else self.melmatch) if postfilter else None
+        y = self.vocoder.render(mel, seed=seed, temperature=t, fold_frames=fold_frames,
+                                ltp_gain_scale=self.ltp_scale_for(mm))
         if not postfilter:
             return y
-        return self.apply_postfilter(y, mel, melmatch=self.melmatch_measured if measured else self.melmatch)
+        return self.apply_postfilter(y, mel, melmatch=mm)
 
     def melmatch_for(self, config: SpeakConfig | None):
         """The mel matching a request gets: the voice's, none (``postfilter=False`` or ``passes=0``), or
@@ -968,9 +983,11 @@ class _WindowedFrameInputs:
     the first rows of the acoustic model's last layer, not for the whole sentence).
     """
 
-    def __init__(self, vocoder, mel, window: int = MEL_WINDOW_FRAMES, *, postfilter=None):
+    def __init__(self, vocoder, mel, window: int = MEL_WINDOW_FRAMES, *, postfilter=None,
+                 ltp_gain_scale: float = 1.0):
         self.voc = vocoder
         self.postfilter = postfilter
+        self.ltp_gain_scale = ltp_gain_scale
         if isinstance(mel, np.ndarray):
             self.mel = np.ascontiguousarray(mel, np.float32)
             self.n_frames = self.mel.shape[0]
@@ -989,7 +1006,7 @@ class _WindowedFrameInputs:
             a, b = k * self.window, min((k + 1) * self.window, T)
             lo, hi = max(0, a - self.radius), min(T, b + self.radius)
             rows = self._rows(lo, hi)
-            gi = self.voc.frame_inputs(rows)
+            gi = self.voc.frame_inputs(rows, ltp_gain_scale=self.ltp_gain_scale)
             coefs = None
             if self.postfilter is not None:  # frame t's filter depends on mel row t alone
                 coefs = self.postfilter.coefficients(np.asarray(rows)[a - lo: b - lo])

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from wavern.dsp import DEFAULT_MEL, MelConfig
+from wavern.dsp import DEFAULT_MEL, LTP_GAIN_SCALE_RANGE, MelConfig
 from wavern.engine.chunk import PAUSE_RANGE, TEMPERATURE_RANGE
 from wavern.errors import ParameterError, VoiceFileError
 
@@ -119,8 +119,8 @@ _ESPEAK_NAME = re.compile(r"[A-Za-z0-9_+-]{1,64}")
 #: voice.json files above this size are refused unread (the shipped one is ~20 kB)
 MAX_VOICE_JSON_BYTES = 4 << 20
 
-# inference.<field>: (low, high), SpeakConfig's ranges
-_INFERENCE_NUMBERS = {"temperature": TEMPERATURE_RANGE, "pause_s": PAUSE_RANGE}
+# inference.<field>: (low, high), SpeakConfig's ranges and the vocoder's LTP gain factor's
+_INFERENCE_NUMBERS = {"temperature": TEMPERATURE_RANGE, "pause_s": PAUSE_RANGE, "ltp_gain_scale": LTP_GAIN_SCALE_RANGE}
 
 
 def _check_inference(path: Path, infer: Any, *, pitch: bool) -> None:

@@ -443,7 +443,8 @@ class WaveRNN(nn.Module):
         return cond @ self.masked_weight_ih()[:, self.n_in:].T + self.gru.bias_ih_l0
 
     @torch.no_grad()
-    def infer(self, mel: torch.Tensor, uniforms, *, temperature: float = 1.0, return_logits: bool = False):
+    def infer(self, mel: torch.Tensor, uniforms, *, temperature: float = 1.0, return_logits: bool = False,
+              ltp_gain_scale: float = 1.0):
         """Generate audio one sample at a time, exactly as docs/ARCHITECTURE.md orders it.
 
         This is the slow reference the engine is checked against, not a fast path.
@@ -453,16 +454,18 @@ class WaveRNN(nn.Module):
             uniforms: (T * hop, 2) float64 in [0, 1); ``[t, 0]`` draws c_t, ``[t, 1]`` draws f_t.
             temperature: softmax temperature (> 0).
             return_logits: also return the (pre-temperature) logits of both heads.
+            ltp_gain_scale: with ``config.ltp``, every frame's long-term predictor gain times this
+                (:func:`wavern.dsp.ltp_params`' ``gain_scale``; the engine's ``Vocoder.ltp_gain_scale``).
 
         Returns:
             (T * hop,) int16 tensor, or with ``return_logits`` an :class:`InferResult`
             (samples, coarse_logits, fine_logits) — the samples field is the same tensor.
         """
-        result = self._reference_loop(mel, uniforms, temperature=temperature)
+        result = self._reference_loop(mel, uniforms, temperature=temperature, ltp_gain_scale=ltp_gain_scale)
         return result[0] if not return_logits else InferResult(*result[:3])
 
     def _reference_loop(self, mel, uniforms=None, *, temperature: float = 1.0,
-                        forced_audio: torch.Tensor | None = None):
+                        forced_audio: torch.Tensor | None = None, ltp_gain_scale: float = 1.0):
         """The per-sample loop. ``forced_audio`` (n,) replaces sampling (teacher forcing, for tests).
 
         Returns (samples int16 (n,), coarse_logits (n, 256), fine_logits (n, 256), states (n, H)).
@@ -493,7 +496,8 @@ class WaveRNN(nn.Module):
         ltp = self.config.ltp
         if ltp:  # each frame's (lag, gain) from its pitch features, and the residual r = s - p so far
             n_mels = self.config.n_mels
-            lag_gain = ltp_params(mel[:, n_mels:n_mels + 2].numpy(), self.config.mel).astype(np.float64).tolist()
+            lag_gain = ltp_params(mel[:, n_mels:n_mels + 2].numpy(), self.config.mel,
+                                  gain_scale=ltp_gain_scale).astype(np.float64).tolist()
             resid = [0.0] * (LTP_MAX_LAG + 1)  # r_{t-1}, r_{t-2}, ... newest first (0 before the start)
         param = next(self.parameters())
         gi_frames = self.frame_gates(mel.to(param.device))  # (T, 3H)

@@ -361,13 +361,22 @@ LTP_INPUT_SCALE = 512.0
 # filter amplify the net's unpredictable part by 1 / (1 - beta^2) in voiced stretches.
 LTP_GAIN_Q = (0.45, 0.55, 0.65, 0.75, 0.85, 0.95)
 LTP_GAIN = (0.0, 0.14, 0.2, 0.25, 0.3, 0.48)
+#: ``ltp_params(gain_scale=)``: the range of the factor (a voice's ``inference.ltp_gain_scale``) and the
+#: cap on the scaled gain (below 1, so the synthesis filter's pitch loop 1 / (1 - beta z^-T) stays stable).
+LTP_GAIN_SCALE_RANGE = (0.0, 3.0)
+LTP_GAIN_MAX = 0.95
 
 
-def ltp_params(features: np.ndarray, cfg: MelConfig = DEFAULT_MEL) -> np.ndarray:
+def ltp_params(features: np.ndarray, cfg: MelConfig = DEFAULT_MEL, *, gain_scale: float = 1.0) -> np.ndarray:
     """Long-term (pitch) predictor of every frame from its :func:`pitch_features`, (T, 2) float32:
     the lag ``T_f = rint(sr / f0)`` in samples (in [20, LTP_MAX_LAG - LTP_MAX_TAPS // 2]) and the gain ``beta_f``,
     piecewise linear in the periodicity q through (LTP_GAIN_Q, LTP_GAIN) (0 below 0.45, 0.48 from
     0.95 on); a frame with gain 0 has lag 0.
+
+    ``gain_scale``: a sampling-time factor on every gain, capped at :data:`LTP_GAIN_MAX` (training and
+    the model's targets use 1); the lags stay those of the unscaled gains, so a period input reads
+    the same residuals whatever the factor. More of the period in the synthesis filter keeps a free-running
+    vocoder voiced; without mel matching it also costs intelligibility (docs/bench/lpc_vocoder.md).
 
     An LPC vocoder with ``ltp`` predicts its residual ``r_t = s_t - p_t`` by ``beta r_{t - T}``
     (CELP's adaptive codebook), so a voiced stretch keeps its period in the synthesis filter
@@ -379,7 +388,13 @@ def ltp_params(features: np.ndarray, cfg: MelConfig = DEFAULT_MEL) -> np.ndarray
     f0 = PITCH_REFERENCE_HZ * np.exp2(np.clip(features[:, 0].astype(np.float64), -4.0, 4.0))
     lag = np.clip(np.rint(cfg.sample_rate / f0), 20, LTP_MAX_LAG - LTP_MAX_TAPS // 2)
     gain = np.interp(features[:, 1].astype(np.float64), LTP_GAIN_Q, LTP_GAIN)
-    return np.stack([np.where(gain > 0, lag, 0.0), gain], axis=1).astype(np.float32)
+    lag = np.where(gain > 0, lag, 0.0)
+    if gain_scale != 1.0:
+        lo, hi = LTP_GAIN_SCALE_RANGE
+        if not lo <= gain_scale <= hi:
+            raise ParameterError(f"LTP gain scale must be in [{lo:g}, {hi:g}], found {gain_scale!r}")
+        gain = np.minimum(gain * gain_scale, LTP_GAIN_MAX)
+    return np.stack([lag, gain], axis=1).astype(np.float32)
 
 
 #: A vocoder with the phase input (``VocoderConfig.phase_input``) reads ``PHASE_INPUT_GAIN * sin(2 pi k phi)``

@@ -435,7 +435,7 @@ def _export(cfg, model, path):
 
 def _engine_against_reference(tmp_path, *, model_seed: int, mel_seed: int, rng_seed: int, lpc_order: int = 0,
                               excitation: str = "linear", ltp: bool = False, ltp_input: bool = False,
-                              taps: int = 1, phase: int = 0, voicing=None):
+                              taps: int = 1, phase: int = 0, voicing=None, ltp_gain_scale: float = 1.0):
     """The exported model in the engine and the torch reference loop, same uniforms: samples
     identical, logits to float32 rounding. Returns the engine's samples. With ``ltp`` the mel is
     followed by pitch features (a 110 Hz voice, periodicity falling from 0.99 to 0.4, or the
@@ -456,9 +456,10 @@ def _engine_against_reference(tmp_path, *, model_seed: int, mel_seed: int, rng_s
         pitch = np.stack([np.full(frames, np.log2(110 / 120)), q], axis=1)
         mel = np.ascontiguousarray(np.concatenate([mel, pitch.astype(np.float32)], axis=1))
     u = K.uniforms(K.rng_state(rng_seed), n)
-    ref = model.infer(torch.from_numpy(mel), u, temperature=1.0, return_logits=True)
+    ref = model.infer(torch.from_numpy(mel), u, temperature=1.0, return_logits=True, ltp_gain_scale=ltp_gain_scale)
     logits = np.zeros((n, 2, 256), np.float32)
-    out = voc.generate(voc.frame_inputs(mel), voc.new_state(seed=rng_seed), n, logits_out=logits)
+    out = voc.generate(voc.frame_inputs(mel, ltp_gain_scale=ltp_gain_scale), voc.new_state(seed=rng_seed), n,
+                       logits_out=logits)
     np.testing.assert_array_equal(out, ref.samples.numpy())
     ref_logits = np.stack([ref.coarse_logits.numpy(), ref.fine_logits.numpy()], axis=1)
     np.testing.assert_allclose(logits, ref_logits, rtol=0, atol=1e-4 * np.abs(ref_logits).max())
@@ -580,6 +581,18 @@ def test_ltp_engine_equals_torch_reference_loop(tmp_path, excitation, ltp_input,
                                          excitation=excitation, ltp=True, ltp_input=True, taps=taps, phase=phase,
                                          voicing=RE_VOICED)
         assert not np.array_equal(out, out2)
+
+
+def test_a_scaled_ltp_gain_runs_as_in_the_torch_reference_loop(tmp_path):
+    """A voice's inference.ltp_gain_scale: the engine with every frame's long-term gain x 1.6 (capped at
+    0.95 where 0.99-periodic frames would pass it: 0.48 x 2.5) draws what the reference loop draws
+    with the same factor, and other samples than at 1."""
+    kw = dict(model_seed=5, mel_seed=6, rng_seed=8, lpc_order=10, excitation="linear", ltp=True, ltp_input=True,
+              taps=5)
+    base = _engine_against_reference(tmp_path, **kw)
+    for scale in (1.6, 2.5):
+        out = _engine_against_reference(tmp_path, **kw, ltp_gain_scale=scale)
+        assert not np.array_equal(out, base)
 
 
 def test_the_phase_input_changes_the_samples(tmp_path):

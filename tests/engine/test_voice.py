@@ -478,6 +478,7 @@ def _edited(src, tmp_path, name: str, edit) -> Path:
     ("list", lambda m: m.update(inference=[1]), "'inference' must be an object"),
     ("hot", lambda m: m["inference"].update(temperature="hot"), "inference.temperature"),
     ("pause", lambda m: m["inference"].update(pause_s=1e9), "inference.pause_s"),
+    ("ltp", lambda m: m["inference"].update(ltp_gain_scale=9), "inference.ltp_gain_scale"),
     ("speaker", lambda m: m["inference"].update(speaker=5), "inference.speaker"),
     ("speakers", lambda m: m["acoustic"].update(speakers="abc"), "acoustic.speakers"),
     ("blocks", lambda m: m["vocoder"].update(cond_blocks=0), "cond_blocks"),
@@ -1117,3 +1118,34 @@ def _wav_via_file(audio, sr):
 
     with tempfile.TemporaryDirectory() as d:
         return write_audio(Path(d) / "a.wav", audio, sr).read_bytes()
+
+
+def test_a_voices_ltp_gain_scale_acts_in_mel_matched_requests_only(tmp_path):
+    """inference.ltp_gain_scale: a mel-matched request samples with every frame's long-term gain
+    scaled (stream, renderer and copy synthesis draw other samples than at scale 1); a request
+    without mel matching (postfilter=False, passes=0) draws exactly what the unscaled voice does."""
+    from voice_factory import make_tiny_voice, voice_with_inference
+
+    from wavern.engine.batch import render_utterance
+
+    base = make_tiny_voice(tmp_path / "base", lpc_order=16, seed=3, excitation="linear", ltp=True, ltp_input=True)
+    mm = {"cap": 4.0, "floor": 0.001, "iterations": 2}
+    plain = voice_with_inference(base, tmp_path / "plain", melmatch=mm)
+    scaled = voice_with_inference(base, tmp_path / "scaled", melmatch=mm, ltp_gain_scale=1.8)
+    text = "A voiced sentence is here."
+
+    def streamed(v, cfg=None):
+        return np.concatenate([c.samples for c in v.stream(text, cfg, seed=4)])
+
+    x = (0.3 * np.sin(2 * np.pi * 110 * np.arange(8000) / 22050)).astype(np.float32)
+    with Voice.load(plain) as a, Voice.load(scaled) as b:
+        assert (a.ltp_gain_scale, b.ltp_gain_scale) == (1.0, 1.8)
+        assert b.ltp_scale_for(b.melmatch) == 1.8 and b.ltp_scale_for(None) == 1.0
+        assert not np.array_equal(streamed(a), streamed(b))
+        assert not np.array_equal(render_utterance(a, text, seed=4).samples, render_utterance(b, text, seed=4).samples)
+        assert not np.array_equal(a.vocode(x, seed=1), b.vocode(x, seed=1))
+        for cfg in (SpeakConfig(postfilter=False), SpeakConfig(passes=0)):
+            np.testing.assert_array_equal(streamed(a, cfg), streamed(b, cfg))
+            np.testing.assert_array_equal(render_utterance(a, text, cfg, seed=4).samples,
+                                          render_utterance(b, text, cfg, seed=4).samples)
+        np.testing.assert_array_equal(a.vocode(x, seed=1, postfilter=False), b.vocode(x, seed=1, postfilter=False))

@@ -277,6 +277,14 @@ def test_ltp_config_and_params():
     params = ltp_params(np.array([[0.0, 0.95], [1.0, 0.7], [0.0, 0.3], [-5.0, 0.9], [0.0, 1.0]], np.float32))
     np.testing.assert_allclose(params[:, 0], [np.rint(22050 / 120), np.rint(22050 / 240), 0, 391, np.rint(22050 / 120)])
     np.testing.assert_allclose(params[:, 1], [0.48, 0.225, 0.0, 0.39, 0.48], atol=1e-6)
+    feats = np.array([[0.0, 0.95], [1.0, 0.7], [0.0, 0.3], [-5.0, 0.9], [0.0, 1.0]], np.float32)
+    for k, want in ((1.5, [0.72, 0.3375, 0.0, 0.585, 0.72]), (2.5, [0.95, 0.5625, 0.0, 0.95, 0.95]),
+                    (0.0, [0.0] * 5)):
+        scaled = ltp_params(feats, gain_scale=k)  # a sampling-time factor, capped at LTP_GAIN_MAX
+        np.testing.assert_allclose(scaled[:, 1], want, atol=1e-6)
+        np.testing.assert_array_equal(scaled[:, 0], params[:, 0])  # the lags of the unscaled gains, even at 0
+    with pytest.raises(ParameterError, match="LTP gain scale"):
+        ltp_params(feats, gain_scale=3.5)
 
 
 def _residual_one_period_back(audio, rows, offset: int = 0):
