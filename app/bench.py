@@ -323,10 +323,14 @@ def _pct(x, qs=(50, 90)) -> dict:
 
 
 def _blas_threads() -> int | None:
-    """The most threads any loaded BLAS runs with (None: no BLAS found)."""
+    """The threads numpy's BLAS (the acoustic model's) runs with; where it cannot be told apart, the
+    most any loaded BLAS runs with (None: no BLAS found). Not simply the most: a BLAS loaded after the
+    voice set its threads (scipy's, say, which the voice never multiplies with) keeps the host's count."""
     from threadpoolctl import threadpool_info
 
-    counts = [lib["num_threads"] for lib in threadpool_info() if lib.get("user_api") == "blas"]
+    blas = [lib for lib in threadpool_info() if lib.get("user_api") == "blas"]
+    numpy_own = [lib["num_threads"] for lib in blas if "numpy" in Path(lib.get("filepath", "")).parent.name]
+    counts = numpy_own or [lib["num_threads"] for lib in blas]
     return max(counts) if counts else None
 
 
