@@ -125,6 +125,9 @@ SHIPPED_POSTFILTER = {"gamma_num": 0.92, "gamma_den": 0.96, "tilt": 0.2, "order"
 #: acoustic model's mel with the band gains' logs smoothed over 1.5 bands, of a measured mel band by band
 SHIPPED_MELMATCH = {"cap": 4.0, "floor": 0.001, "iterations": 8, "smooth": 1.5}
 SHIPPED_MELMATCH_MEASURED = {"cap": 4.0, "floor": 0.001, "iterations": 8}
+#: The shipped voice's long-term predictor gain factor in mel-matched requests (``inference.ltp_gain_scale``,
+#: ``Voice.ltp_scale_for``; assets/training/README.md "Session 21")
+SHIPPED_LTP_GAIN_SCALE = 1.6
 
 PRESETS: dict[str, dict[str, Any]] = {
     # The bootstrap voice: small enough to build in minutes on 2 cores, with the default's
@@ -140,7 +143,7 @@ PRESETS: dict[str, dict[str, Any]] = {
                               vocoder=dict(hidden_size=64, cond_channels=32, cond_blocks=1, prune_start_step=100,
                                            prune_ramp_steps=150, prune_every_steps=50, target_density=0.5,
                                            **_PERIOD_VOCODER)),
-                 postfilter=True, melmatch=True),
+                 postfilter=True, melmatch=True, ltp_gain_scale=SHIPPED_LTP_GAIN_SCALE),
     # The shipped voice's configuration, from nothing in one run per model. The shipped models
     # got there in stages over sessions (assets/training/README.md: the acoustic model gained its
     # pitch and prosody inputs by fine-tuning, the vocoder its LPC, long-term predictor and period
@@ -161,7 +164,7 @@ PRESETS: dict[str, dict[str, Any]] = {
                                               target_density=0.05, prune_start_step=2000, prune_ramp_steps=8000,
                                               prune_every_steps=200, **_PERIOD_VOCODER)),
                     postfilter=SHIPPED_POSTFILTER, melmatch=SHIPPED_MELMATCH,
-                    melmatch_measured=SHIPPED_MELMATCH_MEASURED),
+                    melmatch_measured=SHIPPED_MELMATCH_MEASURED, ltp_gain_scale=SHIPPED_LTP_GAIN_SCALE),
 }
 
 
@@ -236,7 +239,7 @@ def build_voice(cfg: VoiceBuildConfig) -> dict[str, Any]:
     assemble_from_runs(out, acoustic_checkpoint=runs / "acoustic" / "checkpoint.pt",
                        vocoder_checkpoint=runs / "vocoder" / "checkpoint.pt", corpus_dir=corpus, name=name,
                        card=card, postfilter=p["postfilter"], melmatch=p.get("melmatch", False),
-                       melmatch_measured=p.get("melmatch_measured"),
+                       melmatch_measured=p.get("melmatch_measured"), ltp_gain_scale=p.get("ltp_gain_scale"),
                        metrics={"acoustic_held_out": held_out["acoustic"], "vocoder_held_out": held_out["vocoder"],
                                 "last_call_wall_s": round(time.time() - t0, 1)})
     prov = json.loads((out / "voice.json").read_text()).get("provenance", {})
@@ -300,7 +303,8 @@ DEFAULT_SPEAKER = "en+m6"
 def assemble_from_runs(out_dir: str | Path, *, acoustic_checkpoint: str | Path, vocoder_checkpoint: str | Path,
                        corpus_dir: str | Path, name: str = "default", metrics: dict[str, Any] | None = None,
                        card: str = "", postfilter: bool | dict = True, melmatch: bool | dict = False,
-                       melmatch_measured: bool | dict | None = None, speaker: str | None = None) -> Path:
+                       melmatch_measured: bool | dict | None = None, speaker: str | None = None,
+                       ltp_gain_scale: float | None = None) -> Path:
     """Write a voice folder from the current checkpoints of an acoustic and a vocoder run.
 
     This is how the shipped voice is refreshed while the long runs continue: whatever step
@@ -310,6 +314,8 @@ def assemble_from_runs(out_dir: str | Path, *, acoustic_checkpoint: str | Path, 
     mel matching after it (``wavern.engine.melmatch``) of the acoustic model's mel, and
     ``melmatch_measured`` of a mel measured from audio (None: as ``melmatch``). ``speaker``: the voice's
     default speaker (None: :data:`DEFAULT_SPEAKER` where the model has it, else its first).
+    ``ltp_gain_scale``: ``inference.ltp_gain_scale`` (the long-term gains' factor in mel-matched
+    requests; None: none written, so 1).
     """
     from wavern.engine.postfilter import PostfilterConfig
 
@@ -336,6 +342,8 @@ def assemble_from_runs(out_dir: str | Path, *, acoustic_checkpoint: str | Path, 
         else:
             mm_cfg = MelMatchConfig() if melmatch_measured is True else MelMatchConfig.from_dict(melmatch_measured)
             pf["melmatch_measured"] = mm_cfg.to_dict()
+    if ltp_gain_scale is not None:
+        pf["ltp_gain_scale"] = float(ltp_gain_scale)
     speakers = acoustic.config.speakers
     if speaker is None:
         speaker = DEFAULT_SPEAKER if DEFAULT_SPEAKER in speakers else speakers[0]

@@ -85,6 +85,7 @@ def test_train_voice_builds_the_shipped_architecture_from_a_corpus(tmp_path):
     try:
         assert v.has_prosody and v.vocoder.ltp and v.vocoder.ltp_input_taps == 5 and v.vocoder.lpc_order == 16
         assert v.postfilter is not None and v.melmatch is not None and v.melmatch_measured is v.melmatch
+        assert v.ltp_gain_scale == PRESETS["tiny"]["ltp_gain_scale"] == PRESETS["default"]["ltp_gain_scale"]
         assert v.synthesize("Hello there.", SpeakConfig(pitch=60, speaker="en-us"), seed=0).size > 0
     finally:
         v.close()
@@ -97,6 +98,9 @@ def test_train_voice_builds_the_shipped_architecture_from_a_corpus(tmp_path):
     assert (MelMatchConfig.from_dict(SHIPPED_MELMATCH_MEASURED)
             == MelMatchConfig.from_dict(shipped["inference"]["melmatch_measured"]))
     assert PRESETS["default"]["melmatch_measured"] == SHIPPED_MELMATCH_MEASURED
+    from wavern.training.voice import SHIPPED_LTP_GAIN_SCALE
+
+    assert PRESETS["default"]["ltp_gain_scale"] == SHIPPED_LTP_GAIN_SCALE == shipped["inference"]["ltp_gain_scale"]
 
 
 def test_assembly_writes_both_mel_matching_settings(runs, tmp_path):
