@@ -566,8 +566,9 @@ class Vocoder:
         ``threads`` threads), segment i drawing from ``rng_states(seed, N)[i]``, and
         :func:`crossfade_segments` joins them. ``ltp_gain_scale``: as :meth:`frame_inputs`.
         """
-        return self.render_frame_inputs(self.frame_inputs(mel, ltp_gain_scale=ltp_gain_scale), seed=seed, temperature=temperature,
-                                        fold_frames=fold_frames, overlap_frames=overlap_frames, threads=threads)
+        return self.render_frame_inputs(self.frame_inputs(mel, ltp_gain_scale=ltp_gain_scale), seed=seed,
+                                        temperature=temperature, fold_frames=fold_frames,
+                                        overlap_frames=overlap_frames, threads=threads)
 
     def render_frame_inputs(self, gi: np.ndarray, *, seed: int = 0, temperature: float = 1.0,
                             fold_frames: int | None = 40, overlap_frames: int = 4, threads: int = 1) -> np.ndarray:

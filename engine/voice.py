@@ -779,7 +779,8 @@ class Voice:
         hop = self.vocoder.hop
         n_new = p.n_frames * hop
         new_done = min(int(round(frac * p.n_frames)) * hop, n_new)
-        return new_done, n_new, _WindowedFrameInputs(self.vocoder, p, postfilter=postfilter, ltp_gain_scale=ltp_scale), p
+        return new_done, n_new, _WindowedFrameInputs(self.vocoder, p, postfilter=postfilter,
+                                                     ltp_gain_scale=ltp_scale), p
 
     def _word_timings(self, utt, part, offset: int) -> tuple[WordTiming, ...]:
         hop = self.vocoder.hop
