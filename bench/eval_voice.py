@@ -297,6 +297,8 @@ def _pitch(m: dict) -> str:
 
 
 def write_doc(out: Path, row: dict, rows: list[dict], cmd: str, voice, examples: dict | None = None) -> None:
+    from wavern.dsp import LTP_GAIN_MAX
+
     c, g, e = row["copy"], row["griffin_lim"], row["end_to_end"]
     lines = [
         "# The default voice: measured quality",
@@ -364,7 +366,7 @@ def write_doc(out: Path, row: dict, rows: list[dict], cmd: str, voice, examples:
                f"`inference.melmatch_measured`: {melmatch_label(row.get('melmatch_measured') or row['melmatch'])}) "
                "matches band by band." if row["melmatch"].get("smooth") else "")
             + (f" With mel matching the vocoder samples with its long-term predictor's gains × "
-               f"{row['ltp_gain_scale']:g} (`inference.ltp_gain_scale`, capped at 0.95): the pitch loop of the "
+               f"{row['ltp_gain_scale']:g} (`inference.ltp_gain_scale`, capped at {LTP_GAIN_MAX:g}): the pitch loop of the "
                "synthesis filter keeps more of the period, so the voice stays voiced, and mel matching puts back "
                "the spectral envelope that costs; the rows without mel matching sample as the net was trained (× 1)."
                if row.get("ltp_gain_scale", 1.0) != 1.0 else "")] if row.get("melmatch") else []),

@@ -151,8 +151,8 @@ def _prepare(voice, text: str, config: SpeakConfig | None, *, seed: int, max_cha
     temperature = cfg.temperature if cfg.temperature is not None else voice.default_temperature
     pause_s = cfg.pause_s if cfg.pause_s is not None else voice.default_pause_s
     sr = voice.sample_rate
-    mm = voice.melmatch_for(cfg) if hasattr(voice, "melmatch_for") else None
-    acc = _Sentences(voice, voice.ltp_scale_for(mm) if hasattr(voice, "ltp_scale_for") else 1.0)
+    mm = voice.melmatch_for(cfg)
+    acc = _Sentences(voice, voice.ltp_scale_for(mm))
     # The stream's own sentence source (ParameterError for empty or unspeakable text).
     prosody = voice.prosody_of(cfg)  # ParameterError for pitch on a voice without the input
     if ssml is None:
