@@ -113,7 +113,11 @@ def main() -> int:
     ap.add_argument("--out", default=str(ROOT / "docs" / "VOICE.md"))
     ap.add_argument("--history", default=str(ROOT / "docs" / "voice_history.jsonl"))
     ap.add_argument("--examples", default=str(ROOT / "docs" / "voice"),
-                    help="folder for the 3 example WAVs, the spectrogram and the curve PNGs ('' to skip)")
+                    help="folder for the 3 example WAVs, the spectrogram and the curve PNGs ('' to skip: "
+                         "the doc then links none of them)")
+    ap.add_argument("--keep-examples", action="store_true",
+                    help="keep the example WAVs and the spectrogram already in --examples (they were made by an "
+                         "earlier run: a run that only measures adds no audio to git) and redraw the curve only")
     ap.add_argument("--metrics", default=str(ROOT / "runs" / "vocoder" / "metrics.jsonl"),
                     help="the vocoder run's metrics JSONL: its held-out loss joins the curve when it exists")
     args = ap.parse_args()
@@ -176,7 +180,7 @@ def main() -> int:
     examples = None
     if args.examples:
         examples = write_examples(Path(args.examples), voice, records, rows,
-                                  Path(args.metrics), seed=args.seed)
+                                  Path(args.metrics), seed=args.seed, remake=not args.keep_examples)
     write_doc(Path(args.out), row, rows, cmd, voice, examples)
     print(json.dumps(row, indent=1))
     return 0
@@ -189,10 +193,28 @@ def _rel(p: Path) -> str:
         return str(p)
 
 
-def write_examples(folder: Path, voice, records, rows: list[dict], metrics: Path, *, seed: int = 0) -> dict:
+def write_examples(folder: Path, voice, records, rows: list[dict], metrics: Path, *, seed: int = 0,
+                   remake: bool = True) -> dict:
     """Three end-to-end example WAVs (the shortest of the evaluated held-out sentences), one
     spectrogram PNG (espeak-ng / copy synthesis / end to end for the first example) and the curve
-    of the history rows (and the run's held-out loss) against vocoder steps."""
+    of the history rows (and the run's held-out loss) against vocoder steps.
+
+    ``remake=False`` keeps the WAVs and the spectrogram where all four exist (the texts are the
+    same three sentences: the shortest of ``records``) and draws the curve only."""
+    folder.mkdir(parents=True, exist_ok=True)
+    picked = sorted(records, key=lambda r: len(r.text))[:3]
+    texts = [r.text for r in picked]
+    made = [folder / f"example_{k}.wav" for k in range(1, len(picked) + 1)] + [folder / "spectrogram.png"]
+    if remake or not all(f.exists() for f in made):
+        if not remake:
+            print(f"[eval] {folder} lacks an example or its spectrogram: all are made again", flush=True)
+        _write_audio_examples(folder, voice, picked, seed)
+    _write_curve(folder, rows, metrics)
+    return {"folder": folder, "texts": texts}
+
+
+def _write_audio_examples(folder: Path, voice, picked, seed: int) -> None:
+    """write_examples' WAVs of ``picked`` and the spectrogram of the first."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -201,13 +223,9 @@ def write_examples(folder: Path, voice, records, rows: list[dict], metrics: Path
 
     from wavern.dsp import copy_features, int16_to_float, log_mel
 
-    folder.mkdir(parents=True, exist_ok=True)
-    picked = sorted(records, key=lambda r: len(r.text))[:3]
-    texts = []
     for k, r in enumerate(picked, 1):
         audio = voice.synthesize(r.text, seed=seed)
         sf.write(folder / f"example_{k}.wav", audio, voice.sample_rate, subtype="PCM_16")
-        texts.append(r.text)
     first = picked[0]
     ref = int16_to_float(first.audio())
     mel = log_mel(ref)
@@ -228,9 +246,17 @@ def write_examples(folder: Path, voice, records, rows: list[dict], metrics: Path
     fig.savefig(folder / "spectrogram.png", dpi=60)
     plt.close(fig)
 
+
+def _write_curve(folder: Path, rows: list[dict], metrics: Path) -> None:
+    """write_examples' curve.png: the history rows, and the run's held-out loss from ``metrics``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     if not metrics.exists() and (folder / "curve.png").exists():  # its loss panel needs the run's metrics
         print(f"[eval] {metrics} not found: {folder / 'curve.png'} kept as it is", flush=True)
-        return {"folder": folder, "texts": texts}
+        return
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.6))
     for order in sorted({r.get("vocoder_lpc_order", 0) for r in rows}):  # one set of curves per vocoder run kind
         run = [r for r in rows if r.get("vocoder_lpc_order", 0) == order]
@@ -266,7 +292,6 @@ def write_examples(folder: Path, voice, records, rows: list[dict], metrics: Path
     fig.tight_layout()
     fig.savefig(folder / "curve.png", dpi=80)
     plt.close(fig)
-    return {"folder": folder, "texts": texts}
 
 
 def kept_section(doc: Path, heading: str) -> list[str]:
@@ -381,7 +406,8 @@ def write_doc(out: Path, row: dict, rows: list[dict], cmd: str, voice, examples:
         "Vocoder LPC: 0 for the first run (the net makes the samples), P for the runs that model an order-P "
         "linear predictor's excitation, linearly or μ-law coded (steps count from 0 again for each run); "
         "+ LTP: with a long-term (pitch) predictor; + period ×K: the GRU reads K residuals around one period "
-        "back (its steps continue the LTP run's). Acoustic step: from 2026-11-30 07:02 the step of the pitch + prosody "
+        "back (its steps continue the LTP run's); (gains ×k): sampled with the long-term gains × k where mel "
+        "matched (`inference.ltp_gain_scale`; the columns without mel matching sample with × 1). Acoustic step: from 2026-11-30 07:02 the step of the pitch + prosody "
         "fine-tune, which started from step 5673 (through 2798 steps of a pitch fine-tune).",
         "",
         "| date | acoustic step | vocoder LPC | vocoder step | copy STOI | copy PESQ | copy phone acc | + post-filter: "
@@ -398,7 +424,8 @@ def write_doc(out: Path, row: dict, rows: list[dict], cmd: str, voice, examples:
         lpc = (f"{r.get('vocoder_lpc_order', 0)}{' μ-law' if r.get('vocoder_excitation') == 'mulaw' else ''}"
                f"{' + LTP' if r.get('vocoder_ltp') else ''}"
                f"{' + period ×' + str(r['vocoder_period_taps']) if r.get('vocoder_period_taps') else ''}"
-               f"{' + phase ×' + str(r['vocoder_phase_harmonics']) if r.get('vocoder_phase_harmonics') else ''}")
+               f"{' + phase ×' + str(r['vocoder_phase_harmonics']) if r.get('vocoder_phase_harmonics') else ''}"
+               f"{f' (gains ×{k:g})' if (k := r.get('ltp_gain_scale', 1.0)) != 1.0 else ''}")
         lines.append(f"| {r['date']} | {r['acoustic_step']} | {lpc} | {r['vocoder_step']} | "
                      f"{v['stoi']:.3f} | "
                      f"{v['pesq_wb']:.2f} | {v['phone_acc']:.3f} | {p} | {m} | "
