@@ -25,6 +25,13 @@ or a sparser one: a lower ``target_density`` with a pruning schedule moved to th
 fields in :data:`SCHEDULE_FIELDS` may change on ``init_from``, a compact checkpoint or a voice
 folder) prunes on from the masks it has once the schedule's cubic passes their sparsity.
 
+``distill_from`` names a frozen teacher (a larger or denser vocoder with the same inputs and targets,
+:func:`load_teacher`): each batch's loss becomes ``(1 - w) CE(data) + w CE(teacher)``, the second the
+cross-entropy against the teacher's own teacher-forced distributions on the same inputs (Hinton et
+al.'s soft targets, at temperature 1), ``w = distill_weight``. The logged and held-out ``loss`` stay
+the loss against the data; the train rows add ``soft``. A pruned or shrunk student recovers towards
+its teacher on every sample's whole distribution instead of on one drawn value.
+
 Data-parallel under ``torchrun`` (:mod:`wavern.training.distributed`; gloo on CPU, nccl on GPUs)::
 
     torchrun --standalone --nproc-per-node 2 -m wavern.training.vocoder_trainer --corpus data/corpus \\
@@ -109,6 +116,11 @@ class VocoderTrainConfig:
     # period_draws): free running's situation after a pulse of its own, one period deep (0: off)
     period_input_self: float = 0.0
     gta_prob: float = 0.0  # share of training segments conditioned on the acoustic model's GTA mel (training.gta)
+    # knowledge distillation: a teacher vocoder (a voice folder, or a full or compact checkpoint) with this
+    # run's inputs and targets (any size or sparsity), whose teacher-forced distributions on each batch
+    # join the data as soft targets, weighted distill_weight (WaveRNN.loss's soft_logits; 0 / None: off)
+    distill_from: str | None = None
+    distill_weight: float = 0.5
     threads: int = 2  # torch intra-op threads on the CPU
     bf16: str = "auto"  # "auto" (bf16 autocast where the CPU has native bf16), "on", "off"
     seed: int = 0
@@ -154,6 +166,8 @@ class VocoderTrainConfig:
         if self.period_input_self and (not self.vocoder.ltp_input or self.vocoder.excitation != "linear"):
             raise ParameterError("period_input_self needs a vocoder with the period input (--ltp-input) "
                                  "and the linear excitation code")
+        if not 0.0 <= self.distill_weight <= 1.0:
+            raise ParameterError(f"distill_weight must be in [0, 1], found {self.distill_weight}")
         if not self.lr > 0 or self.lr_min < 0:
             raise ParameterError(f"lr must be > 0 and lr_min >= 0, found {self.lr} and {self.lr_min}")
 
@@ -255,6 +269,8 @@ class VocoderTrainer:
         self._eval_batches: list | None = None
         #: Optional ``step -> lr`` that replaces :func:`lr_at` (``training.vocoder_gpu`` decays by wall time).
         self.lr_schedule: Callable[[int], float] | None = None
+        #: The distillation teacher (``cfg.distill_from``), frozen, or None.
+        self.teacher = load_teacher(cfg.distill_from, cfg.vocoder).to(self.device) if cfg.distill_from else None
 
     def _resolve_bf16(self, mode: str) -> bool:
         if mode == "off":
@@ -336,9 +352,15 @@ class VocoderTrainer:
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
         with self._autocast():
+            soft = None
+            if self.teacher is not None and cfg.distill_weight > 0:  # the same inputs, so the same situation
+                with torch.no_grad():
+                    soft = self.teacher.logits(mel, audio, prev_audio=prev, mel_pad=self.mel_pad, input_audio=inputs,
+                                               past=past, lpc=lpc, period_scale=period_scale, phase=phase,
+                                               period_draws=period_draws)
             loss = self.model.loss(mel, audio, prev_audio=prev, mel_pad=self.mel_pad, input_audio=inputs,
                                    past=past, lpc=lpc, period_scale=period_scale, phase=phase,
-                                   period_draws=period_draws)
+                                   period_draws=period_draws, soft_logits=soft, soft_weight=cfg.distill_weight)
         # 1.0 alone; else this rank's share of the rows. A non-finite loss on any rank stops every
         # rank before the step (the weights and the last checkpoint stay as they were).
         (w,), bad = loss_weights_and_any([audio.shape[0]], not torch.isfinite(loss.total), self.dist)
@@ -346,7 +368,7 @@ class VocoderTrainer:
             raise FloatingPointError(f"vocoder loss became {float(loss.total)} at step {self.step} (on this rank or "
                                      f"another); the last checkpoint is kept: resume it with a lower lr")
         self.optimizer.zero_grad(set_to_none=True)
-        (loss.total * w if self.dist.enabled else loss.total).backward()
+        (loss.objective * w if self.dist.enabled else loss.objective).backward()
         average_gradients(self.model, self.dist)
         grad_norm = float("nan")
         if cfg.optimizer == "adam" and cfg.grad_clip > 0:
@@ -354,10 +376,12 @@ class VocoderTrainer:
         self.optimizer.step()
         self.step += 1
         self.pruner.step(self.step)
-        total, coarse, fine = (v / self.dist.world_size for v in all_sum(
-            [w * float(loss.total.detach()), w * float(loss.coarse.detach()), w * float(loss.fine.detach())],
-            self.dist))  # the global batch's means
-        return {"loss": total, "coarse": coarse, "fine": fine, "grad_norm": grad_norm, "lr": lr}
+        parts = [loss.total, loss.coarse, loss.fine] + ([] if loss.soft is None else [loss.soft])
+        means = [v / self.dist.world_size for v in all_sum([w * float(t.detach()) for t in parts], self.dist)]
+        out = {"loss": means[0], "coarse": means[1], "fine": means[2], "grad_norm": grad_norm, "lr": lr}
+        if loss.soft is not None:  # cross-entropy against the teacher (the global batch's mean)
+            out["soft"] = means[3]
+        return out
 
     def eval_batches(self) -> list:
         """The fixed held-out segments :meth:`evaluate` measures on, drawn from
@@ -563,6 +587,41 @@ class VocoderTrainer:
                  voice_dir, self.step, kept_share)
 
 
+#: VocoderConfig fields a distillation teacher may differ in: its size and sparsity. Every other field
+#: (features, LPC, long-term predictor, period and phase inputs, excitation code, conditioning depth, so
+#: the padding) sets the inputs and targets, which teacher and student must share.
+TEACHER_FREE_FIELDS = ("hidden_size", "cond_channels", "block_rows", "block_cols", "target_density",
+                       "prune_start_step", "prune_ramp_steps", "prune_every_steps", "head_pruning")
+
+
+def load_teacher(path: str | Path, student: VocoderConfig) -> WaveRNN:
+    """A frozen vocoder to distil from: a voice folder (``voice.json`` + ``vocoder.safetensors``) or a
+    full or compact checkpoint. Refused (ParameterError) where it reads other inputs or predicts other
+    targets than ``student`` (anything outside :data:`TEACHER_FREE_FIELDS`)."""
+    from wavern.training.voice import load_vocoder_checkpoint
+    from wavern.vocoder.export import load_vocoder
+
+    path = Path(path)
+    if path.is_dir():
+        try:
+            config = VocoderConfig.from_dict(json.loads((path / "voice.json").read_text())["vocoder"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ParameterError(f"teacher {path} is not a voice folder with a vocoder config ({exc})") from exc
+        teacher = load_vocoder(path / "vocoder.safetensors", config)
+    else:
+        teacher, _ = load_vocoder_checkpoint(path)
+        config = teacher.config
+    diff = {f.name: (getattr(config, f.name), getattr(student, f.name)) for f in dataclasses.fields(config)
+            if f.name not in TEACHER_FREE_FIELDS and getattr(config, f.name) != getattr(student, f.name)}
+    if diff:
+        raise ParameterError(f"teacher {path} reads other inputs or predicts other targets than this run "
+                             f"(teacher, run): {diff}")
+    teacher.eval()
+    for p in teacher.parameters():
+        p.requires_grad_(False)
+    return teacher
+
+
 def train_vocoder(cfg: VocoderTrainConfig, *, on_step: Callable[[VocoderTrainer, dict], None] | None = None
                   ) -> VocoderTrainer:
     """Run (or resume) a vocoder training run until ``cfg.steps`` or a stop signal.
@@ -631,7 +690,8 @@ def _run(trainer: VocoderTrainer, cfg: VocoderTrainConfig,
             step = trainer.step
             if step % cfg.log_every_steps == 0 or step == cfg.steps:
                 dt = time.perf_counter() - t_window
-                mean = {k: float(np.mean([r[k] for r in window])) for k in ("loss", "coarse", "fine")}
+                mean = {k: float(np.mean([r[k] for r in window])) for k in ("loss", "coarse", "fine", "soft")
+                        if k in row}
                 if cfg.optimizer == "adam":
                     mean["grad_norm"] = float(np.mean([r["grad_norm"] for r in window]))
                 out = {"kind": "train", "step": step, **mean, "lr": row["lr"], "density": trainer.pruner.density(),
@@ -732,6 +792,12 @@ def _parse(argv: list[str] | None) -> VocoderTrainConfig:
     p.add_argument("--period-input-self", type=float, default=d.period_input_self,
                    help="share of segments whose residuals one period back are the model's own teacher-forced "
                         "draws (period input and long-term prediction; needs --ltp-input, linear code)")
+    p.add_argument("--distill-from", default=None, metavar="VOICE_OR_CHECKPOINT",
+                   help="distil from this vocoder (a voice folder or a checkpoint with this run's inputs and "
+                        "targets, any size or sparsity): its teacher-forced distributions join the data as soft "
+                        "targets")
+    p.add_argument("--distill-weight", type=float, default=d.distill_weight,
+                   help="with --distill-from: the soft targets' share of the loss (0-1)")
     p.add_argument("--input-noise", type=float, default=d.input_noise,
                    help="largest std (int16 units) of Gaussian noise on the fed-back samples (0: none)")
     p.add_argument("--threads", type=int, default=d.threads)
@@ -762,7 +828,7 @@ def _parse(argv: list[str] | None) -> VocoderTrainConfig:
         segment_frames=a.segment_frames, lr=a.lr, warmup_steps=a.warmup, lr_half_life_steps=a.lr_half_life,
         lr_min=a.lr_min, optimizer=a.optimizer, grad_clip=a.grad_clip, input_noise=a.input_noise, gta_prob=a.gta_prob,
         period_input_fade=a.period_input_fade, period_input_drop=a.period_input_drop,
-        period_input_self=a.period_input_self,
+        period_input_self=a.period_input_self, distill_from=a.distill_from, distill_weight=a.distill_weight,
         threads=a.threads, bf16=a.bf16,
         seed=a.seed, checkpoint_interval_s=a.checkpoint_interval, resume=a.resume, fresh=a.fresh,
         init_from=a.init_from,

@@ -39,9 +39,13 @@ FINE_INPUT_INIT = 1.0  # U(±a) for the fine byte input
 
 
 class VocoderLoss(NamedTuple):
-    total: torch.Tensor  # coarse + fine, nats per sample
+    total: torch.Tensor  # coarse + fine, nats per sample (against the data)
     coarse: torch.Tensor
     fine: torch.Tensor
+    # what training minimises: ``total``, or with a teacher's soft targets the mix of
+    # :meth:`WaveRNN.loss` (its cross-entropy against the teacher is ``soft``)
+    objective: torch.Tensor | None = None
+    soft: torch.Tensor | None = None
 
 
 class InferResult(NamedTuple):
@@ -213,19 +217,47 @@ class WaveRNN(nn.Module):
     def loss(self, mel: torch.Tensor, audio: torch.Tensor, *, prev_audio: torch.Tensor | None = None,
              mel_pad: int = 0, input_audio: torch.Tensor | None = None, past: torch.Tensor | None = None,
              lpc: torch.Tensor | None = None, period_scale: torch.Tensor | None = None,
-             phase: torch.Tensor | None = None, period_draws: torch.Tensor | None = None) -> VocoderLoss:
+             phase: torch.Tensor | None = None, period_draws: torch.Tensor | None = None,
+             soft_logits: tuple[torch.Tensor, torch.Tensor] | None = None, soft_weight: float = 0.0) -> VocoderLoss:
         """Mean cross-entropy (nats per sample) of the coarse and the fine byte, and their sum.
 
         Arguments as :meth:`hidden`. A uniform guess scores 2 ln 256 ≈ 11.09. With LPC the bytes
         are the excitation's; given the past samples it is a shift of the sample by an integer,
         so the two models' losses measure the same thing and compare directly.
+
+        ``soft_logits``: a teacher's (coarse, fine) logits for the same batch, time-major (N, B, 256)
+        (its :meth:`logits` with the same arguments): knowledge distillation. ``objective`` is then
+        ``(1 - soft_weight) * total + soft_weight * soft``, ``soft`` the cross-entropy of this model's
+        two distributions against the teacher's (both fine distributions given the true coarse byte,
+        as teacher forcing has them); ``total`` stays the loss against the data.
         """
         inputs, target = self._inputs(audio, prev_audio, input_audio, past, lpc, period_scale, phase, period_draws)
         coarse_logits, fine_logits = self._head_logits(self._states(mel, inputs, mel_pad, audio.shape))
         coarse, fine = split_bytes(target.t())  # (N, B), time-major like the logits
         ce_c = F.cross_entropy(coarse_logits.reshape(-1, N_CLASSES).float(), coarse.reshape(-1))
         ce_f = F.cross_entropy(fine_logits.reshape(-1, N_CLASSES).float(), fine.reshape(-1))
-        return VocoderLoss(ce_c + ce_f, ce_c, ce_f)
+        total = ce_c + ce_f
+        if soft_logits is None:
+            return VocoderLoss(total, ce_c, ce_f, total)
+        if not 0.0 <= soft_weight <= 1.0:
+            raise ParameterError(f"soft_weight must be in [0, 1], found {soft_weight}")
+        soft = total.new_zeros(())
+        for mine, theirs in zip((coarse_logits, fine_logits), soft_logits):
+            if tuple(theirs.shape) != tuple(mine.shape):
+                raise ParameterError(f"soft logits must be time-major {tuple(mine.shape)}, found {tuple(theirs.shape)}")
+            p = F.softmax(theirs.detach().float(), dim=-1)
+            soft = soft - (p * F.log_softmax(mine.float(), dim=-1)).sum(-1).mean()
+        return VocoderLoss(total, ce_c, ce_f, (1.0 - soft_weight) * total + soft_weight * soft, soft)
+
+    def logits(self, mel: torch.Tensor, audio: torch.Tensor, *, prev_audio: torch.Tensor | None = None,
+               mel_pad: int = 0, input_audio: torch.Tensor | None = None, past: torch.Tensor | None = None,
+               lpc: torch.Tensor | None = None, period_scale: torch.Tensor | None = None,
+               phase: torch.Tensor | None = None, period_draws: torch.Tensor | None = None
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Teacher-forced (coarse, fine) logits, time-major (N, B, 256) each, with every argument of
+        :meth:`loss` (:meth:`forward` takes fewer and is batch-major): a teacher's for ``soft_logits``."""
+        inputs, _ = self._inputs(audio, prev_audio, input_audio, past, lpc, period_scale, phase, period_draws)
+        return self._head_logits(self._states(mel, inputs, mel_pad, audio.shape))
 
     def targets(self, audio: torch.Tensor, *, prev_audio: torch.Tensor | None = None,
                 past: torch.Tensor | None = None, lpc: torch.Tensor | None = None) -> torch.Tensor:

@@ -711,3 +711,82 @@ def test_shrink_vocoder_drops_the_cheapest_groups_and_a_run_continues_from_it(co
         assert not done.model.get_parameter(name)[~mask].any(), name
     with pytest.raises(ParameterError, match="multiple of 32"):
         shrink_vocoder(tmp_path / "run" / CHECKPOINT, tmp_path / "bad", to_hidden=48, cfg=cfg, voice=voice)
+
+
+# ---------------------------------------------------------------- distillation
+def _period_batch(tr):
+    tr.open_data()
+    return tr._to_tensors(tr.eval_batches()[0])
+
+
+def test_soft_targets_follow_their_closed_forms(corpus, tmp_path):
+    """WaveRNN.loss with a teacher's logits: a teacher sure of the data's bytes scores the data loss,
+    a uniform one scores the mean of ln 256 - ln q over the classes, and the objective mixes as documented;
+    logits() is the loss's own path (its cross-entropy against targets() is the loss)."""
+    import torch.nn.functional as F
+
+    from wavern.vocoder.model import split_bytes
+
+    root, _ = corpus
+    tr = VocoderTrainer(_cfg(root, tmp_path / "a", vocoder=PERIOD))
+    mel, audio, prev, past, lpc, phase = _period_batch(tr)
+    m = tr.model.eval()
+    kw = dict(prev_audio=prev, mel_pad=tr.mel_pad, past=past, lpc=lpc)
+    with torch.no_grad():
+        plain = m.loss(mel, audio, **kw)
+        lc, lf = m.logits(mel, audio, **kw)
+        coarse, fine = split_bytes(m.targets(audio, prev_audio=prev, past=past, lpc=lpc).t())
+        ce = (F.cross_entropy(lc.reshape(-1, 256), coarse.reshape(-1))
+              + F.cross_entropy(lf.reshape(-1, 256), fine.reshape(-1)))
+        torch.testing.assert_close(ce, plain.total)
+        sure = tuple(F.one_hot(t, 256).float() * 1e4 for t in (coarse, fine))  # all mass on the data's byte
+        got = m.loss(mel, audio, **kw, soft_logits=sure, soft_weight=0.25)
+        torch.testing.assert_close(got.soft, plain.total)
+        torch.testing.assert_close(got.total, plain.total)  # still the loss against the data
+        uniform = (torch.zeros_like(lc), torch.zeros_like(lf))
+        got = m.loss(mel, audio, **kw, soft_logits=uniform, soft_weight=0.25)
+        want = 0.0  # mean over positions and classes of -ln q, in float64
+        for x in (lc.double().numpy(), lf.double().numpy()):
+            top = x.max(-1, keepdims=True)
+            log_q = x - top - np.log(np.exp(x - top).sum(-1, keepdims=True))
+            want += float(np.mean(-log_q))
+        assert float(got.soft) == pytest.approx(want, rel=1e-5)
+        assert float(got.objective) == pytest.approx(0.75 * float(plain.total) + 0.25 * want, rel=1e-5)
+        with pytest.raises(ParameterError, match="soft_weight"):
+            m.loss(mel, audio, **kw, soft_logits=uniform, soft_weight=1.5)
+        with pytest.raises(ParameterError, match="time-major"):
+            m.loss(mel, audio, **kw, soft_logits=(lc.transpose(0, 1), lf), soft_weight=0.5)
+
+
+def test_a_run_distils_from_a_larger_teacher_and_weight_zero_changes_nothing(corpus, tmp_path):
+    """A teacher of another size (a checkpoint of its own run) trains a student: the train rows gain
+    'soft', the teacher's weights stay as loaded, and the soft targets move the student's weights;
+    at distill_weight 0 the run is the plain run bit for bit. A teacher with other inputs is refused."""
+    from wavern.training.vocoder_trainer import load_teacher
+
+    root, _ = corpus
+    big = dataclasses.replace(PERIOD, hidden_size=64)
+    train_vocoder(_cfg(root, tmp_path / "teacher", vocoder=big, steps=4))
+    teacher_ck = str(tmp_path / "teacher" / CHECKPOINT)
+    before = {k: v.clone() for k, v in load_teacher(teacher_ck, PERIOD).state_dict().items()}
+
+    rows: list[dict] = []
+    taught = train_vocoder(_cfg(root, tmp_path / "taught", vocoder=PERIOD, steps=4, distill_from=teacher_ck,
+                                distill_weight=0.5), on_step=lambda tr, row: rows.append(row))
+    assert all(np.isfinite(r["soft"]) and r["soft"] > 0 for r in rows)
+    for k, v in taught.teacher.state_dict().items():
+        assert torch.equal(v, before[k]), k
+    logged = [json.loads(x) for x in (tmp_path / "taught" / "metrics.jsonl").read_text().splitlines()]
+    assert all("soft" in r for r in logged if r["kind"] == "train")
+
+    plain = train_vocoder(_cfg(root, tmp_path / "plain", vocoder=PERIOD, steps=4))
+    off = train_vocoder(_cfg(root, tmp_path / "off", vocoder=PERIOD, steps=4, distill_from=teacher_ck,
+                             distill_weight=0.0))
+    for k, v in plain.model.state_dict().items():
+        assert torch.equal(off.model.state_dict()[k], v), k
+    assert any(not torch.equal(taught.model.state_dict()[k], v) for k, v in plain.model.state_dict().items())
+
+    with pytest.raises(ParameterError, match="lpc_order"):
+        load_teacher(teacher_ck, dataclasses.replace(PERIOD, lpc_order=6))
+    with pytest.raises(ParameterError, match="distill_weight"):
+        _cfg(root, tmp_path / "bad", vocoder=PERIOD, distill_from=teacher_ck, distill_weight=2.0)
