@@ -70,6 +70,9 @@ fi
 # units (python -m wavern.training.shrink, which chose and removed 2 groups of 16 units per half;
 # assets/training/README.md "Session 20"), fine-tuned with the same options at --hidden 320 ($VOC).
 # Without its checkpoint here it starts from the shipped voice folder (320 units since then).
+# Session 22 tried distilling it from the 10 % vocoder (--distill-from, the voice folder at commit
+# 9d5265d): 0.002 nats ahead step for step at 1.57x the step time, so h320 continues without it
+# (assets/training/README.md "Session 22").
 RUN=h320
 mkdir -p runs/$RUN
 if [ -f runs/$RUN/checkpoint.pt ]; then START="--resume"; else START="--init-from assets/voices/default"; fi
