@@ -210,8 +210,8 @@ class WaveRNN(nn.Module):
             (coarse_logits, fine_logits), each (B, T * hop, 256) float; with LPC they are the
             distributions of the excitation's bytes (:meth:`targets`).
         """
-        coarse_logits, fine_logits = self._logits(mel, audio, prev_audio=prev_audio, mel_pad=mel_pad,
-                                                  past=past, lpc=lpc, phase=phase)
+        coarse_logits, fine_logits = self.logits(mel, audio, prev_audio=prev_audio, mel_pad=mel_pad,
+                                                 past=past, lpc=lpc, phase=phase)
         return coarse_logits.transpose(0, 1), fine_logits.transpose(0, 1)
 
     def loss(self, mel: torch.Tensor, audio: torch.Tensor, *, prev_audio: torch.Tensor | None = None,
@@ -442,14 +442,6 @@ class WaveRNN(nn.Module):
         half = self.config.hidden_size // 2
         return self.O2(F.relu(self.O1(hs[..., :half]))), self.O4(F.relu(self.O3(hs[..., half:])))
 
-    def _logits(self, mel: torch.Tensor, audio: torch.Tensor, *, prev_audio: torch.Tensor | None,
-                mel_pad: int, input_audio: torch.Tensor | None = None, past: torch.Tensor | None = None,
-                lpc: torch.Tensor | None = None,
-                phase: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Time-major teacher-forced logits, (N, B, 256) each."""
-        return self._head_logits(self.hidden(mel, audio, prev_audio=prev_audio, mel_pad=mel_pad,
-                                             input_audio=input_audio, past=past, lpc=lpc, phase=phase))
-
     @torch.no_grad()
     def draw(self, mel: torch.Tensor, audio: torch.Tensor, *, generator: torch.Generator | None = None,
              temperature: float = 1.0, **inputs) -> torch.Tensor:
@@ -458,7 +450,7 @@ class WaveRNN(nn.Module):
         its own given the true coarse byte. ``inputs``: as :meth:`forward` (``prev_audio``, ``mel_pad``,
         ``past``, ``lpc``, ``phase``). The stand-in for the model's own samples in ``period_draws``.
         """
-        coarse_logits, fine_logits = self._logits(mel, audio, **{"prev_audio": None, "mel_pad": 0, **inputs})
+        coarse_logits, fine_logits = self.logits(mel, audio, **inputs)
 
         def pick(logits: torch.Tensor) -> torch.Tensor:  # (N, B, 256) -> (N, B): sample_class's rule
             cs = torch.cumsum(torch.softmax(logits.reshape(-1, N_CLASSES).float() / temperature, dim=-1), dim=-1)
