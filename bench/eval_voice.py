@@ -407,8 +407,9 @@ def write_doc(out: Path, row: dict, rows: list[dict], cmd: str, voice, examples:
         "linear predictor's excitation, linearly or μ-law coded (steps count from 0 again for each run); "
         "+ LTP: with a long-term (pitch) predictor; + period ×K: the GRU reads K residuals around one period "
         "back (its steps continue the LTP run's); (gains ×k): sampled with the long-term gains × k where mel "
-        "matched (`inference.ltp_gain_scale`; the columns without mel matching sample with × 1). Acoustic step: from 2026-11-30 07:02 the step of the pitch + prosody "
-        "fine-tune, which started from step 5673 (through 2798 steps of a pitch fine-tune).",
+        "matched (`inference.ltp_gain_scale`; the columns without mel matching sample with × 1). Acoustic step: "
+        "from 2026-11-30 07:02 the step of the pitch + prosody fine-tune, which started from step 5673 (through "
+        "2798 steps of a pitch fine-tune).",
         "",
         "| date | acoustic step | vocoder LPC | vocoder step | copy STOI | copy PESQ | copy phone acc | + post-filter: "
         "STOI / PESQ / phone acc | + mel matching: STOI / PESQ / phone acc | acoustic (GL) phone acc | "

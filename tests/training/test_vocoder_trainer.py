@@ -721,7 +721,7 @@ def _period_batch(tr):
 
 def test_soft_targets_follow_their_closed_forms(corpus, tmp_path):
     """WaveRNN.loss with a teacher's logits: a teacher sure of the data's bytes scores the data loss,
-    a uniform one scores the mean of ln 256 - ln q over the classes, and the objective mixes as documented;
+    a uniform one scores the mean of -ln q over the classes, and the objective mixes as documented;
     logits() is the loss's own path (its cross-entropy against targets() is the loss)."""
     import torch.nn.functional as F
 
