@@ -109,9 +109,11 @@ def voice_speed(runs: int, seconds: float | None = None) -> dict:
     :data:`VOICE_TEXT`: samples per CPU-second of ``Vocoder.generate`` as the voice runs it (for an
     LPC voice the synthesis filter, with period inputs the residual taps, inside the loop), and
     of its network alone (``kernels._generate`` on the gate columns, the one-stream layout: what
-    a random vocoder of its shape measures in the table above). Each run makes the whole
-    sentence (``seconds``: only its first ``seconds`` of audio); the two alternate, run by run, so
-    that a noisy neighbour slows both alike. Medians of ``runs``, with the slowest and fastest."""
+    a random vocoder of its shape measures in the table above), and of the voice's whole waveform
+    stage (that audio then ``Voice.apply_postfilter``: the post-filter and mel matching, as
+    rendering runs them). Each run makes the whole sentence (``seconds``: only its first
+    ``seconds`` of audio); the rows alternate, run by run, so that a noisy neighbour slows them
+    alike. Medians of ``runs``, with the slowest and fastest."""
     from wavern.engine.voice import Voice
 
     v = Voice.load(VOICE)
@@ -123,23 +125,29 @@ def voice_speed(runs: int, seconds: float | None = None) -> dict:
         g3 = np.ascontiguousarray(gi[:, :3 * voc.hidden_size])
         n = gi.shape[0] * voc.hop if seconds is None else min(gi.shape[0] * voc.hop, int(seconds * SR))
         none = np.zeros((0, 2, K.N_CLASSES), np.float32)
-        rates: dict[str, list[float]] = {"full": [], "net": []}
+        rates: dict[str, list[float]] = {"full": [], "net": [], "stage": []}
         for r in range(runs + 1):
             st = voc.new_state(seed=1)
             t = time.thread_time()
-            voc.generate(gi, st, n)
-            full = n / (time.thread_time() - t)
+            audio = voc.generate(gi, st, n)
+            gen_s = time.thread_time() - t
+            full = n / gen_s
+            t = time.thread_time()
+            v.apply_postfilter(audio, mel[:-(-n // voc.hop)])  # the voice's post-filter and mel matching
+            stage = n / (gen_s + time.thread_time() - t)
             st = voc.new_state(seed=1)
             out = np.zeros(n, np.int16)
             t = time.thread_time()
             K._generate(g3, 0, 0, voc.hop, voc.stream_net, np.float32(1.0), st.h, st.prev, st.rng, out, none, st.work)
             if r:  # the first round warms the caches
                 rates["full"].append(full)
+                rates["stage"].append(stage)
                 rates["net"].append(n / (time.thread_time() - t))
         out = {k: float(np.median(x)) for k, x in rates.items()}
         out.update({f"{k}_range": (float(min(x)), float(max(x))) for k, x in rates.items()})
         out.update({"hidden": voc.hidden_size, "weights": voc.flops_per_sample / 2, "lpc": voc.lpc_order,
-                    "taps": int(voc._w_back.shape[0]), "frames": mel.shape[0], "seconds": n / SR, "runs": runs})
+                    "taps": int(voc._w_back.shape[0]), "frames": mel.shape[0], "seconds": n / SR, "runs": runs,
+                    "passes": v.melmatch.config.iterations if v.melmatch is not None else 0})
         return out
     finally:
         v.close()
@@ -416,7 +424,7 @@ def main() -> int:
               f"{flops * sps / 1e9:.1f} GFLOP/s | torch {tps:,.0f} samples/s (x{sps / tps:.0f})", flush=True)
     vs = voice_speed(3 if args.quick else 11, 1.0 if args.quick else None)
     print(f"shipped voice: {vs['full']:,.0f} samples/s RTF {SR / vs['full']:.3f} | network alone "
-          f"{vs['net']:,.0f} samples/s RTF {SR / vs['net']:.3f}", flush=True)
+          f"{vs['net']:,.0f} samples/s RTF {SR / vs['net']:.3f} | waveform stage {SR / vs['stage']:.3f}", flush=True)
     batch = batched_table(512, 0.1, 5.0 if args.quick else 20.0, 2 if args.quick else 3)
     for label, x_cpu, x_wall in batch:
         print(f"H=512 10 %: {label}: x{x_cpu:.1f} real time per CPU-second, x{x_wall:.1f} by wall clock", flush=True)
@@ -473,6 +481,9 @@ def main() -> int:
         f"**{SR / vs['full']:.3f}** | {SR / vs['full_range'][1]:.3f}-{SR / vs['full_range'][0]:.3f} |",
         f"| its network alone (`kernels._generate`, no period inputs, no synthesis) | {vs['net']:,.0f} | "
         f"{SR / vs['net']:.3f} | {SR / vs['net_range'][1]:.3f}-{SR / vs['net_range'][0]:.3f} |",
+        f"| the voice's whole waveform stage: that, then its post-filter and {vs['passes']} mel-matching passes "
+        f"(`Voice.apply_postfilter`, as rendering runs them) | {vs['stage']:,.0f} | **{SR / vs['stage']:.3f}** | "
+        f"{SR / vs['stage_range'][1]:.3f}-{SR / vs['stage_range'][0]:.3f} |",
         "",
         "Block-sparse matvec alone, 3H x H with H = 512, 10 % of blocks kept at random, per engine "
         "block shape (these numbers feed `kernels.MEASURED_GFLOPS`, which picks the layout at load):",

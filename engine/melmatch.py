@@ -35,6 +35,7 @@ import dataclasses
 from typing import Callable
 
 import numpy as np
+import scipy.fft
 
 from wavern.dsp import DEFAULT_MEL, MelConfig, _window, slaney_filterbank, soft_limit
 from wavern.engine.postfilter import LazyJit, settings_from_dict
@@ -101,18 +102,25 @@ class MelMatch:
         self._s_band, self._s_bin = (a.astype(np.int64) for a in np.nonzero(spread))
         self._w_spread = spread[self._s_band, self._s_bin]
         self.window = _window(mel_config.win_length, mel_config.n_fft).astype(np.float64)  # log_mel's own
-        self._w2 = self.window ** 2  # what each frame adds to the overlap-add's normaliser
         self._kernel = _smoothing(self.n_mels, float(config.smooth))
+        live = self._kernel > 0  # each band's smoothing weights: a run of bands around it
+        self._k_lo = np.argmax(live, axis=1).astype(np.int64) if live.size else np.zeros(0, np.int64)
+        self._k_hi = (live.shape[1] - np.argmax(live[:, ::-1], axis=1)).astype(np.int64) if live.size else self._k_lo
 
     def _filter_frames(self, frames: np.ndarray, mel: np.ndarray) -> np.ndarray:
-        """Windowed frames (k, n_fft) and their mel rows (k, >= n_mels) → the frames to overlap-add."""
-        spec = np.fft.rfft(frames * self.window, axis=1)
-        want = np.exp(np.ascontiguousarray(np.asarray(mel, np.float64)[:, :self.n_mels]))
-        gains = np.zeros(spec.shape)
-        _gains(np.abs(spec), want, self._band, self._bin, self._w_fb, self._s_band, self._s_bin, self._w_spread,
-               float(self.config.floor), float(self.config.cap), self._kernel, gains)
-        np.minimum(gains[:, :self._below], 1.0, out=gains[:, :self._below])
-        return np.fft.irfft(spec * gains, n=self.n_fft, axis=1) * self.window
+        """Windowed frames (k, n_fft) and their mel rows (k, >= n_mels) → the filtered frames (k,
+        n_fft), not yet windowed again (the overlap-add does that). The transcendental functions
+        run on whole blocks in numpy (vectorised), the loops in numba."""
+        spec = scipy.fft.rfft(frames, axis=1)
+        want = np.exp(np.asarray(mel, np.float64)[:, :self.n_mels])
+        g = np.empty(want.shape)
+        _band_gains(spec, want, self._band, self._bin, self._w_fb, float(self.config.floor), float(self.config.cap), g)
+        if self._kernel.size:
+            lg = np.log(g)
+            _smooth(lg, self._kernel, self._k_lo, self._k_hi, g)
+            np.exp(g, out=g)
+        _spread(spec, g, self._s_band, self._s_bin, self._w_spread, self._below, np.empty(spec.shape[1]))
+        return scipy.fft.irfft(spec, n=self.n_fft, axis=1, overwrite_x=True)
 
     def load(self) -> None:
         """Compile (or load from numba's cache) the band-gain loop now, not in a request's first chunk."""
@@ -236,14 +244,11 @@ class _Pass:
         return k * hop + half <= self.n_in and half - k * hop < self.n_in  # no right edge yet; left reflection in
 
     def _windows(self, k0: int, k1: int) -> np.ndarray:
-        half, hop = self.mm.n_fft // 2, self.mm.hop
-        idx = (np.arange(k0, k1) * hop - half)[:, None] + np.arange(self.mm.n_fft)  # sample indices
-        if self.reflect:
-            idx = np.where(idx < 0, -idx, idx)
-            idx = np.where(idx > self.n - 1, 2 * (self.n - 1) - idx, idx)
-            return self.x[idx - self.x0]
-        inside = (idx >= 0) & (idx < self.n)
-        return np.where(inside, self.x[np.clip(idx, 0, max(self.n - 1, 0)) - self.x0], 0.0)
+        """Frames k0..k1 of the segment, windowed (k1 - k0, n_fft): the padded edges as log_mel pads."""
+        mm = self.mm
+        out = np.empty((k1 - k0, mm.n_fft))
+        _frames(self.x, self.x0, self.n, k0, mm.hop, self.reflect, mm.window, out)
+        return out
 
     def push(self, a: np.ndarray) -> np.ndarray:
         """The next float samples of the segment in; the output samples now final out (possibly none)."""
@@ -266,10 +271,7 @@ class _Pass:
             if grow > 0:
                 self.acc = np.concatenate([self.acc, np.zeros(grow)])
                 self.norm = np.concatenate([self.norm, np.zeros(grow)])
-            for j, k in enumerate(range(k0, k1)):  # in frame order, as a whole-segment pass
-                at = k * hop - self.a0
-                self.acc[at:at + mm.n_fft] += out[j]
-                self.norm[at:at + mm.n_fft] += mm._w2
+            _overlap_add(self.acc, self.norm, out, mm.window, k0 * hop - self.a0, hop)
             self.next_frame = k1
         if self.n_in == self.n:  # every frame is in: the rest is final
             final = self.n
@@ -300,39 +302,100 @@ class _Pass:
 
 def _smoothing(n_bands: int, width: float) -> np.ndarray:
     """Rows of a Gaussian of ``width`` bands over the band index, each summing to 1 (cut at the
-    edges and renormalised); an empty (0, 0) matrix for ``width`` 0 (no smoothing)."""
+    edges and renormalised; the weights below 1e-20 of the centre's, over 9.6 widths away, are
+    dropped: they move no gain), an empty (0, 0) matrix for ``width`` 0 (no smoothing)."""
     if width <= 0.0:
         return np.zeros((0, 0))
     d = np.arange(n_bands)[:, None] - np.arange(n_bands)[None, :]
     k = np.exp(-0.5 * (d / width) ** 2)
+    k[k < 1e-20] = 0.0
     return k / k.sum(axis=1, keepdims=True)
 
 
-def _gains_py(mag, want, band, bins, w_fb, s_band, s_bin, w_spread, floor, cap, kernel, out):  # pragma: no cover
-    """Frame by frame (the same sums whatever the chunking): band magnitudes through the filterbank's
-    non-zeros, clipped gains to the target (their logs averaged over neighbouring bands by
-    ``kernel`` when it is not empty), spread over the bins (``out`` zeroed by the caller)."""
+def _frames_py(x, x0, n, k0, hop, reflect, window, out):  # pragma: no cover
+    """out[j] = window × the samples of frame k0 + j (centred: sample (k0 + j) hop − n_fft/2 + i),
+    ``x`` holding the segment's samples from ``x0``; outside [0, n) reflected when ``reflect``,
+    else zeros (log_mel's padding)."""
+    n_fft = window.shape[0]
+    half = n_fft // 2
+    for j in range(out.shape[0]):
+        s0 = (k0 + j) * hop - half
+        if s0 >= 0 and s0 + n_fft <= n:  # inside the segment: a plain copy
+            for i in range(n_fft):
+                out[j, i] = window[i] * x[s0 + i - x0]
+            continue
+        for i in range(n_fft):
+            t = s0 + i
+            if reflect:
+                if t < 0:
+                    t = -t
+                if t > n - 1:
+                    t = 2 * (n - 1) - t
+                out[j, i] = window[i] * x[t - x0]
+            elif 0 <= t < n:
+                out[j, i] = window[i] * x[t - x0]
+            else:
+                out[j, i] = 0.0
+
+
+def _overlap_add_py(acc, norm, frames, window, at, hop):  # pragma: no cover
+    """acc[at + j hop + i] += window[i] frames[j, i] and norm[...] += window[i]², frame by frame in
+    order (so a sample's sum is the same whatever the chunking)."""
+    n_fft = window.shape[0]
+    for j in range(frames.shape[0]):
+        a = at + j * hop
+        for i in range(n_fft):
+            w = window[i]
+            acc[a + i] += w * frames[j, i]
+            norm[a + i] += w * w
+
+
+def _band_gains_py(spec, want, band, bins, w_fb, floor, cap, g):  # pragma: no cover
+    """g[f, b] = clip(want[f, b] / (frame f's magnitude in band b), floor, cap): the band magnitudes
+    of ``spec`` (k, n_bins) through the filterbank's non-zeros, frame by frame (the same sums
+    whatever the chunking)."""
     n_bands = want.shape[1]
     have = np.zeros(n_bands)
-    g = np.empty(n_bands)
-    lg = np.empty(n_bands)
-    for f in range(mag.shape[0]):
+    mag = np.empty(spec.shape[1])
+    for f in range(spec.shape[0]):
+        for k in range(spec.shape[1]):
+            re, im = spec[f, k].real, spec[f, k].imag
+            mag[k] = np.sqrt(re * re + im * im)
         have[:] = 0.0
         for j in range(band.size):
-            have[band[j]] += w_fb[j] * mag[f, bins[j]]
+            have[band[j]] += w_fb[j] * mag[bins[j]]
         for b in range(n_bands):
             v = want[f, b] / max(have[b], 1e-30)
-            g[b] = floor if v < floor else (cap if v > cap else v)
-        if kernel.shape[0] == n_bands:
-            for b in range(n_bands):
-                lg[b] = np.log(g[b])
-            for b in range(n_bands):
-                acc = 0.0
-                for k in range(n_bands):
-                    acc += kernel[b, k] * lg[k]
-                g[b] = np.exp(acc)
+            g[f, b] = floor if v < floor else (cap if v > cap else v)
+
+
+def _smooth_py(lg, kernel, k_lo, k_hi, out):  # pragma: no cover
+    """out[f, b] = sum of kernel[b, k] lg[f, k] over the bands k_lo[b] <= k < k_hi[b] (where the
+    kernel's weights are not negligible), in the order of k."""
+    for f in range(lg.shape[0]):
+        for b in range(lg.shape[1]):
+            acc = 0.0
+            for k in range(k_lo[b], k_hi[b]):
+                acc += kernel[b, k] * lg[f, k]
+            out[f, b] = acc
+
+
+def _spread_py(spec, g, s_band, s_bin, w_spread, below, g_bins):  # pragma: no cover
+    """spec[f] *= the band gains g[f] spread over the bins by the (band, bin, weight) triples, the
+    bins below ``below`` never above 1; ``g_bins``: scratch of n_bins."""
+    for f in range(spec.shape[0]):
+        g_bins[:] = 0.0
         for j in range(s_band.size):
-            out[f, s_bin[j]] += w_spread[j] * g[s_band[j]]
+            g_bins[s_bin[j]] += w_spread[j] * g[f, s_band[j]]
+        for k in range(below):
+            if g_bins[k] > 1.0:
+                g_bins[k] = 1.0
+        for k in range(spec.shape[1]):
+            spec[f, k] *= g_bins[k]
 
 
-_gains = LazyJit(_gains_py)
+_band_gains = LazyJit(_band_gains_py)
+_smooth = LazyJit(_smooth_py)
+_spread = LazyJit(_spread_py)
+_frames = LazyJit(_frames_py)
+_overlap_add = LazyJit(_overlap_add_py)

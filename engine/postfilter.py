@@ -193,6 +193,12 @@ def _filter_py(x, out, coefs, frame0, pos0, hop, hx, hw, z, past, seen0):  # pra
     n_frames, _, p1 = coefs.shape
     p = p1 - 1
     n_past = past.size
+    # the memories newest first, in rings written twice (at r and r + p) so that the p newest are
+    # always the run rx[r:r + p]: no shifting a sample, the same products in the same order
+    rx = np.empty(2 * p)
+    rw = np.empty(2 * p)
+    rx[:p], rx[p:], rw[:p], rw[p:] = hx, hx, hw, hw
+    r = 0
     for i in range(x.size):
         f = (pos0 + i) // hop - frame0
         f = 0 if f < 0 else (n_frames - 1 if f >= n_frames else f)
@@ -205,19 +211,31 @@ def _filter_py(x, out, coefs, frame0, pos0, hop, hx, hw, z, past, seen0):  # pra
             if j >= 0:  # the stream's first samples have no past
                 xi = (xi + wt * ((1.0 - fr) * past[j % n_past] + fr * past[(j + 1) % n_past])) / (1.0 + wt)
         past[(seen0 + i) % n_past] = x[i]
-        v = coefs[f, 0, 0] * xi
-        for k in range(p):
-            v += coefs[f, 0, k + 1] * hx[k]
-        w = v
-        for k in range(p):
-            w -= coefs[f, 1, k + 1] * hw[k]
+        # four partial sums a chain: one long chain of dependent adds was the loop's whole cost
+        a0 = a1 = a2 = a3 = 0.0
+        b0 = b1 = b2 = b3 = 0.0
+        k = 0
+        while k + 4 <= p:
+            a0 += coefs[f, 0, k + 1] * rx[r + k]
+            a1 += coefs[f, 0, k + 2] * rx[r + k + 1]
+            a2 += coefs[f, 0, k + 3] * rx[r + k + 2]
+            a3 += coefs[f, 0, k + 4] * rx[r + k + 3]
+            b0 += coefs[f, 1, k + 1] * rw[r + k]
+            b1 += coefs[f, 1, k + 2] * rw[r + k + 1]
+            b2 += coefs[f, 1, k + 3] * rw[r + k + 2]
+            b3 += coefs[f, 1, k + 4] * rw[r + k + 3]
+            k += 4
+        while k < p:
+            a0 += coefs[f, 0, k + 1] * rx[r + k]
+            b0 += coefs[f, 1, k + 1] * rw[r + k]
+            k += 1
+        w = coefs[f, 0, 0] * xi + ((a0 + a1) + (a2 + a3)) - ((b0 + b1) + (b2 + b3))
         out[i] = w + coefs[f, 2, 1] * z[0]
         z[0] = w
-        for k in range(p - 1, 0, -1):
-            hx[k] = hx[k - 1]
-            hw[k] = hw[k - 1]
-        hx[0] = xi
-        hw[0] = w
+        r = r - 1 if r > 0 else p - 1
+        rx[r], rx[r + p], rw[r], rw[r + p] = xi, xi, w, w
+    hx[:] = rx[r:r + p]
+    hw[:] = rw[r:r + p]
 
 
 class LazyJit:
