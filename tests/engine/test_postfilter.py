@@ -26,14 +26,16 @@ def _resonance(n: int, freq: float, seed: int = 0, *, bw: float = 80.0) -> np.nd
     return (0.3 * x / np.abs(x).max()).astype(np.float32)
 
 
-def test_constant_coefficients_equal_scipy_lfilter_of_the_whole_filter():
-    pf = Postfilter(PostfilterConfig(order=4), hop=32)
+@pytest.mark.parametrize("order", [4, 2, 7, 13])  # the filter sums in chains of four, the rest one by one
+def test_constant_coefficients_equal_scipy_lfilter_of_the_whole_filter(order):
+    pf = Postfilter(PostfilterConfig(order=order), hop=32)
     rng = np.random.default_rng(1)
-    a = np.array([1.0, -0.9, 0.5, -0.2, 0.1])
-    lag = np.arange(5)
+    a = np.array([1.0, -0.9, 0.5, -0.2, 0.1]) if order == 4 else np.poly(0.9 * rng.uniform(-1, 1, order))
+    lag = np.arange(order + 1)
     num, den = 0.7 * a * 0.8 ** lag, a * 0.95 ** lag
-    tilt = np.array([1.0, -0.3, 0, 0, 0])
-    coefs = np.tile(np.stack([num, den, tilt, np.zeros(5)])[None], (10, 1, 1))
+    tilt = np.zeros(order + 1)
+    tilt[:2] = 1.0, -0.3
+    coefs = np.tile(np.stack([num, den, tilt, np.zeros(order + 1)])[None], (10, 1, 1))
     x = rng.standard_normal(320)
     y = pf.apply(x.astype(np.float32), coefs, pf.new_state())
     ref = lfilter(np.convolve(num, [1.0, -0.3]), den, x.astype(np.float32).astype(np.float64))
