@@ -64,9 +64,10 @@ def pauses(voice, corpus: Path, n: int = 6, seed: int = 0) -> list[tuple]:
     return out
 
 
-def cost(voice, seconds: float = 20.0) -> tuple[float, float]:
+def cost(voice, seconds: float = 20.0, runs: int = 5) -> tuple[float, float]:
     """CPU seconds of mel matching per second of audio (a whole segment, and pushed in the
-    stream's chunk sizes), on random audio with a random mel."""
+    stream's chunk sizes), on random audio with a random mel: medians of ``runs``, the two ways
+    alternating, after one untimed round."""
     from wavern.dsp import log_mel
     from wavern.engine.voice import chunk_samples
 
@@ -74,16 +75,21 @@ def cost(voice, seconds: float = 20.0) -> tuple[float, float]:
     n = int(seconds * voice.sample_rate) // voice.vocoder.hop * voice.vocoder.hop
     x = np.rint(rng.standard_normal(n) * 3000).astype(np.int16)
     mel = log_mel((rng.standard_normal(n) * 0.1).astype(np.float32))[:n // voice.vocoder.hop]
-    t = time.process_time()
-    voice.melmatch.apply(x, mel)
-    whole = (time.process_time() - t) / seconds
-    s = voice.melmatch.stream(lambda a, b: mel[a:b], n)
-    t, at, k = time.process_time(), 0, 0
-    while at < n:
-        m = min(chunk_samples(k), n - at)
-        s.push(x[at:at + m])
-        at, k = at + m, k + 1
-    return whole, (time.process_time() - t) / seconds
+    times: tuple[list[float], list[float]] = ([], [])
+    for r in range(runs + 1):
+        t = time.process_time()
+        voice.melmatch.apply(x, mel)
+        whole = (time.process_time() - t) / seconds
+        s = voice.melmatch.stream(lambda a, b: mel[a:b], n)
+        t, at, k = time.process_time(), 0, 0
+        while at < n:
+            m = min(chunk_samples(k), n - at)
+            s.push(x[at:at + m])
+            at, k = at + m, k + 1
+        if r:
+            times[0].append(whole)
+            times[1].append((time.process_time() - t) / seconds)
+    return float(np.median(times[0])), float(np.median(times[1]))
 
 
 def main() -> int:
@@ -116,9 +122,11 @@ def main() -> int:
     seeds = [0] if args.quick else [0, 1]
     saved = args.out.with_suffix(".json")
     rows, gl = [], {}
+    measured_on = time.strftime("%Y-%m-%d", time.gmtime())  # the quality tables' date (a reuse: theirs)
     if args.reuse:
         d = json.loads(saved.read_text())
         rows, gl, seeds = d["rows"], {int(k): v for k, v in d["griffin_lim"].items()}, d["seeds"]
+        measured_on = d.get("date", "2026-11-30")  # the JSON before dates were kept: that run's
     pitch_rows = [{"off": True, "pitch_gain": 0.0}, *({**both, "pitch_gain": g} for g in PITCH_GAINS)]
     for i, (draw, n_copy) in enumerate([] if args.reuse else draws):
         for s in (*SETTINGS, *pitch_rows, both) if i == 0 else (SETTINGS[0], pitch_rows[0], both):  # draw 2 checks
@@ -142,7 +150,8 @@ def main() -> int:
         gl[n_iter] = {k: round(c[k], 4) for k in ("stoi", "pesq_wb", "mcd_db", "phone_acc", "vde", "gpe")}
         print(json.dumps({"griffin_lim": n_iter, **gl[n_iter]}), flush=True)
     if not args.reuse:
-        saved.write_text(json.dumps({"rows": rows, "griffin_lim": gl, "seeds": seeds}, indent=1) + "\n")
+        saved.write_text(json.dumps({"rows": rows, "griffin_lim": gl, "seeds": seeds, "date": measured_on},
+                                    indent=1) + "\n")
     voice.melmatch, voice.melmatch_measured = MelMatch(shipped), MelMatch(measured)
     voice.postfilter = Postfilter(pf_shipped)
     bins = pauses(voice, args.corpus)
@@ -162,8 +171,11 @@ def main() -> int:
         return tag + (f"{g:g}" if g else "none")
 
     cmd = "python bench/melmatch.py" + (" --quick" if args.quick else "")
+    today = time.strftime("%Y-%m-%d", time.gmtime())
+    when = (f"the quality tables and Griffin-Lim's of {measured_on} (`{saved.name}`, reused), the pauses and the "
+            f"cost measured {today} with `--reuse`" if args.reuse else today)
     lines = ["## Mel matching (`engine/melmatch.py`) and the post-filter's pitch stage", "",
-             f"Command: `.venv/bin/{cmd}` ({time.strftime('%Y-%m-%d', time.gmtime())}, this machine, training "
+             f"Command: `.venv/bin/{cmd}` ({when}, this machine, training "
              "runs on the cores). The shipped voice with only its mel matching or its post-filter's pitch stage "
              "changed (the rest as shipped); copy synthesis of held-out "
              "sentences from their true features and end to end from text (20 sentences), as "
@@ -203,7 +215,8 @@ def main() -> int:
               "|---|---:|---:|---:|---:|"]
     lines += [f"| {b[0]} | {b[1]} | {b[2][0]:.1f} / {b[2][1]:.1f} | {b[3][0]:.1f} / {b[3][1]:.1f} | "
               f"{b[4][0]:.1f} / {b[4][1]:.1f} |" for b in bins]
-    lines += ["", f"Cost (CPU time per second of audio, one thread): {1000 * whole:.1f} ms for a whole segment, "
+    lines += ["", f"Cost (CPU time per second of audio, one thread, medians of 5 runs on 20 s of random audio): "
+              f"{1000 * whole:.1f} ms for a whole segment, "
               f"{1000 * streamed:.1f} ms pushed in the stream's chunk sizes, i.e. {whole:.4f} / {streamed:.4f} "
               f"of real time on top of the vocoder ({shipped.iterations} passes). Delay: each pass trails the one "
               "before by n_fft − hop = 768 samples (35 ms of audio), so the first audio of a request waits for "
