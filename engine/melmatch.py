@@ -35,7 +35,6 @@ import dataclasses
 from typing import Callable
 
 import numpy as np
-import scipy.fft
 
 from wavern.dsp import DEFAULT_MEL, MelConfig, _window, slaney_filterbank, soft_limit
 from wavern.engine.postfilter import LazyJit, settings_from_dict
@@ -111,7 +110,7 @@ class MelMatch:
         """Windowed frames (k, n_fft) and their mel rows (k, >= n_mels) → the filtered frames (k,
         n_fft), not yet windowed again (the overlap-add does that). The transcendental functions
         run on whole blocks in numpy (vectorised), the loops in numba."""
-        spec = scipy.fft.rfft(frames, axis=1)
+        spec = np.fft.rfft(frames, axis=1)  # numpy's: scipy.fft would load a second BLAS into the process
         want = np.exp(np.asarray(mel, np.float64)[:, :self.n_mels])
         g = np.empty(want.shape)
         _band_gains(spec, want, self._band, self._bin, self._w_fb, float(self.config.floor), float(self.config.cap), g)
@@ -120,7 +119,7 @@ class MelMatch:
             _smooth(lg, self._kernel, self._k_lo, self._k_hi, g)
             np.exp(g, out=g)
         _spread(spec, g, self._s_band, self._s_bin, self._w_spread, self._below, np.empty(spec.shape[1]))
-        return scipy.fft.irfft(spec, n=self.n_fft, axis=1, overwrite_x=True)
+        return np.fft.irfft(spec, n=self.n_fft, axis=1)
 
     def load(self) -> None:
         """Compile (or load from numba's cache) the band-gain loop now, not in a request's first chunk."""
