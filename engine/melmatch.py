@@ -122,7 +122,7 @@ class MelMatch:
         return np.fft.irfft(spec, n=self.n_fft, axis=1)
 
     def load(self) -> None:
-        """Compile (or load from numba's cache) the band-gain loop now, not in a request's first chunk."""
+        """Compile (or load from numba's cache) its loops now, not in a request's first chunk."""
         self.apply(np.zeros(self.n_fft, np.float32), np.zeros((self.n_fft // self.hop, self.n_mels), np.float32))
 
     @property

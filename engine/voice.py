@@ -129,6 +129,28 @@ def chunk_samples(k: int) -> int:
     return RAMP_SAMPLES[k] if k < len(RAMP_SAMPLES) else CHUNK_SAMPLES
 
 
+def retimed(timeline, new, lands: int) -> tuple[WordTiming, ...]:
+    """After a change of speed that lands at sample ``lands``: the words of ``timeline`` (a
+    sentence's :class:`WordTiming` as last timed) not begun there, with their timings in ``new``
+    (the sentence at the new speed, matched by character span), none starting before ``lands``.
+
+    Which words are still to come is the old timeline's call: the new one puts sample ``lands``
+    at the same fraction of the sentence, not at the same word boundary, so a word just after
+    it by the old timing may start just before it by the new. Sent again from ``lands`` (the
+    audio before it was made at the old speed), every word not begun is timed once more, in
+    order, and the words begun keep their timings.
+    """
+    by_span = {(t.char_start, t.char_end): t for t in new}
+    out = []
+    for t in timeline:
+        if t.start_sample < lands:
+            continue
+        n = by_span.get((t.char_start, t.char_end), t)
+        start = max(n.start_sample, lands)
+        out.append(dataclasses.replace(n, start_sample=start, end_sample=max(n.end_sample, start)))
+    return tuple(out)
+
+
 def use_threads(n: int | None) -> None:
     """Run BLAS (numpy's, which runs the acoustic model) with ``n`` threads; None: leave it.
 
@@ -686,6 +708,7 @@ class Voice:
                 n_total = part.n_frames * hop
                 if n_total:
                     timings = self._word_timings(utt, part, position_total)
+                    timeline = timings  # the sentence's words as last timed (sent, or to be sent)
                     state.position = 0  # frame clock restarts per sentence; h and prev carry on
                     gi_cache = _WindowedFrameInputs(voc, part, postfilter=postfilter,  # mel decoded as needed
                                                     ltp_gain_scale=ltp_scale)
@@ -709,9 +732,9 @@ class Voice:
                         # the words still to come, at the new speed: sample `done` is heard once what was made
                         # at the old speed (and held back by mel matching) has played
                         lands = position_total + (held.size if held is not None else 0)
-                        timings = tuple(t for t in timings if t.start_sample < lands) + tuple(  # (not sent yet)
-                            t for t in self._word_timings(utt, part, lands - done)
-                            if t.start_sample >= lands)
+                        to_come = retimed(timeline, self._word_timings(utt, part, lands - done), lands)
+                        timings = tuple(t for t in timings if t.start_sample < lands) + to_come  # (not sent yet)
+                        timeline = tuple(t for t in timeline if t.start_sample < lands) + to_come
                         _close_after(pending, mels)
                         mels = self.sentence_parts(text, speaker=speaker, speed=speed, after=s_idx,
                                                    sentences=sentences, prosody=prosody, lexicon=lexicon)

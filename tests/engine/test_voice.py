@@ -353,6 +353,45 @@ def test_after_a_change_of_speed_each_word_is_timed_once(voice, switch_after, sp
     assert all(t.start_sample >= lands for t in again)
 
 
+def test_words_still_to_come_are_the_old_timelines_and_start_where_the_change_lands():
+    """(test_window's change of speed failed now and then on a loaded machine: the window's word
+    starts out of order) The new timeline puts the landing sample at the same fraction of the
+    sentence, not at a word boundary, so a word just after it by the old timing ("b") can start
+    just before it by the new: it was neither kept nor sent again, and its old start stayed after
+    the next word's new one. Which words are to come is the old timeline's call; none starts early."""
+    from wavern.engine.voice import WordTiming, retimed
+
+    old = (WordTiming(0, 1, 0, 900), WordTiming(2, 3, 1000, 1900), WordTiming(4, 5, 2000, 2900))
+    new = (WordTiming(0, 1, 0, 500), WordTiming(2, 3, 950, 1400), WordTiming(4, 5, 1400, 1900))  # faster
+    assert retimed(old, new, 1000) == (WordTiming(2, 3, 1000, 1400), WordTiming(4, 5, 1400, 1900))
+    assert retimed(old, new, 990) == (WordTiming(2, 3, 990, 1400), WordTiming(4, 5, 1400, 1900))
+    assert retimed(old, new, 1001) == (WordTiming(4, 5, 1400, 1900),)  # "b" begun: it keeps its old timing
+    squeezed = retimed(old, (WordTiming(2, 3, 800, 990), WordTiming(4, 5, 990, 1200)), 1000)
+    assert squeezed == (WordTiming(2, 3, 1000, 1000), WordTiming(4, 5, 1000, 1200))  # never before the landing
+    assert retimed(old, new, 3000) == ()
+
+
+@pytest.mark.parametrize("switches", [(1, 3), (0, 2), (2, 4)])
+def test_two_changes_of_speed_time_each_word_once_in_order(voice, switches):
+    """Twice in a sentence (a slider moved in steps): after each change the words not begun are
+    sent again, so what a player keeps (the latest timing of each word, as the window replaces
+    the re-sent suffix) is every word once, in the text's order, at increasing samples."""
+    text = "A somewhat longer sentence, so that there are several chunks to play."
+    ctl = StreamControl(speed=1.0)
+    kept, speeds = [], iter([2.0, 0.7])
+    for i, c in enumerate(voice.stream(text, control=ctl, seed=2)):
+        if c.word_timings:
+            first = (c.word_timings[0].char_start, c.word_timings[0].char_end)
+            at = next((k for k, t in enumerate(kept) if (t.char_start, t.char_end) == first), len(kept))
+            kept[at:] = c.word_timings
+        if i in switches:
+            ctl.speed = next(speeds)
+    words = [(t.char_start, t.char_end) for t in kept]
+    assert len(words) == len(set(words)) and words == sorted(words)
+    assert [text[a:b] for a, b in words] == text.rstrip(".").replace(",", "").split()
+    assert [t.start_sample for t in kept] == sorted(t.start_sample for t in kept)
+
+
 @pytest.mark.parametrize("text", ["", "   \n\t", "😀🎉", "..."])
 def test_nothing_to_say_is_parameter_error(voice, text):
     with pytest.raises(ParameterError, match="nothing to say"):
