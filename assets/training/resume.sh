@@ -73,6 +73,7 @@ fi
 # Session 22 tried distilling it from the 10 % vocoder (--distill-from, the voice folder at commit
 # 9d5265d): 0.002 nats ahead step for step at 1.57x the step time, so h320 continues without it
 # (assets/training/README.md "Session 22").
+# Session 23: lr 3e-5 from step 91516 (1e-4 before; voc_options.sh, assets/training/README.md "Session 23").
 RUN=h320
 mkdir -p runs/$RUN
 if [ -f runs/$RUN/checkpoint.pt ]; then START="--resume"; else START="--init-from assets/voices/default"; fi
