@@ -194,7 +194,7 @@ def _filter_py(x, out, coefs, frame0, pos0, hop, hx, hw, z, past, seen0):  # pra
     p = p1 - 1
     n_past = past.size
     # the memories newest first, in rings written twice (at r and r + p) so that the p newest are
-    # always the run rx[r:r + p]: no shifting a sample, the same products in the same order
+    # always the run rx[r:r + p]: nothing is shifted a sample
     rx = np.empty(2 * p)
     rw = np.empty(2 * p)
     rx[:p], rx[p:], rw[:p], rw[p:] = hx, hx, hw, hw
