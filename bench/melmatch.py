@@ -64,7 +64,10 @@ def pauses(voice, corpus: Path, n: int = 6, seed: int = 0) -> list[tuple]:
     return out
 
 
-def cost(voice, seconds: float = 20.0, runs: int = 5) -> tuple[float, float]:
+COST_SECONDS, COST_RUNS = 20.0, 5  # cost(): audio per run, timed runs
+
+
+def cost(voice, seconds: float = COST_SECONDS, runs: int = COST_RUNS) -> tuple[float, float]:
     """CPU seconds of mel matching per second of audio (a whole segment, and pushed in the
     stream's chunk sizes), on random audio with a random mel: medians of ``runs``, the two ways
     alternating, after one untimed round."""
@@ -215,7 +218,8 @@ def main() -> int:
               "|---|---:|---:|---:|---:|"]
     lines += [f"| {b[0]} | {b[1]} | {b[2][0]:.1f} / {b[2][1]:.1f} | {b[3][0]:.1f} / {b[3][1]:.1f} | "
               f"{b[4][0]:.1f} / {b[4][1]:.1f} |" for b in bins]
-    lines += ["", f"Cost (CPU time per second of audio, one thread, medians of 5 runs on 20 s of random audio): "
+    lines += ["", f"Cost (CPU time per second of audio, one thread, medians of {COST_RUNS} runs on {COST_SECONDS:g} s of "
+              "random audio): "
               f"{1000 * whole:.1f} ms for a whole segment, "
               f"{1000 * streamed:.1f} ms pushed in the stream's chunk sizes, i.e. {whole:.4f} / {streamed:.4f} "
               f"of real time on top of the vocoder ({shipped.iterations} passes). Delay: each pass trails the one "

@@ -354,8 +354,9 @@ def test_after_a_change_of_speed_each_word_is_timed_once(voice, switch_after, sp
 
 
 def test_words_still_to_come_are_the_old_timelines_and_start_where_the_change_lands():
-    """(test_window's change of speed failed now and then on a loaded machine: the window's word
-    starts out of order) The new timeline puts the landing sample at the same fraction of the
+    """(test_window's change of speed failed once in a full run on a loaded machine, the window's
+    word starts out of order; this is a cause that fits, not one seen there) The new timeline puts
+    the landing sample at the same fraction of the
     sentence, not at a word boundary, so a word just after it by the old timing ("b") can start
     just before it by the new: it was neither kept nor sent again, and its old start stayed after
     the next word's new one. Which words are to come is the old timeline's call; none starts early."""
