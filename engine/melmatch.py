@@ -109,16 +109,25 @@ class MelMatch:
     def _filter_frames(self, frames: np.ndarray, mel: np.ndarray) -> np.ndarray:
         """Windowed frames (k, n_fft) and their mel rows (k, >= n_mels) → the filtered frames (k,
         n_fft), not yet windowed again (the overlap-add does that). The transcendental functions
-        run on whole blocks in numpy (vectorised), the loops in numba."""
+        run on whole blocks in numpy (vectorised), the loops in numba; each frame on its own, in
+        blocks of :data:`FILTER_BLOCK` frames that stay in the core's cache."""
+        if len(frames) <= FILTER_BLOCK:
+            return self._filter_block(frames, mel)
+        return np.concatenate([self._filter_block(frames[i:i + FILTER_BLOCK], mel[i:i + FILTER_BLOCK])
+                               for i in range(0, len(frames), FILTER_BLOCK)])
+
+    def _filter_block(self, frames: np.ndarray, mel: np.ndarray) -> np.ndarray:
         spec = np.fft.rfft(frames, axis=1)  # numpy's: scipy.fft would load a second BLAS into the process
-        want = np.exp(np.asarray(mel, np.float64)[:, :self.n_mels])
-        g = np.empty(want.shape)
-        _band_gains(spec, want, self._band, self._bin, self._w_fb, float(self.config.floor), float(self.config.cap), g)
+        k = spec.shape[0]  # the gains are kept bands by frames (transposed): the loops over frames vectorise
+        want_t = np.exp(np.asarray(mel, np.float64)[:, :self.n_mels].T)
+        g_t, scratch = np.empty((self.n_mels, k)), np.empty((spec.shape[1], k))
+        _band_gains(spec, want_t, self._band, self._bin, self._w_fb, float(self.config.floor),
+                    float(self.config.cap), scratch, g_t)
         if self._kernel.size:
-            lg = np.log(g)
-            _smooth(lg, self._kernel, self._k_lo, self._k_hi, g)
-            np.exp(g, out=g)
-        _spread(spec, g, self._s_band, self._s_bin, self._w_spread, self._below, np.empty(spec.shape[1]))
+            lg_t = np.log(g_t)
+            _smooth(lg_t, self._kernel, self._k_lo, self._k_hi, g_t)
+            np.exp(g_t, out=g_t)
+        _spread(spec, g_t, self._s_band, self._s_bin, self._w_spread, self._below, scratch)
         return np.fft.irfft(spec, n=self.n_fft, axis=1)
 
     def load(self) -> None:
@@ -154,6 +163,9 @@ class MelMatch:
         return MelMatchStream([_Pass(self, rows, int(n_samples), n_rows, int(frame0))
                                for _ in range(self.config.iterations)])
 
+
+#: Frames filtered at a time: their spectra (32 × 513 complex, 263 kB) and gains stay in L2.
+FILTER_BLOCK = 32
 
 #: Samples :meth:`MelMatch.apply` pushes at a time (about 3 s at 22050 Hz).
 APPLY_BLOCK = 1 << 16
@@ -349,48 +361,55 @@ def _overlap_add_py(acc, norm, frames, window, at, hop):  # pragma: no cover
             norm[a + i] += w * w
 
 
-def _band_gains_py(spec, want, band, bins, w_fb, floor, cap, g):  # pragma: no cover
-    """g[f, b] = clip(want[f, b] / (frame f's magnitude in band b), floor, cap): the band magnitudes
-    of ``spec`` (k, n_bins) through the filterbank's non-zeros, frame by frame (the same sums
-    whatever the chunking)."""
-    n_bands = want.shape[1]
-    have = np.zeros(n_bands)
-    mag = np.empty(spec.shape[1])
-    for f in range(spec.shape[0]):
+def _band_gains_py(spec, want_t, band, bins, w_fb, floor, cap, mag_t, g_t):  # pragma: no cover
+    """g_t[b, f] = clip(want_t[b, f] / (frame f's magnitude in band b), floor, cap): the band
+    magnitudes of ``spec`` (k, n_bins) through the filterbank's non-zeros (``mag_t``: scratch of
+    (n_bins, k)). Bands by frames, so the loops over the frames vectorise; each sum runs over a
+    band's bins in the same order whatever the chunking."""
+    n_frames = spec.shape[0]
+    for f in range(n_frames):
         for k in range(spec.shape[1]):
             re, im = spec[f, k].real, spec[f, k].imag
-            mag[k] = np.sqrt(re * re + im * im)
-        have[:] = 0.0
-        for j in range(band.size):
-            have[band[j]] += w_fb[j] * mag[bins[j]]
-        for b in range(n_bands):
-            v = want[f, b] / max(have[b], 1e-30)
-            g[f, b] = floor if v < floor else (cap if v > cap else v)
+            mag_t[k, f] = np.sqrt(re * re + im * im)
+    g_t[:, :] = 0.0
+    for j in range(band.size):
+        b, k, w = band[j], bins[j], w_fb[j]
+        for f in range(n_frames):
+            g_t[b, f] += w * mag_t[k, f]
+    for b in range(g_t.shape[0]):
+        for f in range(n_frames):
+            v = want_t[b, f] / max(g_t[b, f], 1e-30)
+            g_t[b, f] = floor if v < floor else (cap if v > cap else v)
 
 
-def _smooth_py(lg, kernel, k_lo, k_hi, out):  # pragma: no cover
-    """out[f, b] = sum of kernel[b, k] lg[f, k] over the bands k_lo[b] <= k < k_hi[b] (where the
-    kernel's weights are not negligible), in the order of k."""
-    for f in range(lg.shape[0]):
-        for b in range(lg.shape[1]):
-            acc = 0.0
-            for k in range(k_lo[b], k_hi[b]):
-                acc += kernel[b, k] * lg[f, k]
-            out[f, b] = acc
+def _smooth_py(lg_t, kernel, k_lo, k_hi, out_t):  # pragma: no cover
+    """out_t[b, f] = sum of kernel[b, k] lg_t[k, f] over the bands k_lo[b] <= k < k_hi[b] (where
+    the kernel's weights are not negligible), in the order of k; bands by frames (vectorised over f)."""
+    for b in range(lg_t.shape[0]):
+        for f in range(lg_t.shape[1]):
+            out_t[b, f] = 0.0
+        for k in range(k_lo[b], k_hi[b]):
+            w = kernel[b, k]
+            for f in range(lg_t.shape[1]):
+                out_t[b, f] += w * lg_t[k, f]
 
 
-def _spread_py(spec, g, s_band, s_bin, w_spread, below, g_bins):  # pragma: no cover
-    """spec[f] *= the band gains g[f] spread over the bins by the (band, bin, weight) triples, the
-    bins below ``below`` never above 1; ``g_bins``: scratch of n_bins."""
-    for f in range(spec.shape[0]):
-        g_bins[:] = 0.0
-        for j in range(s_band.size):
-            g_bins[s_bin[j]] += w_spread[j] * g[f, s_band[j]]
-        for k in range(below):
-            if g_bins[k] > 1.0:
-                g_bins[k] = 1.0
+def _spread_py(spec, g_t, s_band, s_bin, w_spread, below, g_bins_t):  # pragma: no cover
+    """spec[f] *= the band gains g_t[:, f] spread over the bins by the (band, bin, weight) triples,
+    the bins below ``below`` never above 1; ``g_bins_t``: scratch of (n_bins, k)."""
+    n_frames = spec.shape[0]
+    g_bins_t[:, :] = 0.0
+    for j in range(s_band.size):
+        b, k, w = s_band[j], s_bin[j], w_spread[j]
+        for f in range(n_frames):
+            g_bins_t[k, f] += w * g_t[b, f]
+    for k in range(below):
+        for f in range(n_frames):
+            if g_bins_t[k, f] > 1.0:
+                g_bins_t[k, f] = 1.0
+    for f in range(n_frames):
         for k in range(spec.shape[1]):
-            spec[f, k] *= g_bins[k]
+            spec[f, k] *= g_bins_t[k, f]
 
 
 _band_gains = LazyJit(_band_gains_py)

@@ -99,6 +99,9 @@ def test_a_long_segment_is_applied_in_blocks_against_the_direct_reference(monkey
     blocks = two.apply(x16, mel)
     monkeypatch.setattr(mm_mod, "APPLY_BLOCK", 1 << 30)
     assert blocks.dtype == np.int16 and np.array_equal(blocks, two.apply(x16, mel))  # 2 passes: one push the same
+    for frames in (1, 5):  # the frames of a push filtered a few at a time: the same
+        monkeypatch.setattr(mm_mod, "FILTER_BLOCK", frames)
+        assert np.array_equal(two.apply(x16, mel), blocks)
 
 
 @pytest.mark.parametrize("smooth", [0.7, 3.0])
