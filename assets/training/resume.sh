@@ -15,9 +15,9 @@
 # against fade_hi (density 0.1), both at lr 1e-4. Since session 9 the voice's mel matching
 # (engine/melmatch.py) does more for what is heard than any of these runs has; session 10 added the
 # post-filter's pitch stage and smoothed mel matching for the acoustic model's mel (same networks).
-# The shipped voice (assets/voices/default): vocoder h320 step 81609 (ltp_fade's 67851 carried
+# The shipped voice (assets/voices/default): vocoder h320 step 95080 (ltp_fade's 67851 carried
 # to 5 % density as sparse05, sessions 18-19, then shrunk from 384 to 320 hidden units at its step
-# 76131 and fine-tuned, session 20), acoustic model step 23800
+# 76131 and trained on, sessions 20-23), acoustic model step 23800
 # (acoustic_prosody's 7731, then runs/acoustic_voice's 16069, sessions 11-12; docs/VOICE.md).
 set -e
 cd "$(dirname "$0")/../.."
