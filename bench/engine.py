@@ -379,6 +379,7 @@ def main() -> int:
     ap.add_argument("--blocks", action="store_true", help="only the block-shape table, printed")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "bench" / "engine.md")
     ap.add_argument("--batch", action="store_true", help="only the batch table, printed")
+    ap.add_argument("--voice", action="store_true", help="only the shipped voice's rows, printed")
     ap.add_argument("--against", metavar="REV", help="also measure the batch table at git revision REV")
     ap.add_argument("--rounds", type=int, default=3, help="processes per checkout for --against")
     ap.add_argument("--batch-json", action="store_true", help=argparse.SUPPRESS)  # one batch_costs, as JSON
@@ -396,6 +397,13 @@ def main() -> int:
         this, ref = (batch_compare(args.against, args.rounds, **batch_kw) if args.against
                      else (batch_costs(**batch_kw), None))
         print("\n".join(batch_lines(this, ref, args.against or "")))
+        print(f"load average {load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after")
+        return 0
+    if args.voice:
+        vs = voice_speed(3 if args.quick else 11, 1.0 if args.quick else None)
+        for key, label in (("full", "Vocoder.generate"), ("net", "network alone"), ("stage", "waveform stage")):
+            lo, hi = (SR / r for r in vs[f"{key}_range"][::-1])  # the fastest run's RTF first
+            print(f"shipped voice, {label}: {vs[key]:,.0f} samples/s RTF {SR / vs[key]:.3f} ({lo:.3f}-{hi:.3f})")
         print(f"load average {load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after")
         return 0
     K.warmup()
