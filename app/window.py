@@ -812,11 +812,15 @@ class MainWindow(QMainWindow):
                 self._job_start[view.job_id] = view.position
             entry[1].append(view.samples)
         end = view.position + view.samples.shape[0]
-        if self._chunks and self._chunks[-1][1] > view.position:  # the clock went back (a stop): what was
-            k = bisect.bisect_left(self._word_starts, view.position)  # made but never heard is forgotten
+        # Listed words timed at or after this chunk's start were never heard: made before a stop (the
+        # clock went back), or timed by an earlier request that was stopped once all it had made had
+        # played (a sentence's word timings come with its first chunk, so they run past a stop)
+        went_back = bool(self._chunks) and self._chunks[-1][1] > view.position
+        if went_back or (self._chunks and self._chunks[-1][2] != view.job_id):
+            k = bisect.bisect_left(self._word_starts, view.position)
             del self._words[k:], self._word_starts[k:]
-            while self._chunks and self._chunks[-1][1] > view.position:
-                self._chunks.pop()
+        while went_back and self._chunks and self._chunks[-1][1] > view.position:
+            self._chunks.pop()
         self._chunks.append((view.position, end, view.job_id, view.text_span))
         if view.words:  # timings sent again (after a change of speed) replace those still to come
             k = self._resent_from(view)
