@@ -720,8 +720,9 @@ def test_words_sent_again_replace_their_old_timings_when_the_voice_slows_down(wi
 def test_a_stop_with_nothing_left_to_play_forgets_the_words_never_reached(window):
     """A sentence's word timings come with its first chunk, so a request stopped when every chunk made
     had played (the clock did not go back: generation had fallen behind playback) left the timings of
-    words never made in the list, after the next request's first words. The change-of-speed test
-    failed so, now and then, on a loaded machine, the list out of order at a later request's words."""
+    words never made in the list, after the next request's first words. (The change-of-speed test
+    failed now and then on a loaded machine, the list out of order at a later request's words: a
+    cause that fits.)"""
     from wavern.app.worker import ChunkView, WordSpan
 
     w = window
