@@ -248,11 +248,16 @@ class _Pass:
         self.reflect = n > self.mm.n_fft // 2
         return self.push(np.zeros(0))
 
-    def _ready(self, k: int) -> bool:
+    def _n_ready(self) -> int:
+        """Frames that can be filtered with the samples in: all once the segment is complete; else
+        those whose window ends by the last sample in (k hop + n_fft/2 <= n_in), and frame 0 only once
+        the sample its left reflection reads last (n_fft/2) is in too, which every later one has then."""
         half, hop = self.mm.n_fft // 2, self.mm.hop
         if self.n_in == self.n:
-            return True
-        return k * hop + half <= self.n_in and half - k * hop < self.n_in  # no right edge yet; left reflection in
+            return self.total_frames
+        if self.n_in <= half:
+            return 0
+        return min(self.total_frames, (self.n_in - half) // hop + 1)
 
     def _windows(self, k0: int, k1: int) -> np.ndarray:
         """Frames k0..k1 of the segment, windowed (k1 - k0, n_fft): the padded edges as log_mel pads."""
@@ -267,9 +272,7 @@ class _Pass:
             raise ParameterError(f"the segment has {self.n} samples; {self.n_in + a.size} pushed")
         self.x = np.concatenate([self.x, np.asarray(a, np.float64)])
         self.n_in += a.size
-        k1 = self.next_frame
-        while k1 < self.total_frames and self._ready(k1):
-            k1 += 1
+        k1 = max(self.next_frame, self._n_ready())
         mm, hop, half = self.mm, self.mm.hop, self.mm.n_fft // 2
         if k1 > self.next_frame:
             k0 = self.next_frame
