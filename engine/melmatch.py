@@ -164,7 +164,8 @@ class MelMatch:
                                for _ in range(self.config.iterations)])
 
 
-#: Frames filtered at a time: their spectra (32 × 513 complex, 263 kB) and gains stay in L2.
+#: Frames filtered at a time, so that their spectra (32 × 513 complex, 263 kB) and the (bins, frames)
+#: scratch (131 kB) fit in a core's L2 (512 kB on the Zen 3): the frame loops read them column-wise.
 FILTER_BLOCK = 32
 
 #: Samples :meth:`MelMatch.apply` pushes at a time (about 3 s at 22050 Hz).
