@@ -15,7 +15,7 @@ ENTRY_POINTS = {"wavern/__main__.py"}
 # may import (the standard library always). training and app may import every wavern package but
 # those named in FORBIDDEN.
 LAYERS = {
-    "wavern": ({"root"}, {"numpy", "librosa", "llvmlite", "threadpoolctl"}),
+    "wavern": ({"root"}, {"numpy", "numba", "librosa", "llvmlite", "threadpoolctl"}),
     "conditioning": ({"root", "conditioning"}, {"numpy", "torch", "safetensors", "espeakng_loader"}),
     "vocoder": ({"root", "vocoder"}, {"numpy", "torch", "safetensors"}),
     "engine": ({"root", "engine", "conditioning", "vocoder.format"},

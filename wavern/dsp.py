@@ -144,27 +144,94 @@ def _band_interpolation(cfg: MelConfig) -> tuple[np.ndarray, np.ndarray]:
     return interp, freqs
 
 
-def levinson(r: np.ndarray) -> np.ndarray:
-    """Prediction polynomials (T, p + 1), a[:, 0] = 1, from autocorrelations r (T, p + 1)."""
+class _Compiled:
+    """``py_fn`` compiled by numba (cached on disk) at its first call: importing this module stays
+    free of numba, and the functions below run in loops of their own rather than a numpy call per
+    order (a stream window of a few frames spent most of its Levinson time in numpy's dispatch)."""
+
+    def __init__(self, py_fn) -> None:
+        self.py_fn, self.fn = py_fn, None
+        functools.update_wrapper(self, py_fn)
+
+    def __call__(self, *args):
+        if self.fn is None:
+            import numba  # the root package has set numba's switches (wavern/__init__.py)
+
+            self.fn = numba.njit(cache=True, nogil=True)(self.py_fn)
+        return self.fn(*args)
+
+
+def _levinson_py(r, a):  # pragma: no cover - compiled by _Compiled
     t, p1 = r.shape
-    a = np.zeros((t, p1))
-    a[:, 0] = 1.0
-    err = r[:, 0].copy()
-    for i in range(1, p1):
-        acc = r[:, i] + np.einsum("tj,tj->t", a[:, 1:i], r[:, i - 1:0:-1])
-        k = -acc / err
-        a[:, 1:i + 1] += k[:, None] * a[:, i - 1::-1][:, :i]
-        err *= 1.0 - k * k
+    prev = np.empty(p1)
+    for row in range(t):
+        a[row, 0] = 1.0
+        for j in range(1, p1):
+            a[row, j] = 0.0
+        err = r[row, 0]
+        for i in range(1, p1):
+            acc = r[row, i]
+            for j in range(1, i):
+                acc += a[row, j] * r[row, i - j]
+            k = -acc / err
+            for j in range(i + 1):
+                prev[j] = a[row, j]
+            for j in range(1, i + 1):
+                a[row, j] = prev[j] + k * prev[i - j]
+            err *= 1.0 - k * k
+
+
+_levinson = _Compiled(_levinson_py)
+
+
+def levinson(r: np.ndarray) -> np.ndarray:
+    """Prediction polynomials (T, p + 1), a[:, 0] = 1, from autocorrelations r (T, p + 1), by the
+    Levinson-Durbin recursion, frame by frame (a frame's result does not depend on the others)."""
+    r = np.ascontiguousarray(r, np.float64)
+    if r.ndim != 2 or r.shape[1] < 1:
+        raise ParameterError(f"autocorrelations must have shape (frames, order + 1), found {r.shape}")
+    a = np.empty_like(r)
+    _levinson(r, a)
     return a
+
+
+def _band_power_py(mag, idx, w, out):  # pragma: no cover - compiled by _Compiled
+    t, n_bins = out.shape
+    width = idx.shape[1]
+    for row in range(t):
+        for b in range(n_bins):
+            acc = 0.0
+            for q in range(width):
+                acc += w[b, q] * mag[row, idx[b, q]]
+            out[row, b] = acc * acc
+
+
+_band_power = _Compiled(_band_power_py)
+
+
+@functools.lru_cache(maxsize=4)
+def _band_interpolation_sparse(cfg: MelConfig) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_band_interpolation`'s matrix by bin: (n_bins, k) band indices and weights, k the
+    most bands any bin reads (2: the centres either side), unused places weight 0 on band 0."""
+    interp, _ = _band_interpolation(cfg)
+    live = interp != 0.0
+    k = max(int(live.sum(axis=0).max()), 1)
+    idx = np.zeros((interp.shape[1], k), np.int64)
+    w = np.zeros((interp.shape[1], k))
+    for b in range(interp.shape[1]):
+        bands = np.flatnonzero(live[:, b])
+        idx[b, :bands.size], w[b, :bands.size] = bands, interp[bands, b]
+    return idx, w
 
 
 def mel_power_spectrum(mel: np.ndarray, cfg: MelConfig = DEFAULT_MEL) -> np.ndarray:
     """(T, n_mels) log-mel → (T, n_fft // 2 + 1) linear power spectrum (float64), the bands'
     mean magnitudes interpolated between their centres.
 
-    Row by row: a frame's result must not depend on how many frames are computed together (BLAS
-    blocks a matrix product differently), so that the stream, which works window by window, and
-    the offline renderer, which does a whole utterance, agree. A non-finite or absurd value
+    Row by row, in a compiled loop over each bin's (at most two) bands: a frame's result must not
+    depend on how many frames are computed together (a BLAS product would block them differently),
+    so that the stream, which works window by window, and the offline renderer, which does a whole
+    utterance, agree. A non-finite or absurd value
     becomes the log floor (silence), not a NaN that would stick in a filter memory.
     """
     mel = np.asarray(mel, np.float64)
@@ -172,12 +239,9 @@ def mel_power_spectrum(mel: np.ndarray, cfg: MelConfig = DEFAULT_MEL) -> np.ndar
         raise ParameterError(f"mel must have shape (frames, {cfg.n_mels}), found {mel.shape}")
     floor = np.log(cfg.log_floor)
     mel = np.clip(np.nan_to_num(mel, nan=floor, neginf=floor, posinf=floor), floor, 20.0)
-    interp, _ = _band_interpolation(cfg)
-    mag = np.exp(mel)
-    power = np.empty((mel.shape[0], interp.shape[1]))
-    for t in range(mel.shape[0]):
-        power[t] = mag[t] @ interp
-    power **= 2
+    idx, w = _band_interpolation_sparse(cfg)
+    power = np.empty((mel.shape[0], idx.shape[0]))
+    _band_power(np.exp(mel), idx, w, power)
     return power
 
 

@@ -242,3 +242,61 @@ def test_an_absurd_finite_mel_value_is_silence_not_an_overflow():
     assert np.all(np.isfinite(p))
     top = dsp.mel_power_spectrum(np.full((1, DEFAULT_MEL.n_mels), 20.0))
     assert p[1].max() <= top.max() * (1 + 1e-9)  # no louder than a frame at the clamp everywhere
+
+
+def _toeplitz_solution(r: np.ndarray) -> np.ndarray:
+    """The normal equations R a = -r solved directly (numpy's LU): the reference for Levinson."""
+    p = r.size - 1
+    R = np.array([[r[abs(i - j)] for j in range(p)] for i in range(p)])
+    return np.concatenate([[1.0], np.linalg.solve(R, -r[1:])])
+
+
+def test_levinson_solves_the_normal_equations_frame_by_frame():
+    from wavern import dsp
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(6, 3000)) * np.linspace(0.5, 4.0, 6)[:, None]
+    x[:, 1:] += 0.9 * x[:, :-1]  # coloured, so the predictors are far from zero
+    for order in (1, 2, 7, 16, 56):
+        r = np.stack([[np.dot(xx[:xx.size - k], xx[k:]) for k in range(order + 1)] for xx in x])
+        a = dsp.levinson(r)
+        assert a.shape == (6, order + 1) and np.all(a[:, 0] == 1.0)
+        for t in range(6):
+            np.testing.assert_allclose(a[t], _toeplitz_solution(r[t]), rtol=0, atol=1e-8)
+            np.testing.assert_array_equal(dsp.levinson(r[t:t + 1])[0], a[t])  # no frame depends on another
+
+
+def test_levinson_recovers_an_autoregressive_process_and_nothing_beyond_its_order():
+    """The exact autocorrelation of x_t = 1.2 x_{t-1} - 0.7 x_{t-2} + 0.2 x_{t-3} + e_t, from its
+    impulse response: order 3 gives A(z) = 1 - 1.2 z^-1 + 0.7 z^-2 - 0.2 z^-3, higher orders zeros after it."""
+    from wavern import dsp
+
+    want = np.array([1.0, -1.2, 0.7, -0.2])
+    h = np.zeros(4000)
+    h[0] = 1.0
+    for t in range(1, h.size):
+        h[t] = -sum(want[k] * h[t - k] for k in range(1, 4) if t - k >= 0)
+    r = np.array([[np.dot(h[:h.size - k], h[k:]) for k in range(9)]])
+    a = dsp.levinson(r)[0]
+    np.testing.assert_allclose(a[:4], want, atol=1e-9)
+    np.testing.assert_allclose(a[4:], 0.0, atol=1e-9)
+
+
+def test_levinson_refuses_a_shape_it_cannot_read():
+    from wavern import dsp
+    from wavern.errors import ParameterError
+
+    with pytest.raises(ParameterError, match="autocorrelations"):
+        dsp.levinson(np.ones(5))
+
+
+def test_mel_power_spectrum_is_the_band_interpolation_squared_row_by_row():
+    from wavern import dsp
+
+    rng = np.random.default_rng(4)
+    mel = rng.normal(-3.0, 2.0, (37, DEFAULT_MEL.n_mels))
+    interp, _ = dsp._band_interpolation(DEFAULT_MEL)
+    p = dsp.mel_power_spectrum(mel)
+    np.testing.assert_allclose(p, (np.exp(mel) @ interp) ** 2, rtol=1e-12, atol=0)
+    for t in (0, 17, 36):
+        np.testing.assert_array_equal(dsp.mel_power_spectrum(mel[t:t + 1])[0], p[t])
