@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from pathlib import Path
 
 from wavern.errors import AudioDeviceError, ParameterError
@@ -65,15 +66,17 @@ def read_text_arg(text: str | None, file: str | None) -> str:
     return text
 
 
-def announce_first_compile(seconds: str = "20-40") -> None:
+def announce_first_compile(seconds: str = "20-40") -> bool:
     """Say so when the engine's kernels are not compiled yet (a fresh install): the first request
     waits ``seconds`` for numba (20-40 s to speak, 50-120 s to render in batches: faster CPUs the
-    first figure), silent otherwise."""
+    first figure), silent otherwise. True when it said so."""
     from wavern.engine.kernels import cache_status
 
     where, n = cache_status()
     if where is not None and n == 0:
         print(f"wavern: compiling the engine's kernels (once, about {seconds} s; cached after)", file=sys.stderr)
+        return True
+    return False
 
 
 def say(text: str, *, out: str | None, voice: str | None, speed: float = 1.0, volume: float = 1.0,
@@ -94,9 +97,13 @@ def say(text: str, *, out: str | None, voice: str | None, speed: float = 1.0, vo
 
     cfg = SpeakConfig(speed=speed, volume=volume, temperature=temperature, postfilter=postfilter, pitch=pitch,
                       pitch_range=pitch_range, speaker=speaker, passes=passes)  # bad settings fail before loading
-    announce_first_compile()
+    compiling = announce_first_compile()
+    t0 = time.perf_counter()
     v = Voice.load(path)
     v.lexicon = lex
+    if compiling:  # compile before the request, so that the RTF it reports is the voice's, not numba's
+        v.warmup()
+        print(f"wavern: compiled in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     chunks = v.stream(text, cfg, ssml=ssml)  # checks the text (ParameterError for nothing to say) before a file is opened
     if out == "-":
         if sys.stdout is None:

@@ -466,6 +466,27 @@ def test_a_fresh_cache_is_announced_once_before_the_first_compile(monkeypatch, c
     assert capsys.readouterr().err == ""
 
 
+def test_a_first_compile_is_done_before_the_request_and_changes_nothing_said(tiny_voice, tmp_path, monkeypatch,
+                                                                             capsys):
+    """With the kernels not compiled yet, say warms the voice up before the request (so the RTF it
+    prints is the voice's, not numba's) and says how long that took; the audio is the same bytes."""
+    from wavern.app import speak
+    from wavern.engine import Voice, kernels
+
+    warmed = []
+    real = Voice.warmup
+    monkeypatch.setattr(Voice, "warmup", lambda self: warmed.append(1) or real(self))
+    out = {}
+    for n in (12, 0):
+        monkeypatch.setattr(kernels, "cache_status", lambda n=n: (str(tmp_path), n))
+        out[n] = tmp_path / f"c{n}.wav"
+        assert main(["say", "The same words, twice.", "--voice", str(tiny_voice), "--out", str(out[n])]) == 0
+        err = capsys.readouterr().err
+        assert ("compiled in" in err) == (n == 0) and "RTF" in err, err
+        assert len(warmed) == (n == 0)
+    assert out[0].read_bytes() == out[12].read_bytes()
+
+
 def test_say_speaks_ssml_by_its_start_or_by_flag_and_reports_bad_markup(tiny_voice, tmp_path, capsys):
     """SSML on the command line: found by its <speak>, forced with --ssml, read as text with --plain;
     bad markup is a clear error naming where, and no file is left behind."""
