@@ -321,6 +321,23 @@ def _pitch(m: dict) -> str:
     return f"{m['vde']:.3f} | {m['gpe']:.3f}" if "vde" in m else " | "
 
 
+def goal_lines(row: dict) -> list[str]:
+    """The goals against this run's numbers: what a user hears (the whole waveform stage) and,
+    where the voice post-processes, the WaveRNN alone, each ``met`` or ``not met``."""
+    c, g, e, r0 = row["copy"], row["griffin_lim"], row["end_to_end"], row.get("copy_vocoder_only")
+    goals = [("copy synthesis PESQ-WB above Griffin-Lim's", "pesq_wb", lambda v: v > g["pesq_wb"], "{:.2f}"),
+             ("copy synthesis STOI ≥ 0.95", "stoi", lambda v: v >= 0.95, "{:.3f}"),
+             ("copy synthesis phone accuracy ≥ 0.93", "phone_acc", lambda v: v >= 0.93, "{:.3f}")]
+    verdict = lambda ok: "met" if ok else "**not met**"  # noqa: E731
+    lines = ["", "| goal | the voice's waveform stage (what is heard) | the WaveRNN alone |", "|---|---|---|"]
+    for label, key, ok, fmt in goals:
+        alone = f"{fmt.format(r0[key])}: {verdict(ok(r0[key]))}" if r0 else ""
+        lines.append(f"| {label} | {fmt.format(c[key])}: {verdict(ok(c[key]))} | {alone} |")
+    pa = e["phone_acc_end_to_end"]
+    lines.append(f"| end to end phone accuracy ≥ 0.85 | {pa:.3f}: {verdict(pa >= 0.85)} | |")
+    return lines
+
+
 def write_doc(out: Path, row: dict, rows: list[dict], cmd: str, voice, examples: dict | None = None) -> None:
     from wavern.dsp import LTP_GAIN_MAX
 
@@ -368,6 +385,7 @@ def write_doc(out: Path, row: dict, rows: list[dict], cmd: str, voice, examples:
         "is about 6.4 dB whatever it is, so it cannot rank very bad vocoders. Voicing error (VDE) and gross "
         "pitch error (GPE, > 20 % off where both are voiced) compare YIN pitch tracks (`wavern.dsp.pitch_track`) "
         "of the true and the copied audio: lower is better.",
+        *goal_lines(row),
         *(["", "Post-filter: the engine's formant post-filter (`engine/postfilter.py`, γ {gamma_num} / {gamma_den}, "
             "tilt {tilt}, order {order}) is part of the voice (`voice.json`, `inference.postfilter`), so copy "
             "synthesis and end to end include it; the row without it measures the WaveRNN alone."
