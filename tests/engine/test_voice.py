@@ -557,11 +557,14 @@ def test_a_voice_json_too_deep_or_with_a_huge_number_is_a_voice_file_error(tiny_
 
 # ----------------------------------------------------------------------------- first audio
 def test_chunk_schedule_starts_small_and_ramps_to_the_cap():
-    from wavern.engine.voice import RAMP_SAMPLES, chunk_samples
+    from wavern.engine.voice import GROW_SAMPLES, RAMP_SAMPLES, chunk_samples
 
-    sizes = [chunk_samples(k) for k in range(12)]
-    assert sizes[0] == FIRST_CHUNK_SAMPLES and sizes[len(RAMP_SAMPLES):] == [CHUNK_SAMPLES] * (12 - len(RAMP_SAMPLES))
+    n = len(RAMP_SAMPLES) + len(GROW_SAMPLES)
+    sizes = [chunk_samples(k) for k in range(n + 8)]
+    assert sizes[0] == FIRST_CHUNK_SAMPLES and sizes[:len(RAMP_SAMPLES)] == list(RAMP_SAMPLES)
+    assert sizes[n - 1] < CHUNK_SAMPLES and sizes[n:] == [CHUNK_SAMPLES] * 8
     assert sizes == sorted(sizes) and all(s % 256 == 0 for s in sizes)  # whole frames
+    assert all(b <= 1.5 * a for a, b in zip(sizes, sizes[1:]))  # no step the bound below could not take
     # The documented bound: a player starting at chunk 0 never runs dry while the wall-clock
     # RTF is <= 0.73, checked by stepping a player chunk by chunk (exact rational arithmetic).
     from fractions import Fraction
