@@ -30,6 +30,7 @@ import dataclasses
 
 import numpy as np
 
+from wavern import dsp
 from wavern.dsp import (PITCH_REFERENCE_HZ, MelConfig, lpc_from_power, mel_power_spectrum,  # noqa: F401
                         slaney_filterbank)
 from wavern.errors import ParameterError
@@ -238,20 +239,14 @@ def _filter_py(x, out, coefs, frame0, pos0, hop, hx, hw, z, past, seen0):  # pra
     hw[:] = rw[r:r + p]
 
 
-class LazyJit:
-    """``py_fn`` compiled by numba (cached on disk) at its first call, so importing the module
-    costs nothing; the engine's small loops outside ``kernels`` (this filter, mel matching)."""
-
-    def __init__(self, py_fn) -> None:
-        self.py_fn, self.fn = py_fn, None
+class LazyJit(dsp.LazyJit):
+    """:class:`wavern.dsp.LazyJit` for the engine's small loops outside ``kernels`` (this filter,
+    mel matching): it loads ``kernels`` first, which sets numba's switches if nobody has."""
 
     def __call__(self, *args):
         if self.fn is None:
             from wavern.engine import kernels  # noqa: F401 - sets numba's vectoriser flag before numba loads
-            import numba
-
-            self.fn = numba.njit(cache=True, nogil=True)(self.py_fn)
-        return self.fn(*args)
+        return super().__call__(*args)
 
 
 _filter = LazyJit(_filter_py)

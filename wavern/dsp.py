@@ -32,6 +32,7 @@ __all__ = [
     "griffin_lim",
     "frames_for_samples",
     "slaney_filterbank",
+    "LazyJit",
     "levinson",
     "mel_power_spectrum",
     "lpc_from_power",
@@ -144,10 +145,11 @@ def _band_interpolation(cfg: MelConfig) -> tuple[np.ndarray, np.ndarray]:
     return interp, freqs
 
 
-class _Compiled:
-    """``py_fn`` compiled by numba (cached on disk) at its first call: importing this module stays
-    free of numba, and the functions below run in loops of their own rather than a numpy call per
-    order (a stream window of a few frames spent most of its Levinson time in numpy's dispatch)."""
+class LazyJit:
+    """``py_fn`` compiled by numba (cached on disk) at its first call, so importing the module
+    costs nothing: here :func:`levinson`'s and :func:`mel_power_spectrum`'s loops (a stream window
+    of a few frames spent most of its Levinson time in numpy's dispatch, a call per order), in the
+    engine its small loops outside ``kernels`` (``engine.postfilter.LazyJit``)."""
 
     def __init__(self, py_fn) -> None:
         self.py_fn, self.fn = py_fn, None
@@ -161,7 +163,7 @@ class _Compiled:
         return self.fn(*args)
 
 
-def _levinson_py(r, a):  # pragma: no cover - compiled by _Compiled
+def _levinson_py(r, a):  # pragma: no cover - compiled by LazyJit
     t, p1 = r.shape
     prev = np.empty(p1)
     for row in range(t):
@@ -181,7 +183,7 @@ def _levinson_py(r, a):  # pragma: no cover - compiled by _Compiled
             err *= 1.0 - k * k
 
 
-_levinson = _Compiled(_levinson_py)
+_levinson = LazyJit(_levinson_py)
 
 
 def levinson(r: np.ndarray) -> np.ndarray:
@@ -195,7 +197,7 @@ def levinson(r: np.ndarray) -> np.ndarray:
     return a
 
 
-def _band_power_py(mag, idx, w, out):  # pragma: no cover - compiled by _Compiled
+def _band_power_py(mag, idx, w, out):  # pragma: no cover - compiled by LazyJit
     t, n_bins = out.shape
     width = idx.shape[1]
     for row in range(t):
@@ -206,7 +208,7 @@ def _band_power_py(mag, idx, w, out):  # pragma: no cover - compiled by _Compile
             out[row, b] = acc * acc
 
 
-_band_power = _Compiled(_band_power_py)
+_band_power = LazyJit(_band_power_py)
 
 
 @functools.lru_cache(maxsize=4)
