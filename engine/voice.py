@@ -71,7 +71,7 @@ MEL_WINDOW_FRAMES = 16  # conditioning computed over windows of this many frames
 RAMP_SAMPLES = (512, 512, 768, 1024, 1536)
 #: After the ramp the chunks keep growing, by at most 1.5x, to :data:`CHUNK_SAMPLES`: each chunk
 #: costs fixed work (Python, the post-filter's and every mel-matching pass's calls; ~100 us a
-#: pass), so 8192-sample chunks made the default voice's stream ~9 % cheaper than 2048 did
+#: pass), so 8192-sample chunks made the default voice's stream ~11 % cheaper than 2048 did
 #: (CPU RTF 0.109 against 0.122, medians of 4 alternating runs on 8 shipped lines).
 GROW_SAMPLES = (2048, 2048, 3072, 4096, 6144)
 #: :meth:`Voice.vocode` cuts audio longer than two pieces into pieces of about this many seconds
