@@ -131,6 +131,41 @@ def test_controls_act_on_next_chunk(voice):
     assert len(got) == 2  # nothing after the stop
 
 
+def test_a_stop_during_a_large_chunk_ends_the_stream_within_one_piece(voice, monkeypatch):
+    """Chunks grow to 8192 samples, but the vocoder makes them in pieces of STOP_CHECK_SAMPLES and a
+    stop between pieces ends the stream there: no more vocoder work, no chunk. Without a stop the
+    pieces give the samples one call gives."""
+    from wavern.engine.voice import GROW_SAMPLES, RAMP_SAMPLES, STOP_CHECK_SAMPLES
+
+    text = ("A sentence long enough to outlast the ramp and the growing chunks by a good way, so that the "
+            "stream reaches its largest chunks, and then it goes on a little longer still, to be sure of it.")
+    ref = voice.synthesize(text, seed=5)
+    calls = []
+    real = voice.vocoder.generate
+    ctl = StreamControl()
+    big = len(RAMP_SAMPLES) + len(GROW_SAMPLES)  # the first chunk at the cap
+
+    def generate(gi, state, n, **kw):
+        calls.append(n)
+        out = real(gi, state, n, **kw)
+        if stop_at is not None and len(calls) == stop_at:
+            ctl.stop()
+        return out
+
+    monkeypatch.setattr(voice.vocoder, "generate", generate)
+    stop_at = None
+    whole = [c.samples for c in voice.stream(text, SpeakConfig(), seed=5)]
+    np.testing.assert_array_equal(np.concatenate(whole), ref)
+    assert max(calls) <= STOP_CHECK_SAMPLES and len(whole) > big + 1, (calls, len(whole))
+    calls.clear()
+    got = []
+    for i, c in enumerate(voice.stream(text, SpeakConfig(), control=ctl, seed=5)):
+        got.append(c)
+        if i == big - 1:
+            stop_at = len(calls) + 1  # the first piece of the next (a cap-sized) chunk stops the stream
+    assert len(got) == big and len(calls) == stop_at  # not one more piece, not one more chunk
+
+
 def test_a_stop_after_a_sentence_skips_its_pause(voice):
     text = "First one. Second one."
     ctl = StreamControl(pause_s=2.0)
