@@ -404,6 +404,10 @@ class Voice:
         self.melmatch_measured = (_load_melmatch(path, infer, "melmatch_measured")
                                   if "melmatch_measured" in infer else self.melmatch)
         self._melmatch_variants: dict = {}  # passes -> MelMatch, for requests that set SpeakConfig.passes
+        if vocoder.lpc_order or self.postfilter is not None:  # their coefficients' loops now, not in a first chunk
+            from wavern.dsp import load_loops
+
+            load_loops()
         #: User pronunciations (a front-end ``Lexicon``) used by ``analyze`` and so by ``stream``;
         #: None = none. Assign a new object rather than mutating one a running stream may read.
         self.lexicon = None

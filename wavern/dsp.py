@@ -33,6 +33,7 @@ __all__ = [
     "frames_for_samples",
     "slaney_filterbank",
     "LazyJit",
+    "load_loops",
     "levinson",
     "mel_power_spectrum",
     "lpc_from_power",
@@ -224,6 +225,18 @@ def _band_interpolation_sparse(cfg: MelConfig) -> tuple[np.ndarray, np.ndarray]:
         bands = np.flatnonzero(live[:, b])
         idx[b, :bands.size], w[b, :bands.size] = bands, interp[bands, b]
     return idx, w
+
+
+def load_loops() -> None:
+    """Compile (or load from numba's cache) the loops of :func:`levinson` and
+    :func:`mel_power_spectrum` now: ~25 ms from a cache, far more without, which a stream's first
+    chunk would otherwise pay (``engine.voice.Voice`` calls this as it loads an LPC vocoder or a
+    post-filter)."""
+    r = np.zeros((1, 2))
+    r[0, 0] = 1.0
+    _levinson(r, np.empty_like(r))
+    idx, w = _band_interpolation_sparse(DEFAULT_MEL)
+    _band_power(np.ones((1, DEFAULT_MEL.n_mels)), idx, w, np.empty((1, idx.shape[0])))
 
 
 def mel_power_spectrum(mel: np.ndarray, cfg: MelConfig = DEFAULT_MEL) -> np.ndarray:

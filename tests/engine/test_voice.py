@@ -1227,3 +1227,22 @@ def test_a_voices_ltp_gain_scale_acts_in_mel_matched_requests_only(tmp_path):
             np.testing.assert_array_equal(render_utterance(a, text, cfg, seed=4).samples,
                                           render_utterance(b, text, cfg, seed=4).samples)
         np.testing.assert_array_equal(a.vocode(x, seed=1, postfilter=False), b.vocode(x, seed=1, postfilter=False))
+
+
+def test_an_lpc_voice_loads_the_coefficient_loops_with_itself_not_in_its_first_chunk(tmp_path, monkeypatch):
+    """wavern.dsp's Levinson and mel-to-power loops compile (or load from numba's cache) when an LPC
+    voice loads, as its post-filter's and mel matching's do: a first chunk paid ~570 ms for them
+    on an empty cache, ~10 ms from it."""
+    from voice_factory import make_tiny_voice
+    from wavern import dsp
+
+    plain = make_tiny_voice(tmp_path / "plain", seed=3)
+    lpc = make_tiny_voice(tmp_path / "lpc", lpc_order=16, seed=3)
+    for path, loads in ((plain, False), (lpc, True)):
+        for loop in (dsp._levinson, dsp._band_power):
+            monkeypatch.setattr(loop, "fn", None)  # as in a new process
+        v = Voice.load(path)
+        try:
+            assert (dsp._levinson.fn is not None, dsp._band_power.fn is not None) == (loads, loads), path
+        finally:
+            v.close()
