@@ -27,7 +27,7 @@ from pathlib import Path
 
 from wavern.errors import DiskFullError, ParameterError
 
-from .normalize import prepare
+from .characters import prepare
 
 __all__ = ["Lexicon", "LexiconEntry", "MAX_ENTRY_CHARS"]
 

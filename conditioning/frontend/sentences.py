@@ -2,7 +2,7 @@
 
 :func:`segment` is the front end's entry point: it finds the words (the written tokens
 with surrounding punctuation peeled off), reads each one with
-:func:`~wavern.conditioning.frontend.normalize.read_token`, and groups them into
+:func:`~wavern.conditioning.frontend.tokens.read_token`, and groups them into
 sentences whose ``spoken`` text is what espeak is asked to say.
 
 Sentence boundaries (documented rules):
@@ -33,7 +33,7 @@ on, and letters of the scripts espeak's English voice can only name ("Chinese le
 "Arabic mim": Han, kana, Arabic, Hebrew, Thai, ..., see ``_UNREAD_SCRIPTS``; a warning is logged).
 They stay inside ``Sentence.text`` (which is an exact slice of the input) but are
 never part of a word or of the spoken text. Letters of other scripts are kept (Cyrillic
-transliterated to Latin by ``normalize.prepare``).
+transliterated to Latin by ``characters.prepare``).
 """
 
 from __future__ import annotations
@@ -48,7 +48,11 @@ from dataclasses import dataclass
 from wavern.errors import ParameterError
 
 from .lexicon import Lexicon
-from .normalize import Context, Reading, digits, is_abbreviation, is_plain_word, prepare, read_token
+from .characters import prepare
+from .number_words import digits
+from .token_context import Context, Reading
+from .tokens import read_token
+from .words import is_abbreviation, is_plain_word
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +151,7 @@ _INNER_BREAK_RE = re.compile(
     r"[\u2014\u2015]+|-{2,}|\u2026+|\.{3,}|(?<![0-9])\u2013|\u2013(?![0-9])"
     r"|(?<![0-9]),|,(?![0-9])|;|[\u3002\uff01\uff1f\u3001\uff1b]")
 # ... but not the en dash of a range of days or months, "Mon–Fri", "Jan.–Mar." (read as "Monday to
-# Friday" like "Mon-Fri"; normalize._date_range)
+# Friday" like "Mon-Fri"; tokens._date_range)
 _ABBREV = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun|Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sept?|Oct|Nov|Dec)\.?"
 _ABBREV_RANGE_RE = re.compile(rf"[(\[\"'\u2018\u201c]*{_ABBREV}\u2013{_ABBREV}[.,;:!?)\]\"'\u2019\u201d]*")
 _GAP_RE = re.compile(
@@ -184,7 +188,7 @@ _IGNORE, _KEEP, _ATTACH = 0, 1, 2
 
 # Scripts whose letters espeak's English voice reads as "Chinese letter", "Arabic mim", "Thai
 # letter e two a": dropped (with a warning) rather than spelled as noise. Cyrillic is
-# transliterated (normalize.prepare); Greek letters keep their names ("pi", "alpha").
+# transliterated (characters.prepare); Greek letters keep their names ("pi", "alpha").
 _UNREAD_SCRIPTS = ("CJK ", "HIRAGANA", "KATAKANA", "HALFWIDTH KATAKANA", "BOPOMOFO", "ARABIC", "HEBREW", "THAI",
                    "SYRIAC", "THAANA", "NKO", "YI ")
 
