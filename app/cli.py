@@ -130,6 +130,38 @@ def cmd_train(args: argparse.Namespace) -> int:
     return run_train(args)
 
 
+def cmd_speechd(args: argparse.Namespace) -> int:
+    action = args.action
+    if action in ("install", "uninstall", "status"):
+        from wavern.app.speechd import install as inst
+
+        if action == "install":
+            lines = inst.install(voice=args.voice, audio=args.audio, default=args.default, reload=not args.no_reload)
+        elif action == "uninstall":
+            lines = inst.uninstall(reload=not args.no_reload)
+        else:
+            ok, line = inst.status()
+            lines = [line]
+            if ok:
+                ok, said = inst.probe()
+                lines.append(("working: " if ok else "NOT working: ") + said)
+            for line in lines:
+                print(line)
+            return 0 if ok else 1
+        for line in lines:
+            print(line)
+        if action == "install":
+            print('try it: spd-say -o wavern "Hello from wavern"; in Orca: Preferences > Voice > Speech '
+                  'synthesizer: wavern')
+        return 0
+    from wavern.app.speechd import serve
+    from wavern.proc import sigterm_interrupts
+
+    with sigterm_interrupts():
+        return serve(action, voice=args.voice, audio=args.audio, device=args.device, record=args.record,
+                     passes=args.passes, char_passes=args.char_passes)
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from wavern.app.doctor import format_report, run_checks
 
@@ -247,6 +279,30 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_train_parsers(tsub)
     s.set_defaults(func=cmd_train)
+
+    s = sub.add_parser("speechd", help="Speech Dispatcher output module: the desktop's system voice (Orca, spd-say)",
+                       description="`wavern speechd` speaks Speech Dispatcher's output-module protocol on stdin/stdout "
+                                   "(the server starts it; CONFIG is the module configuration it passes). "
+                                   "`wavern speechd install` makes it a Speech Dispatcher voice for this user "
+                                   "(no root): then `spd-say -o wavern Hello` speaks with wavern and Orca lists it. "
+                                   "`uninstall` removes it; `status` says whether it is installed and working. "
+                                   "Guide: docs/SPEECHD.md.")
+    s.add_argument("action", nargs="?", metavar="install|uninstall|status|CONFIG",
+                   help="what to do; anything else is the module configuration file to read (wavern.conf)")
+    s.add_argument("--voice", metavar="NAME|PATH", help="voice (default: wavern.conf's WavernVoice, else the default)")
+    s.add_argument("--audio", choices=["auto", "server", "device", "paced", "null"], default=None,
+                   help="where audio goes: auto (the server plays it where it offers to, else the sound card), "
+                        "device, paced (nowhere, in real time), null (nowhere, at once)")
+    s.add_argument("--device", metavar="NAME|INDEX", help="sound card for --audio device")
+    s.add_argument("--record", metavar="DIR", help="also write all audio sent (audio.s16) and events (events.jsonl) "
+                                                 "to DIR: for tests and benchmarks")
+    s.add_argument("--passes", type=int, default=None, metavar="N", help="mel-matching passes for messages, 0..32")
+    s.add_argument("--char-passes", type=int, default=None, metavar="N",
+                   help="mel-matching passes for single characters and keys (default 0: earliest audio)")
+    s.add_argument("--default", action="store_true", help="install: also make wavern Speech Dispatcher's default")
+    s.add_argument("--no-reload", action="store_true",
+                   help="install/uninstall: do not ask a running Speech Dispatcher to reload")
+    s.set_defaults(func=cmd_speechd)
 
     s = sub.add_parser("doctor", help="report versions, CPU features, audio devices, espeak-ng, voices, numba cache")
     s.set_defaults(func=cmd_doctor)
