@@ -163,7 +163,7 @@ class SpeechdModule:
         self.settings = S.SpeechSettings()
         self._voice = voice
         self._voice_path: Path | None = None
-        self._voices: dict[Path, object] = {}
+        self._voices: dict[Path, object] = {}  # voices this module loaded (and closes), by folder
         self._ready = threading.Event()  # the voice is loaded (or failed to)
         self._load_error: Exception | None = None
         self._output: Output | None = None
@@ -421,7 +421,9 @@ class SpeechdModule:
     def _list_voices(self, args: list[str]) -> None:
         from wavern.app.speechd.voices import list_voices
 
-        rows = list_voices(language=args[0] if args else None, variant=args[1] if len(args) > 1 else None)
+        own = self._voice.path if self._voice is not None else self._voice_path
+        rows = list_voices(language=args[0] if args else None, variant=args[1] if len(args) > 1 else None,
+                           also=own)
         if not rows:
             self.channel.reply(Reply.CANT_LIST_VOICES)
             return
@@ -471,7 +473,7 @@ class SpeechdModule:
             t = time.perf_counter()
             self._voice = Voice.load(self._voice_path)
             log.info("voice %s loaded in %.2f s", self._voice.name, time.perf_counter() - t)
-        self._voices[Path(self._voice.path).resolve()] = self._voice
+            self._voices[Path(self._voice.path).resolve()] = self._voice
         try:
             self._voice.lexicon = load_lexicon(None)  # the user's pronunciations, as `wavern say` reads them
         except WavernError as e:
@@ -624,6 +626,8 @@ class SpeechdModule:
 
         try:
             path = resolve_voice(name).resolve()
+            if path == Path(self._voice.path).resolve():
+                return self._voice
             if path not in self._voices:
                 t = time.perf_counter()
                 self._voices[path] = Voice.load(path)

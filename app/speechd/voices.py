@@ -17,14 +17,18 @@ __all__ = ["list_voices", "choose_speaker", "split_voice_name"]
 log = logging.getLogger(__name__)
 
 
-def list_voices(*, language: str | None = None, variant: str | None = None) -> list[tuple[str, str, str]]:
-    """``(name, language, variant)`` of every speaker of every valid installed voice; with
-    ``language``, those of that language (``en`` matches ``en-US`` too), with ``variant`` too,
-    those of that variant."""
-    from wavern.app.voices import find_voices
+def list_voices(*, language: str | None = None, variant: str | None = None,
+                also=None) -> list[tuple[str, str, str]]:
+    """``(name, language, variant)`` of every speaker of every valid installed voice (and of the
+    voice folder ``also``, the module's own, where it is not installed); with ``language``, those of
+    that language (``en`` matches ``en-US`` too), with ``variant`` too, those of that variant."""
+    from wavern.app.voices import find_voices, voice_info
 
+    found = find_voices()
+    if also is not None and all(v.name != voice_info(also).name for v in found):
+        found.insert(0, voice_info(also))
     rows = []
-    for info in find_voices():
+    for info in found:
         if info.error is not None:
             continue
         for speaker in info.speakers:
