@@ -509,7 +509,7 @@ def _train(cfg: AcousticTrainConfig, device: torch.device, dist_info: DistInfo) 
     torch.manual_seed(cfg.seed)
     model = AcousticModel(model_cfg)
     if cfg.init_encoder is not None:  # replaced-token-detection pre-training (wavern.training.pretrain)
-        from wavern.training.pretrain import load_encoder_into
+        from wavern.training.encoder_file import load_encoder_into
 
         load_encoder_into(model.encoder, cfg.init_encoder, symbols=corpus.symbols)
     mean, std = _mel_stats(items, model_cfg.n_mels)
