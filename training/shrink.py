@@ -143,10 +143,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="voice folder whose acoustic model, symbols and card go with it")
     a = p.parse_args(own)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from wavern.training.vocoder_trainer import _parse
+    from wavern.training.vocoder_options import parse_args
 
     try:
-        cfg = _parse(options)
+        cfg = parse_args(options)
         shrink_vocoder(a.source, a.out, to_hidden=a.to_hidden, cfg=cfg, voice=a.voice)
     except ParameterError as exc:
         print(f"error: {exc}", file=sys.stderr)

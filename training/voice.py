@@ -22,6 +22,7 @@ import numpy as np
 from wavern.dsp import DEFAULT_MEL
 from wavern.engine.voicefile import FORMAT, FORMAT_VERSION, read_voice_json, write_voice_json
 from wavern.errors import ParameterError, WavernError
+from wavern.training.vocoder_checkpoint import load_vocoder_checkpoint
 
 __all__ = ["assemble_voice", "VoiceBuildConfig", "build_voice", "PRESETS"]
 
@@ -252,7 +253,7 @@ def _check_vocoder_run(run_dir: Path, want) -> None:
     """Refuse a vocoder run folder whose checkpoint holds another vocoder configuration than ``want``
     (a VocoderConfig): the build would resume it and fail there, after the acoustic stage."""
     from wavern.training.common import load_torch
-    from wavern.training.vocoder_trainer import CHECKPOINT
+    from wavern.training.vocoder_checkpoint import CHECKPOINT
     from wavern.vocoder.config import VocoderConfig
 
     path = run_dir / CHECKPOINT
@@ -273,24 +274,6 @@ def _last_eval(path: Path) -> dict[str, Any]:
 
     rows = [r for r in MetricsLog(path, tensorboard=False).read() if isinstance(r, dict) and r.get("kind") == "eval"]
     return {k: v for k, v in rows[-1].items() if k != "kind" and isinstance(v, (int, float))} if rows else {}
-
-
-def load_vocoder_checkpoint(path: str | Path):
-    """A :class:`WaveRNN` (masks applied) and its checkpoint dict from a full or compact vocoder checkpoint."""
-    import torch
-
-    from wavern.vocoder.config import VocoderConfig
-    from wavern.vocoder.model import WaveRNN
-
-    from wavern.training.common import load_torch
-
-    ck = load_torch(path, "vocoder checkpoint", map_location="cpu", weights_only=False)
-    if not isinstance(ck, dict) or ck.get("format") not in ("wavern-vocoder-checkpoint", "wavern-vocoder-compact"):
-        raise ParameterError(f"{path} is not a vocoder checkpoint (format {ck.get('format')!r})")
-    cfg = VocoderConfig.from_dict(ck["vocoder_config"])
-    model = WaveRNN(cfg)
-    model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in ck["model"].items()})
-    return model.eval(), ck
 
 
 #: The shipped voice's default speaker, where the model has it: chosen in session 7 for the best phone accuracy
