@@ -479,7 +479,7 @@ def test_grouped_items_write_the_same_files_as_one_at_a_time(tiny_voice, tmp_pat
 
 
 def test_grouper_aims_at_the_segment_target_and_shares_the_tail():
-    from wavern.app.render import _Grouper
+    from wavern.app.render_workers import Grouper as _Grouper
 
     jobs = [{"id": str(i), "text": "x" * 100, "speed": 1.0, "voice_key": "v"} for i in range(20)]
     g = _Grouper(jobs, workers=2, segments=32, fold_frames=40)  # 100 chars ~ 450 frames ~ 11 segments
