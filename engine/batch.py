@@ -35,8 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wavern.engine.chunk import VOLUME_RANGE, SpeakConfig
-from wavern.engine.voice import scaled_speed
+from wavern.engine.chunk import VOLUME_RANGE, SpeakConfig, scaled_speed
 from wavern.errors import DiskFullError, ParameterError
 from wavern.fileio import is_disk_full
 

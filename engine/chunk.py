@@ -116,3 +116,8 @@ class SpeakConfig:
             return None
         return (PROSODY_DEFAULT[0], PROSODY_DEFAULT[1] if self.pitch is None else float(self.pitch),
                 PROSODY_DEFAULT[2] if self.pitch_range is None else float(self.pitch_range))
+
+
+def scaled_speed(speed: float, factor: float) -> float:
+    """A request's speed times an SSML piece's rate, kept in :data:`SPEED_RANGE`."""
+    return speed if factor == 1.0 else min(max(speed * factor, SPEED_RANGE[0]), SPEED_RANGE[1])

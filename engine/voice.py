@@ -40,7 +40,6 @@ import concurrent.futures
 import dataclasses
 import difflib
 import logging
-import threading
 import time
 from pathlib import Path
 from typing import AsyncIterator, Iterator
@@ -48,36 +47,22 @@ from typing import AsyncIterator, Iterator
 import numpy as np
 
 from wavern.dsp import DEFAULT_MEL, copy_features, int16_to_float, soft_limit
-from wavern.engine.chunk import PAUSE_RANGE, SPEED_RANGE, VOLUME_RANGE, AudioChunk, SpeakConfig
+from wavern.engine.blas_threads import PROCESS_THREADS, use_threads
+from wavern.engine.chunk import AudioChunk, SpeakConfig
+from wavern.engine.chunking import (BLOCK_SENTENCES, CHUNK_SAMPLES, FIRST_CHUNK_SAMPLES, GROW_SAMPLES, RAMP_SAMPLES,
+                                    STOP_CHECK_SAMPLES, SpokenPart, WordTiming, chunk_samples, plan_blocks, retimed)
+from wavern.engine.frame_windows import WindowedFrameInputs
+from wavern.engine.stream_control import Live, StreamControl
 from wavern.engine.voicefile import read_voice_json
 from wavern.errors import ParameterError, VoiceFileError
 
 __all__ = ["Voice", "StreamControl", "WordTiming", "SpokenPart", "plan_blocks", "chunk_samples", "use_threads",
-           "RAMP_SAMPLES"]
+           "RAMP_SAMPLES",
+           # from chunking, importable here as before
+           "BLOCK_SENTENCES", "CHUNK_SAMPLES", "FIRST_CHUNK_SAMPLES", "GROW_SAMPLES", "STOP_CHECK_SAMPLES", "retimed"]
 
 log = logging.getLogger(__name__)
 
-FIRST_CHUNK_SAMPLES = 512  # ~23 ms: the first chunk of a request is small, for latency
-CHUNK_SAMPLES = 8192  # ~372 ms: the largest chunk (fewer round trips through Python and the passes)
-MEL_WINDOW_FRAMES = 16  # conditioning computed over windows of this many frames (+ context)
-
-
-#: Chunk sizes at the start of a request (the ramp to first audio: the worker thread waits for
-#: it), then :data:`GROW_SAMPLES`, then :data:`CHUNK_SAMPLES`. A player starting at chunk 0 needs
-#: chunk ``j`` once chunks ``0..j-1`` have played, so with wall-clock RTF ``r`` (compute / audio,
-#: what this process gets of a core) there is no underrun while ``r · (n_1 + ... + n_j) <= n_0 +
-#: ... + n_{j-1}`` for every ``j``: ``r <= 0.73`` for the whole schedule (doubling from 512 would
-#: need ``r <= 0.5``). Multiples of the hop: whole frames.
-RAMP_SAMPLES = (512, 512, 768, 1024, 1536)
-#: After the ramp the chunks keep growing, by at most 1.5x, to :data:`CHUNK_SAMPLES`: each chunk
-#: costs fixed work (Python, the post-filter's and every mel-matching pass's calls; ~100 us a
-#: pass), so 8192-sample chunks made the default voice's stream ~11 % cheaper than 2048 did
-#: (CPU RTF 0.109 against 0.122, medians of 4 alternating runs on 8 shipped lines).
-GROW_SAMPLES = (2048, 2048, 3072, 4096, 6144)
-#: The vocoder makes a chunk in pieces of at most this many samples and a stop is honoured between
-#: them, so a stop, and a new request after it, waits for ~10 ms of compute whatever the chunk size
-#: (the pieces are the same samples as one call: the kernel carries its state sample by sample).
-STOP_CHECK_SAMPLES = 2048
 #: :meth:`Voice.vocode` cuts audio longer than two pieces into pieces of about this many seconds
 #: (each ending at the quietest hop of its last VOCODE_SEARCH_S), so its memory does not grow with
 #: the input: every stage (features, frame inputs, the folded batch, post-processing) holds a whole
@@ -127,238 +112,6 @@ def _quietest_end(x: np.ndarray, start: int, lo: int, hi: int, hop: int) -> int:
     ends = start + np.arange(-(-(lo - start) // hop), (hi - start) // hop + 1) * hop
     energy = [float(np.dot(x[e - hop:e].astype(np.float64), x[e - hop:e])) for e in ends]
     return int(ends[int(np.argmin(energy))])
-
-
-def chunk_samples(k: int) -> int:
-    """Samples in the request's ``k``-th chunk (0-based): :data:`RAMP_SAMPLES`, then
-    :data:`GROW_SAMPLES`, then :data:`CHUNK_SAMPLES`.
-
-    The last chunk of a sentence may be shorter.
-    """
-    if k < 0:
-        raise ParameterError(f"chunk index must be >= 0, found {k}")
-    if k < len(RAMP_SAMPLES):
-        return RAMP_SAMPLES[k]
-    k -= len(RAMP_SAMPLES)
-    return GROW_SAMPLES[k] if k < len(GROW_SAMPLES) else CHUNK_SAMPLES
-
-
-def retimed(timeline, new, lands: int) -> tuple[WordTiming, ...]:
-    """After a change of speed that lands at sample ``lands``: the words of ``timeline`` (a
-    sentence's :class:`WordTiming` as last timed) not begun there, with their timings in ``new``
-    (the sentence at the new speed, matched by character span), none starting before ``lands``.
-
-    Which words are still to come is the old timeline's call: the new one puts sample ``lands``
-    at the same fraction of the sentence, not at the same word boundary, so a word just after
-    it by the old timing may start just before it by the new. Sent again from ``lands`` (the
-    audio before it was made at the old speed), every word not begun is timed once more, in
-    order, and the words begun keep their timings.
-    """
-    by_span = {(t.char_start, t.char_end): t for t in new}
-    out = []
-    for t in timeline:
-        if t.start_sample < lands:
-            continue
-        n = by_span.get((t.char_start, t.char_end), t)
-        start = max(n.start_sample, lands)
-        out.append(dataclasses.replace(n, start_sample=start, end_sample=max(n.end_sample, start)))
-    return tuple(out)
-
-
-def use_threads(n: int | None) -> None:
-    """Run BLAS (numpy's, which runs the acoustic model) with ``n`` threads; None: leave it.
-
-    The limit (threadpoolctl, ~1 ms) is process-wide and covers the libraries loaded now.
-    """
-    if n is None:
-        return
-    if n < 1:
-        raise ParameterError(f"threads must be >= 1 or None, found {n}")
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn (librosa)
-        log.warning("threadpoolctl missing: BLAS keeps its own thread count")
-    else:
-        threadpool_limits(limits=n, user_api="blas")
-
-
-class _ProcessThreads:
-    """The process's BLAS thread counts from before the first open voice set its own
-    (:func:`use_threads`), put back when the last such voice closes: a program that loads a voice,
-    speaks and closes it gets its own thread counts back."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._holders = 0
-        self._before: list | None = None  # threadpoolctl's BLAS info
-
-    def hold(self, n: int | None) -> bool:
-        """use_threads(n) for a voice being opened; True when it holds the settings (n not None)."""
-        if n is None:
-            return False
-        with self._lock:
-            if self._holders == 0:
-                from threadpoolctl import threadpool_info
-
-                self._before = [lib for lib in threadpool_info() if lib.get("user_api") == "blas"]
-            use_threads(n)
-            self._holders += 1
-        return True
-
-    def release(self) -> None:
-        with self._lock:
-            self._holders -= 1
-            if self._holders or self._before is None:
-                return
-            blas, self._before = self._before, None
-            if blas:
-                from threadpoolctl import threadpool_limits
-
-                threadpool_limits(limits=blas)
-
-
-_PROCESS_THREADS = _ProcessThreads()
-
-
-@dataclasses.dataclass(frozen=True)
-class WordTiming:
-    """When a word is heard: character span in the original text, sample span in the audio."""
-
-    char_start: int
-    char_end: int
-    start_sample: int
-    end_sample: int
-
-
-@dataclasses.dataclass(frozen=True)
-class SpokenPart:
-    """One sentence's mel, with what is needed to place it in the original text.
-
-    utt: the front end's output for the block of sentences this one was analysed with (its spans
-        are the request's text's).
-    sentence: index of the sentence in the whole request.
-    part: the acoustic model's :class:`~wavern.conditioning.stream.SentenceMel`.
-    """
-
-    utt: object
-    sentence: int
-    part: object
-
-
-#: Sentences per front-end block: the first block is one sentence, so the first audio waits
-#: for one sentence's phonemes whatever the text's length; later blocks grow to bound the
-#: per-call overhead and keep a few sentences of context for the encoder's global tokens.
-BLOCK_SENTENCES = (1, 2, 4, 8)
-
-
-def _checked(name: str, value: float | None, lo: float, hi: float) -> float | None:
-    """``value`` as a float in [lo, hi] (SpeakConfig's range), or None; else ParameterError (NaN too)."""
-    if value is None:
-        return None
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise ParameterError(f"{name} must be a number, found {value!r}") from None
-    if not lo <= v <= hi:
-        raise ParameterError(f"{name} {value} is outside [{lo:g}, {hi:g}]")
-    return v
-
-
-def plan_blocks(n_sentences: int) -> list[tuple[int, int]]:
-    """``(first, end)`` sentence ranges covering ``n_sentences`` in :data:`BLOCK_SENTENCES` steps."""
-    blocks, i, k = [], 0, 0
-    while i < n_sentences:
-        size = BLOCK_SENTENCES[min(k, len(BLOCK_SENTENCES) - 1)]
-        blocks.append((i, min(n_sentences, i + size)))
-        i += size
-        k += 1
-    return blocks
-
-
-class _Checked:
-    """An attribute holding None or a float in [lo, hi], checked on every assignment."""
-
-    def __init__(self, lo: float, hi: float):
-        self.lo, self.hi = lo, hi
-
-    def __set_name__(self, owner, name: str) -> None:
-        self.name = name
-
-    def __get__(self, obj, owner=None):
-        return self if obj is None else obj.__dict__[self.name]
-
-    def __set__(self, obj, value) -> None:
-        obj.__dict__[self.name] = _checked(self.name, value, self.lo, self.hi)
-
-
-class StreamControl:
-    """Settings a caller (GUI thread) may change while a stream runs; read before each chunk.
-
-    ``speed`` and ``volume`` None (the default): the request's :class:`SpeakConfig` values (the
-    control is not written: one control may serve several requests); ``pause_s`` None: the request's
-    or the voice's pause. :meth:`stop` ends every stream given this control until :meth:`reset`. Values are checked
-    against :class:`SpeakConfig`'s ranges when set (ParameterError), so a bad one never reaches a chunk.
-    """
-
-    speed = _Checked(*SPEED_RANGE)  # SpeakConfig's ranges
-    volume = _Checked(*VOLUME_RANGE)
-    pause_s = _Checked(*PAUSE_RANGE)
-
-    def __init__(self, *, speed: float | None = None, volume: float | None = None, pause_s: float | None = None):
-        self.speed = speed
-        self.volume = volume
-        self.pause_s = pause_s  # silence after each sentence; None = the request's SpeakConfig/voice default
-        self._stop = threading.Event()
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def reset(self) -> None:
-        """Undo :meth:`stop` for the streams given this control from now on (one that has already
-        ended stays ended): a stop button's control may serve the next request."""
-        self._stop.clear()
-
-    @property
-    def stopped(self) -> bool:
-        return self._stop.is_set()
-
-
-def scaled_speed(speed: float, factor: float) -> float:
-    """A request's speed times an SSML piece's rate, kept in :data:`SPEED_RANGE`."""
-    return speed if factor == 1.0 else min(max(speed * factor, SPEED_RANGE[0]), SPEED_RANGE[1])
-
-
-class _Live:
-    """A request's view of its :class:`StreamControl`: the control's values where set, the request's
-    :class:`SpeakConfig` speed and volume where None. The caller's control is never written, so one
-    control may serve request after request (each then takes its own SpeakConfig's speed)."""
-
-    __slots__ = ("_control", "_speed", "_volume", "_speed_factor", "_volume_factor")
-
-    def __init__(self, control: StreamControl, cfg: SpeakConfig, *, speed_factor: float = 1.0,
-                 volume_factor: float = 1.0):
-        self._control, self._speed, self._volume = control, cfg.speed, cfg.volume
-        # an SSML piece's own rate and volume, on whatever the request or the control sets
-        self._speed_factor, self._volume_factor = speed_factor, volume_factor
-
-    @property
-    def speed(self) -> float:
-        v = self._control.speed
-        return scaled_speed(self._speed if v is None else v, self._speed_factor)
-
-    @property
-    def volume(self) -> float:
-        v = self._control.volume
-        v = self._volume if v is None else v
-        return v if self._volume_factor == 1.0 else min(v * self._volume_factor, VOLUME_RANGE[1])
-
-    @property
-    def pause_s(self) -> float | None:
-        return self._control.pause_s
-
-    @property
-    def stopped(self) -> bool:
-        return self._control.stopped
 
 
 class Voice:
@@ -413,7 +166,7 @@ class Voice:
         self.lexicon = None
         #: BLAS threads for this voice's work (:func:`use_threads`); None = the process's own.
         self.threads = threads
-        self._holds_threads = _PROCESS_THREADS.hold(threads)  # given back by close()
+        self._holds_threads = PROCESS_THREADS.hold(threads)  # given back by close()
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="wavern-acoustic")
         self._closed = False
 
@@ -496,7 +249,7 @@ class Voice:
         self._closed = True
         self._executor.shutdown(wait=False, cancel_futures=True)
         if self._holds_threads:
-            _PROCESS_THREADS.release()
+            PROCESS_THREADS.release()
 
     def _prepare_next(self, mels) -> concurrent.futures.Future:
         """The next sentence, prepared on the worker thread (here, once the voice is closed)."""
@@ -634,7 +387,7 @@ class Voice:
             return self._stream_ssml(doc, cfg, speaker, temperature, pause_s, control, seed, postfilter, melmatch,
                                      lexicon)
         sentences = segment(text, lexicon=lexicon)  # refuse bad text now, not at the first next()
-        return self._stream(text, sentences, speaker, temperature, pause_s, _Live(control, cfg), seed, postfilter,
+        return self._stream(text, sentences, speaker, temperature, pause_s, Live(control, cfg), seed, postfilter,
                             prosody, melmatch, lexicon)
 
     def _ssml(self, text: str, cfg: SpeakConfig, lexicon):
@@ -675,7 +428,7 @@ class Voice:
             who, prosody, lex = self._piece_setup(piece, cfg, speaker, lexicon)
             # the request's pause after each of the piece's sentences but the last, which has the piece's own
             chunks = self._stream(piece.text, list(piece.sentences), who, temperature, pause_s,
-                                  _Live(control, cfg, speed_factor=piece.speed, volume_factor=piece.volume),
+                                  Live(control, cfg, speed_factor=piece.speed, volume_factor=piece.volume),
                                   seed + i, postfilter, prosody, melmatch, lex, last_pause=piece.silence_after)
             made = 0  # samples of this piece yielded
             try:
@@ -728,7 +481,7 @@ class Voice:
                     timings = self._word_timings(utt, part, position_total)
                     timeline = timings  # the sentence's words as last timed (sent, or to be sent)
                     state.position = 0  # frame clock restarts per sentence; h and prev carry on
-                    gi_cache = _WindowedFrameInputs(voc, part, postfilter=postfilter,  # mel decoded as needed
+                    gi_cache = WindowedFrameInputs(voc, part, postfilter=postfilter,  # mel decoded as needed
                                                     ltp_gain_scale=ltp_scale)
                     # mel matching: one segment per sentence; its output trails the vocoder's by its lead
                     mm = melmatch.stream(gi_cache.rows, n_total) if melmatch is not None else None
@@ -805,7 +558,7 @@ class Voice:
         finally:
             _close_after(pending, mels)
 
-    def _chunk(self, samples: np.ndarray, control: _Live, position: int, span, s_idx: int,
+    def _chunk(self, samples: np.ndarray, control: Live, position: int, span, s_idx: int,
                timings) -> AudioChunk:
         audio = int16_to_float(samples)
         if control.volume != 1.0:
@@ -825,7 +578,7 @@ class Voice:
         hop = self.vocoder.hop
         n_new = p.n_frames * hop
         new_done = min(int(round(frac * p.n_frames)) * hop, n_new)
-        return new_done, n_new, _WindowedFrameInputs(self.vocoder, p, postfilter=postfilter,
+        return new_done, n_new, WindowedFrameInputs(self.vocoder, p, postfilter=postfilter,
                                                      ltp_gain_scale=ltp_scale), p
 
     def _word_timings(self, utt, part, offset: int) -> tuple[WordTiming, ...]:
@@ -1017,69 +770,3 @@ def _prepare(mels):
     return spoken
 
 
-class _WindowedFrameInputs:
-    """The vocoder's per-frame gate inputs of a sentence, computed window by window.
-
-    Window ``k`` covers frames ``[k W, (k + 1) W)`` and is computed from the mel frames
-    ``[k W − R, (k + 1) W + R)`` (R = the conditioning net's receptive radius), so each window
-    equals the corresponding rows of ``frame_inputs(whole mel)``: the zero padding at the
-    sentence ends is reproduced by computing edge windows on the unpadded edges.
-
-    ``mel``: a (T, n_mels) array, or a :class:`~wavern.conditioning.stream.SentenceMel`
-    whose rows are decoded only when a window first needs them (so the first chunk waits for
-    the first rows of the acoustic model's last layer, not for the whole sentence).
-    """
-
-    def __init__(self, vocoder, mel, window: int = MEL_WINDOW_FRAMES, *, postfilter=None,
-                 ltp_gain_scale: float = 1.0):
-        self.voc = vocoder
-        self.postfilter = postfilter
-        self.ltp_gain_scale = ltp_gain_scale
-        if isinstance(mel, np.ndarray):
-            self.mel = np.ascontiguousarray(mel, np.float32)
-            self.n_frames = self.mel.shape[0]
-            self._rows = lambda a, b: self.mel[a:b]
-        else:
-            self.n_frames = mel.n_frames
-            self._rows = mel.rows
-        self.window = window
-        self.radius = 2 + vocoder.cond_blocks
-        self._cache: dict[int, tuple[np.ndarray, np.ndarray | None]] = {}
-
-    def _both(self, k: int) -> tuple[np.ndarray, np.ndarray | None]:
-        w = self._cache.get(k)
-        if w is None:
-            T = self.n_frames
-            a, b = k * self.window, min((k + 1) * self.window, T)
-            lo, hi = max(0, a - self.radius), min(T, b + self.radius)
-            rows = self._rows(lo, hi)
-            gi = self.voc.frame_inputs(rows, ltp_gain_scale=self.ltp_gain_scale)
-            coefs = None
-            if self.postfilter is not None:  # frame t's filter depends on mel row t alone
-                coefs = self.postfilter.coefficients(np.asarray(rows)[a - lo: b - lo])
-            w = (np.ascontiguousarray(gi[a - lo: b - lo]), coefs)
-            self._cache = {kk: vv for kk, vv in self._cache.items() if kk >= k - 1}
-            self._cache[k] = w
-        return w
-
-    def _window(self, k: int) -> np.ndarray:
-        return self._both(k)[0]
-
-    def rows(self, start: int, stop: int) -> np.ndarray:
-        """Mel rows ``[start, stop)`` of the sentence (decoded as needed)."""
-        return np.asarray(self._rows(start, stop))
-
-    def coefs_covering(self, position: int, n: int) -> np.ndarray:
-        """The post-filter coefficients of the frames :meth:`covering` returns (same first frame)."""
-        hop = self.voc.hop
-        k0, k1 = position // hop // self.window, (position + n - 1) // hop // self.window
-        parts = [self._both(k)[1] for k in range(k0, k1 + 1)]
-        return parts[0] if len(parts) == 1 else np.concatenate(parts)
-
-    def covering(self, position: int, n: int) -> tuple[np.ndarray, int]:
-        hop = self.voc.hop
-        f0, f1 = position // hop, (position + n - 1) // hop
-        k0, k1 = f0 // self.window, f1 // self.window
-        parts = [self._window(k) for k in range(k0, k1 + 1)]
-        gi = parts[0] if len(parts) == 1 else np.ascontiguousarray(np.concatenate(parts))
-        return gi, k0 * self.window

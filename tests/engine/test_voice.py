@@ -59,7 +59,7 @@ def test_streamed_equals_one_shot_and_seams_do_not_click(voice):
     y = np.concatenate(streamed)
     # The windowed conditioning equals the whole-sentence one to float32 rounding (BLAS sums
     # windows of different sizes in different orders) ...
-    from wavern.engine.voice import _WindowedFrameInputs
+    from wavern.engine.frame_windows import WindowedFrameInputs as _WindowedFrameInputs
     win = _WindowedFrameInputs(voc, mel)
     whole = voc.frame_inputs(mel)
     for pos in range(0, mel.shape[0] * voc.hop, 1000):
