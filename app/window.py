@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import bisect
 import json
-import math
 import logging
+import math
 import re
 import sys
 import tempfile
@@ -28,40 +28,17 @@ from pathlib import Path
 
 import numpy as np
 from PySide6.QtCore import QSettings, QStandardPaths, Qt, QTimer
-from PySide6.QtGui import QAction, QKeySequence, QTextCursor
-from PySide6.QtWidgets import (
-    QApplication,
-    QComboBox,
-    QFileDialog,
-    QFormLayout,
-    QFrame,
-    QGroupBox,
-    QHBoxLayout,
-    QLabel,
-    QMainWindow,
-    QPushButton,
-    QScrollArea,
-    QSlider,
-    QSplitter,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtGui import QTextCursor
+from PySide6.QtWidgets import QApplication, QFileDialog, QMainWindow
 
-from wavern.app.widgets import (
-    LatencyDashboard,
-    LexiconDialog,
-    PreviewView,
-    ScopeHistory,
-    SpectrogramView,
-    SpeechEditor,
-    WaveformView,
-    quiet_colour,
-)
+from wavern.app.take import Take as _Take
+from wavern.app.text_positions import astral_indices, committed_end, qt_position, text_index
+from wavern.app.widgets import LexiconDialog, ScopeHistory
 from wavern.app.widgets.editor import TEXT_POINTS
+from wavern.app.window_layout import SILENT, WindowLayout
 from wavern.app.worker import ChunkView, SpeechWorker, UtteranceStats, VoiceState, usable_output_devices
-from wavern.conditioning.config import PROSODY_DEFAULT, PROSODY_LIMITS
+from wavern.conditioning.config import PROSODY_DEFAULT
 from wavern.conditioning.frontend.lexicon import Lexicon
-from wavern.conditioning.frontend.normalize import is_abbreviation
 from wavern.conditioning.frontend.ssml import looks_like_ssml
 from wavern.engine.chunk import SpeakConfig
 from wavern.errors import ParameterError, WavernError
@@ -70,7 +47,6 @@ __all__ = ["MainWindow", "run_window", "committed_end", "SILENT"]
 
 log = logging.getLogger(__name__)
 
-SILENT = -1  # device-combo value of "Silent playback"
 AUTOSAVE_MS = 5000  # settings and the text are saved this often (and on close)
 TICK_MS = 33  # meter / view refresh period
 BUFFER_S = 1.0  # generation runs at most this far ahead of playback: controls are heard within it
@@ -79,121 +55,6 @@ SSML_OPEN = "<speak>"  # put around a part of an SSML document spoken alone
 VOICE_CHOICE_MS = 500  # a voice chosen in the list loads once the choice has rested this long
 SPOOL_AFTER_S = 600  # a request's audio (kept for Export last) goes to a temporary file past this
 STATS_KEPT = 500  # finished utterances' stats the window keeps
-
-# A clause is committed once its end mark (. ! ? , ;), with any closing quote or bracket, is
-# followed by white space: "3.5" or "1,000" are not clause ends.
-_COMMIT_RE = re.compile(r"[.!?,;][\"'\u201d\u2019)\]]*(?=\s)")
-
-
-class _Take:
-    """One request's audio as generated, for Export last: in memory up to ``spool_after`` samples
-    (the usual request), beyond that in an unnamed temporary file, read back as a memory map (an
-    hour-long request held ~320 MB of float32 chunks and twice that while they were joined; soak
-    review). A temp folder that cannot take it (or fills up) keeps the audio in memory after all.
-    The file is unbuffered, so a full disk shows at the write that meets it."""
-
-    def __init__(self, spool_after: int) -> None:
-        self._parts: list[np.ndarray] = []
-        self._file = None
-        self._n = 0  # samples in the take
-        self._spool_after = spool_after
-
-    def __bool__(self) -> bool:
-        return self._n > 0
-
-    def append(self, samples: np.ndarray) -> None:
-        x = np.ascontiguousarray(samples, np.float32)
-        if self._file is None and self._n + x.size > self._spool_after:
-            f = None
-            try:
-                f = tempfile.TemporaryFile(prefix="wavern-take-", buffering=0)
-                for part in self._parts:
-                    _write_all(f, part)
-            except OSError as e:
-                self._keep_in_memory(e, f)
-            else:
-                self._file, self._parts = f, []
-        if self._file is not None:
-            try:
-                _write_all(self._file, x)
-            except OSError as e:  # the temp folder filled up: what it holds comes back to memory
-                self._keep_in_memory(e, self._file)
-        if self._file is None:
-            self._parts.append(x)
-        self._n += x.size
-
-    def _keep_in_memory(self, e: OSError, f) -> None:
-        log.warning("keeping the utterance in memory for Export last (%s)", e)
-        if f is not None and self._file is f:  # spooled so far: read what it holds back
-            f.seek(0)
-            self._parts = [np.frombuffer(f.read(self._n * 4), np.float32).copy()]
-        if f is not None:
-            f.close()
-        self._file, self._spool_after = None, math.inf
-
-    def audio(self) -> np.ndarray:
-        """All of it, in order (a read-only memory map when spooled); the take is empty after."""
-        f, n, parts = self._file, self._n, self._parts
-        self._parts, self._file, self._n = [], None, 0
-        if f is None:
-            return np.concatenate(parts) if parts else np.zeros(0, np.float32)
-        try:
-            return np.memmap(f, np.float32, mode="r", shape=(n,)) if n else np.zeros(0, np.float32)
-        finally:
-            f.close()  # the map keeps the (unnamed) file's data until it is dropped
-
-
-def _write_all(f, x: np.ndarray) -> None:
-    """Write ``x``'s bytes to the unbuffered file ``f`` (a short write is a full disk)."""
-    data = memoryview(x).cast("B")
-    while data:
-        n = f.write(data)
-        if not n:
-            raise OSError(28, "No space left on device (short write)")
-        data = data[n:]
-
-
-def committed_end(text: str, start: int) -> int:
-    """End of the last committed clause of ``text[start:]`` (``start`` if none).
-
-    A full stop after an abbreviation or initial ("Dr.", "J.") does not commit; after a word that
-    is one only before a name or a number ("Rev.", "sat.") it waits for the next word's first
-    character to tell ("Rev. S" waits, "The cat sat. T" commits).
-    """
-    end = start
-    for m in _COMMIT_RE.finditer(text, start):
-        if text[m.start()] == ".":
-            k = m.start()  # the token ending in this full stop: back to the white space before it
-            while k > start and not text[k - 1].isspace():
-                k -= 1
-            token, nxt = text[k:m.start() + 1], text[m.end():m.end() + 64].lstrip()[:1]
-            if is_abbreviation(token, nxt) if nxt else (is_abbreviation(token, "A") or is_abbreviation(token, "1")):
-                continue
-        end = m.end()
-    return end
-
-
-def qt_position(text: str, index: int) -> int:
-    """The editor position (UTF-16 code units, as Qt counts) of code point ``index`` of ``text``."""
-    return index + bisect.bisect_left(astral_indices(text), index)
-
-
-def astral_indices(text: str) -> list[int]:
-    """Where ``text`` has code points outside the BMP (two UTF-16 units each in the editor), sorted."""
-    return [] if text.isascii() else [i for i, c in enumerate(text) if c > "\uffff"]
-
-
-def text_index(text: str, position: int) -> int:
-    """The code point index of editor position ``position`` in ``text`` (the inverse of :func:`qt_position`)."""
-    if text.isascii():
-        return position
-    units = 0
-    for i, c in enumerate(text):
-        if units >= position:
-            return i
-        units += 2 if c > "\uffff" else 1
-    return len(text)
-
 
 def _config_dir() -> Path:
     """``~/.config/wavern`` (:func:`wavern.app.voices.user_config_dir`, shared with `say` and `render`);
@@ -214,56 +75,6 @@ def _config_dir() -> Path:
     return new
 
 
-def _buddy_sliders(form: QFormLayout) -> None:
-    """A label's Alt + letter focuses its buddy only where the buddy takes focus itself: a
-    :class:`_Slider` row passes focus on to its slider but takes none, so its label names the slider."""
-    for i in range(form.rowCount()):
-        field = form.itemAt(i, QFormLayout.ItemRole.FieldRole)
-        label = form.itemAt(i, QFormLayout.ItemRole.LabelRole)
-        if field is not None and label is not None and isinstance(field.widget(), _Slider):
-            label.widget().setBuddy(field.widget().slider)
-
-
-class _Slider(QWidget):
-    """A horizontal slider over [lo, hi] in ``step``s with its value shown beside it."""
-
-    def __init__(self, lo: float, hi: float, step: float, value: float, fmt: str):
-        super().__init__()
-        self.step, self.fmt = step, fmt
-        self.slider = QSlider(Qt.Orientation.Horizontal)
-        self.slider.setRange(round(lo / step), round(hi / step))
-        self.label = QLabel()
-        self.label.setMinimumWidth(48)
-        row = QHBoxLayout(self)
-        row.setContentsMargins(0, 0, 0, 0)
-        row.addWidget(self.slider)
-        row.addWidget(self.label)
-        self.setFocusProxy(self.slider)  # a form label's buddy, and focus given to the row, reach the slider
-        self.name = ""
-        self.slider.valueChanged.connect(lambda _: self._show())
-        self.set_value(value)
-        self._show()
-
-    def _show(self) -> None:
-        text = self.fmt.format(self.value())
-        self.label.setText(text)
-        # a screen reader reads QSlider's value as its step count (speed 1.00x was "20"): the name says it
-        self.slider.setAccessibleName(f"{self.name} {text}".strip())
-        self.slider.setAccessibleDescription(text)
-
-    def set_name(self, name: str) -> None:
-        """What a screen reader calls it: the name and the value as shown ("speed 1.00×")."""
-        self.name = name
-        self.setAccessibleName(name)
-        self._show()
-
-    def value(self) -> float:
-        return self.slider.value() * self.step
-
-    def set_value(self, x: float) -> None:
-        self.slider.setValue(round(float(x) / self.step))
-
-
 def audio_path(path: str, chosen_filter: str = "") -> str:
     """An export path with an audio suffix: one the user typed (.wav, .flac) is kept; otherwise the
     chosen file type's is added ("chapter.1" with FLAC chosen -> "chapter.1.flac"; a name with a
@@ -273,7 +84,7 @@ def audio_path(path: str, chosen_filter: str = "") -> str:
     return path + (".flac" if "flac" in chosen_filter.lower() else ".wav")
 
 
-class MainWindow(QMainWindow):
+class MainWindow(WindowLayout, QMainWindow):
     """The wavern window.
 
     Args:
@@ -329,176 +140,6 @@ class MainWindow(QMainWindow):
         self.autosave.start()
 
     # ------------------------------------------------------------------ construction
-    def _build_ui(self) -> None:
-        self.editor = SpeechEditor()
-        self.text_points = TEXT_POINTS
-        self.preview = PreviewView()
-        self.waveform = WaveformView(self.history)
-        self.spectrogram = SpectrogramView(self.history)
-        self.waveform.setMinimumHeight(90)
-        self.spectrogram.setMinimumHeight(110)
-        self.dashboard = LatencyDashboard()
-
-        self.voice_combo = QComboBox()
-        self.card = QLabel("")
-        self.card.setWordWrap(True)
-        self.card.setStyleSheet(f"color: {quiet_colour(self.card)}")
-        self.speaker_combo = QComboBox()
-        self.device_combo = QComboBox()
-        self.device_combo.addItem("Silent playback (no sound)", SILENT)
-        for d in self.devices:
-            self.device_combo.addItem(f"{d.name}" + (f" (resampled to {d.rate} Hz)" if d.resampled else ""), d.index)
-        self.speed = _Slider(0.5, 2.0, 0.05, 1.0, "{:.2f}×")
-        self.volume = _Slider(0.0, 2.0, 0.05, 1.0, "{:.2f}")
-        self.pause = _Slider(0.0, 1.5, 0.05, 0.0, "{:.2f} s")
-        # espeak-ng's units, over the ranges the voice was trained on (PROSODY_LIMITS); the next request
-        self.pitch = _Slider(*PROSODY_LIMITS[1], 1.0, PROSODY_DEFAULT[1], "{:.0f}")
-        self.pitch_range = _Slider(*PROSODY_LIMITS[2], 1.0, PROSODY_DEFAULT[2], "{:.0f}")
-        for s in (self.pitch, self.pitch_range):
-            s.setEnabled(False)  # until a voice that reads them loads
-            s.setToolTip("Needs a voice trained with the prosody input")
-        self.passes = _Slider(0, 16, 1, 0, "{:.0f}")  # set to the voice's own on load; the next request
-        self.passes.setToolTip("Mel-matching passes (engine/melmatch.py): more, a cleaner copy of the mel; "
-                               "fewer, earlier first audio and more of the vocoder's own sound")
-
-        self.editor.setTabChangesFocus(True)  # (Tab inserted a tab and focus could not leave forwards)
-        self.editor.setAccessibleName("text to speak")
-        self.preview.setAccessibleName("what will be spoken")
-        self.waveform.setAccessibleName("waveform of the audio played")
-        self.spectrogram.setAccessibleName("spectrogram of the audio played")
-        for widget, name, tip in (
-                (self.speed, "speed", "Speaking rate; acts on the next chunk"),
-                (self.volume, "volume", "Output gain; acts on the next chunk"),
-                (self.pause, "sentence pause", "Silence between sentences; acts on the next chunk"),
-                (self.pitch, "pitch", None), (self.pitch_range, "intonation", None),
-                (self.passes, "mel passes", None)):
-            widget.set_name(name)
-            if tip:
-                widget.setToolTip(tip)
-        self.voice_combo.setAccessibleName("voice")
-        self.voice_combo.setToolTip("The voice: installed voices and the one given with --voice")
-        self.speaker_combo.setAccessibleName("speaker")
-        self.speaker_combo.setToolTip("One of the voice's speakers (remembered per voice)")
-        self.device_combo.setAccessibleName("output device")
-        self.device_combo.setToolTip("Where speech plays; silent playback paces it in real time")
-
-        # Alt + the underlined letter reaches each control (the menus hold S, F, V and T)
-        voice_box = QGroupBox("Voi&ce")
-        v = QVBoxLayout(voice_box)  # the card in a box layout: a form row cut its wrapped lines
-        v.addWidget(self.voice_combo)
-        v.addWidget(self.card)
-        f = QFormLayout()
-        v.addLayout(f)
-        f.addRow("spea&ker", self.speaker_combo)
-        f.addRow("&pitch", self.pitch)
-        f.addRow("&intonation", self.pitch_range)
-        f.addRow("&mel passes", self.passes)
-        f.addRow("&output", self.device_combo)
-        _buddy_sliders(f)
-        controls = QGroupBox("Delivery (acts on the next chunk)")
-        f = QFormLayout(controls)
-        f.addRow("spee&d", self.speed)
-        f.addRow("vo&lume", self.volume)
-        f.addRow("sentence p&ause", self.pause)
-        _buddy_sliders(f)
-        side = QWidget()
-        col = QVBoxLayout(side)
-        col.addWidget(voice_box)
-        col.addWidget(controls)
-        col.addWidget(self.dashboard)
-        col.addStretch(1)
-        # in a scroll area, so the window fits a 768-pixel-high screen (the column alone is ~600 px
-        # tall: the window could not be made shorter than 856 px)
-        side_scroll = QScrollArea()
-        side_scroll.setWidget(side)
-        side_scroll.setWidgetResizable(True)
-        side_scroll.setFrameShape(QFrame.Shape.NoFrame)
-        # (a scroll bar only when a large desktop font makes the column wider than its room: the
-        # combos and slider values were cut off at 14-16 pt, out of reach)
-        side_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
-        # wide enough for its content at the desktop's font (it was 14 px short at the default one)
-        fit = side.minimumSizeHint().width() + side_scroll.verticalScrollBar().sizeHint().width() + 4
-        side_scroll.setMinimumWidth(max(300, fit))
-        side_scroll.setMaximumWidth(max(400, fit))
-        side_scroll.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # a Tab stop with no name and nothing to show
-
-        text_split = QSplitter(Qt.Orientation.Vertical)
-        text_split.addWidget(self.editor)
-        box = QGroupBox("What will be spoken")
-        QVBoxLayout(box).addWidget(self.preview)
-        text_split.addWidget(box)
-        text_split.setSizes([300, 160])
-        top = QSplitter(Qt.Orientation.Horizontal)
-        top.addWidget(text_split)
-        top.addWidget(side_scroll)
-        top.setStretchFactor(0, 1)
-        scopes = QWidget()
-        sc = QVBoxLayout(scopes)
-        sc.setContentsMargins(0, 0, 0, 0)
-        sc.addWidget(self.waveform, 2)
-        sc.addWidget(self.spectrogram, 3)
-        self.main_split = QSplitter(Qt.Orientation.Vertical)
-        self.main_split.addWidget(top)
-        self.main_split.addWidget(scopes)
-        self.main_split.setSizes([600, 200])  # the scopes at their minimum to start: the side column fits
-        self.setCentralWidget(self.main_split)
-
-        # a problem stays in view until dismissed (a status message lasted until the next one: an
-        # export error under a queued "Speaking: ..." showed for 0.02 s)
-        self.problem_button = QPushButton("")
-        self.problem_button.setFlat(True)
-        self.problem_button.setVisible(False)
-        self.problem_button.setAccessibleName("problem")
-        self.problem_button.clicked.connect(lambda: self.report_problem(None))
-        self.statusBar().addPermanentWidget(self.problem_button)
-        self.output_label = QLabel("")
-        self.statusBar().addPermanentWidget(self.output_label)
-        room = self.screen().availableGeometry() if self.screen() is not None else None
-        self.resize(min(1200, room.width() - 40) if room else 1200, min(820, room.height() - 60) if room else 820)
-
-    def _build_actions(self) -> None:
-        def action(text: str, keys: str, slot, *, checkable: bool = False) -> QAction:
-            a = QAction(text, self)
-            a.setShortcut(QKeySequence(keys))
-            a.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
-            a.setToolTip(f"{text} ({QKeySequence(keys).toString(QKeySequence.SequenceFormat.NativeText)})")
-            a.setCheckable(checkable)
-            (a.toggled if checkable else a.triggered).connect(slot)
-            return a
-
-        self.speak_action = action("Speak", "Ctrl+Return", lambda: self.speak(now=True))
-        self.queue_action = action("Queue", "Ctrl+Shift+Return", lambda: self.speak(now=False))
-        self.speak_action.setShortcuts([QKeySequence("Ctrl+Return"), QKeySequence("Ctrl+Enter")])  # + keypad Enter
-        self.queue_action.setShortcuts([QKeySequence("Ctrl+Shift+Return"), QKeySequence("Ctrl+Shift+Enter")])
-        self.pause_action = action("Pause", "Ctrl+Space", self.set_paused, checkable=True)
-        self.stop_action = action("Stop", "Escape", self.stop)
-        self.sayt_action = action("Speak as you type", "Ctrl+T", self.set_speak_as_you_type, checkable=True)
-        self.fix_action = action("Fix word…", "Ctrl+L", self.fix_word)
-        self.export_last_action = action("Export last…", "Ctrl+E", self._ask_export_last)
-        self.export_all_action = action("Export text…", "Ctrl+Shift+E", self._ask_export_text)
-        self.quit_action = action("Quit", "Ctrl+Q", self.close)
-        self.larger_action = action("Larger text", "Ctrl++", lambda: self.set_text_points(self.text_points + 2))
-        self.larger_action.setShortcuts([QKeySequence("Ctrl++"), QKeySequence("Ctrl+=")])  # (+ is shifted on many layouts)
-        self.smaller_action = action("Smaller text", "Ctrl+-", lambda: self.set_text_points(self.text_points - 2))
-        self.reset_text_action = action("Normal text size", "Ctrl+0", lambda: self.set_text_points(TEXT_POINTS))
-        menus = self.menuBar()  # every command, with its keys, found from the keyboard (Alt, F10)
-        for title, actions in (("&Speech", (self.speak_action, self.queue_action, self.pause_action, self.stop_action,
-                                            None, self.sayt_action)),
-                               ("&File", (self.export_last_action, self.export_all_action, None, self.quit_action)),
-                               ("&View", (self.larger_action, self.smaller_action, self.reset_text_action)),
-                               ("&Tools", (self.fix_action,))):
-            menu = menus.addMenu(title)
-            for a in actions:
-                menu.addSeparator() if a is None else menu.addAction(a)
-        bar = self.addToolBar("Transport")
-        bar.setObjectName("transport")
-        for a in (self.speak_action, self.queue_action, self.pause_action, self.stop_action):
-            bar.addAction(a)
-        bar.addSeparator()
-        for a in (self.sayt_action, self.fix_action, self.export_last_action, self.export_all_action):
-            bar.addAction(a)
-        self._set_voice_ready(False)
-
     def _connect(self) -> None:
         w = self.worker
         w.voiceLoaded.connect(self._on_voice_loaded)
@@ -1078,8 +719,6 @@ def _main(argv: list[str] | None = None) -> int:
     """``python -m wavern.app.window --voice V --screenshot docs/screenshot.png [--text T]``:
     speak a sentence into silent playback and save a grab of the window while it plays out."""
     import argparse
-    import tempfile
-
     p = argparse.ArgumentParser(prog="python -m wavern.app.window")
     p.add_argument("--voice", required=True)
     p.add_argument("--screenshot", required=True)
