@@ -30,7 +30,8 @@ PYVER=$("$PY" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]
 
 # 1. System packages (Debian/Ubuntu), each checked by dpkg, all installed in one apt call:
 #    PortAudio (to play audio; without it wavern writes files), Qt's X11 libraries (the window),
-#    venv support when the interpreter lacks it, and with --dev a C compiler and Python's headers.
+#    venv support when the interpreter lacks it, and with --dev a C compiler and Python's headers
+#    and Speech Dispatcher with its espeak-ng module (`wavern speechd`'s end-to-end test and benchmark).
 #    Optional: when apt cannot install them, setup says what is missing and goes on.
 installed() { [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]; }
 if command -v dpkg-query >/dev/null && command -v apt-get >/dev/null; then
@@ -38,6 +39,9 @@ if command -v dpkg-query >/dev/null && command -v apt-get >/dev/null; then
   "$PY" -c 'import ensurepip' 2>/dev/null || want+=("python$PYVER-venv")
   if [ "$DEV" = 1 ]; then
     command -v cc >/dev/null || want+=(build-essential)
+    # the Speech Dispatcher module's end-to-end test and benchmark (wavern speechd; espeak-ng's own
+    # module is the benchmark's comparison)
+    want+=(speech-dispatcher speech-dispatcher-espeak-ng)
     "$PY" -c 'import os, sys, sysconfig; sys.exit(not os.path.isfile(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
       || want+=("python$PYVER-dev")
   fi
