@@ -154,7 +154,37 @@ def _qt() -> Check:
     return Check("qt", True, f"PySide6 {PySide6.__version__}")
 
 
-CHECKS: list[Callable[[], Check]] = [_python, _versions, _cpu, _audio, _qt, _espeak, _voices, _numba_cache]
+def _speechd() -> Check:
+    """Speech Dispatcher, wavern's module for it (`wavern speechd install`), and whether the module
+    answers as the server would start it (loads the voice: a few seconds)."""
+    from wavern.app.speechd import install as inst
+    from wavern.app.speechd.server import daemon_version
+
+    version = daemon_version()
+    server = f"Speech Dispatcher {version}" if version else \
+        "Speech Dispatcher not installed (Debian: apt-get install speech-dispatcher)"
+    if not inst.paths().module.exists():
+        return Check("speechd", True, f"{server}; wavern's module not installed (`wavern speechd install` makes "
+                                      "wavern a system voice: spd-say, Orca)")
+    installed, where = inst.status()
+    if not installed:
+        return Check("speechd", False, f"{server}; module {where}")
+    ok, said = inst.probe()
+    detail = f"{server}; module {where}: " + (f"working, {said}" if ok else f"NOT working: {said}")
+    from wavern.app.speechd.ssip import SsipClient, SsipError, default_socket
+
+    if default_socket().exists():
+        try:
+            with SsipClient(default_socket(), name="wavern:doctor:main", timeout_s=5.0) as c:
+                listed = "wavern" in c.list_output_modules()
+            detail += "; the running server lists it" if listed else \
+                "; the running server does not list it yet (restart Speech Dispatcher, or log out and in)"
+        except SsipError:
+            pass
+    return Check("speechd", ok, detail)
+
+
+CHECKS: list[Callable[[], Check]] = [_python, _versions, _cpu, _audio, _qt, _espeak, _voices, _numba_cache, _speechd]
 
 
 def run_checks() -> list[Check]:

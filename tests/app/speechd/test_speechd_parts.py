@@ -232,3 +232,21 @@ def test_probe_runs_the_installed_module(home, tiny_voice):
     ok, said = inst.probe()
     assert ok, said
     assert "testvoice" in said and "lists 0 voice" not in said
+
+
+# --------------------------------------------------------------------------- doctor
+def test_doctor_says_whether_the_module_is_installed_and_working(home, tiny_voice):
+    from wavern.app import doctor
+
+    def line():
+        (c,) = [c for c in doctor.run_checks() if c.name == "speechd"]
+        return c
+
+    c = line()
+    assert c.ok and "module not installed" in c.detail
+    inst.install(reload=False, voice=str(tiny_voice))
+    c = line()
+    assert c.ok and "working, answers INIT" in c.detail
+    inst.install(reload=False, python=str(home / "gone" / "python"))
+    c = line()
+    assert not c.ok and "not there" in c.detail
