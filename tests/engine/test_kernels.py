@@ -419,6 +419,28 @@ def test_cache_status_counts_the_builds_this_process_can_load(tmp_path):
     assert status(WAVERN_VECTOR_BITS="256") == (False, 0 if wide else n)
 
 
+
+def test_a_cached_kernel_is_keyed_to_every_file_of_the_package(tmp_path):
+    """A kernel's build holds the kernels it calls from the package's other files, and numba checks
+    only its own file: a build made from other sources of the package (here: another digest) is not
+    loaded, though its file is unchanged."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    code = ("import numpy as np, wavern.engine.kernels as K, wavern.engine.kernels.jit as J, "
+            "wavern.engine.kernels.fastexp as E; {}K.vexp(np.zeros(4, np.float32)); "
+            "print(K.cache_status()[1], sum(E._vexp.stats.cache_hits.values()))")
+
+    def run(before: str = "") -> tuple[int, int]:
+        res = subprocess.run([sys.executable, "-c", code.format(before)], capture_output=True, text=True, env=env,
+                             timeout=300)
+        assert res.returncode == 0, res.stderr
+        counted, hits = res.stdout.split()
+        return int(counted), int(hits)
+
+    n, hits = run()
+    assert n >= 1 and hits == 0  # compiled and cached (vexp's kernel and the one it calls)
+    assert run() == (n, 1)  # loaded
+    assert run("J.SOURCE_DIGEST = 'edited'; ") == (n, 0)  # other sources: compiled again (and cached)
+
 def test_kernels_compiled_without_the_slp_vectoriser_stay_out_of_the_cache(tmp_path):
     # numba's cache key does not record the setting: cached slow kernels would be loaded later by
     # processes that report SLP_ACTIVE
