@@ -31,6 +31,7 @@ class VoiceInfo:
     speakers: tuple[str, ...] = ()  # the acoustic model's speakers (voice.json), () when invalid
     default_speaker: str | None = None  # voice.json's inference.speaker (None: the first speaker)
     prosody: bool = False  # pitch and pitch range can be set (the acoustic model reads them)
+    description: str = ""  # for a user: voice.json's description, else the card's first paragraph
 
 
 def voice_dirs() -> list[Path]:
@@ -62,19 +63,22 @@ def _card(path: Path) -> str:
 
 
 def voice_info(path: str | Path) -> VoiceInfo:
-    """One voice folder as a :class:`VoiceInfo`: its model card's first paragraph and, when its
-    ``voice.json`` does not validate, the error (the folder is still listed, marked broken)."""
+    """One voice folder as a :class:`VoiceInfo`: its description (voice.json's ``description``, else
+    its model card's first paragraph) and, when its ``voice.json`` does not validate, the error (the
+    folder is still listed, marked broken)."""
     from wavern.engine.voicefile import read_voice_json
 
     path = Path(path)
+    card = _card(path)
     try:
         meta = read_voice_json(path)
     except VoiceFileError as e:
-        return VoiceInfo(path.name, path, _card(path), str(e))
+        return VoiceInfo(path.name, path, card, str(e), description=card)
     acoustic = meta.get("acoustic", {})
     speakers = tuple(acoustic.get("speakers", ()))
     default = (meta.get("inference") or {}).get("speaker") or (speakers[0] if speakers else None)
-    return VoiceInfo(path.name, path, _card(path), None, speakers, default, bool(acoustic.get("prosody")))
+    return VoiceInfo(path.name, path, card, None, speakers, default, bool(acoustic.get("prosody")),
+                     " ".join(meta.get("description", "").split()) or card)
 
 
 def find_voices() -> list[VoiceInfo]:

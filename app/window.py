@@ -187,7 +187,7 @@ class MainWindow(WindowLayout, QMainWindow):
         pick = -1
         for i, v in enumerate(voices):
             self.voice_combo.addItem(v.name if v.error is None else f"{v.name} (invalid)", str(v.path))
-            self.voice_combo.setItemData(i, v.error or v.card, Qt.ItemDataRole.ToolTipRole)
+            self.voice_combo.setItemData(i, v.error or v.description, Qt.ItemDataRole.ToolTipRole)
             if v.error is not None:
                 self.voice_combo.model().item(i).setEnabled(False)
             elif pick < 0 and (wanted is None or v.path.resolve() == wanted.resolve()):
@@ -215,7 +215,7 @@ class MainWindow(WindowLayout, QMainWindow):
         ``VOICE_CHOICE_MS`` (arrowing through the list stopped the speech and loaded every voice)."""
         if index < 0:
             return
-        self.card.setText(self._voice_infos[index].card)
+        self.card.setText(self._voice_infos[index].description)
         if not now:
             self._set_voice_ready(False)  # until it rests: Speak now would speak with the voice being left
             self._voice_timer.start()
@@ -283,7 +283,7 @@ class MainWindow(WindowLayout, QMainWindow):
             self.voice_combo.blockSignals(True)
             self.voice_combo.setCurrentIndex(i)
             self.voice_combo.blockSignals(False)
-            self.card.setText(self._voice_infos[i].card)
+            self.card.setText(self._voice_infos[i].description)
 
     def report_problem(self, message: str | None, *, only_if: str = "") -> None:
         """Show ``message`` beside the status line until it is dismissed (a click, Space on it) or

@@ -1,4 +1,4 @@
-"""``voice.json``: reading and validating a voice's description without loading weights.
+"""``voice.json``: reading and validating a voice's settings without loading weights.
 
 Loading a voice runs no code: JSON plus safetensors. Every field is checked here and a bad
 voice is refused with a :class:`VoiceFileError` that names the field, the value found and
@@ -109,12 +109,21 @@ def read_voice_json(folder: str | Path, *, runtime_mel: MelConfig = DEFAULT_MEL)
     if speaker is not None and speakers is not None and speaker not in speakers:
         raise VoiceFileError(f"{path}: field 'inference.speaker' {speaker!r} is not one of the voice's speakers "
                              f"(acoustic.speakers)")
+    description = meta.get("description")
+    if description is not None and not (isinstance(description, str) and description.strip()
+                                        and len(description) <= MAX_DESCRIPTION_CHARS and description.isprintable()):
+        raise VoiceFileError(f"{path}: field 'description' must be one line of text, 1 to {MAX_DESCRIPTION_CHARS} "
+                             f"printable characters, found {str(description)[:60]!r}")
     return meta
 
 
 #: an espeak-ng voice (and variant) name: no path, nothing espeak would read as a file
 _ESPEAK_NAME = re.compile(r"[A-Za-z0-9_+-]{1,64}")
 
+
+#: Longest ``description`` (optional: who speaks, what the voice is good at, its licence; what
+#: ``wavern voices`` and the window show).
+MAX_DESCRIPTION_CHARS = 600
 
 #: voice.json files above this size are refused unread (the shipped one is ~20 kB)
 MAX_VOICE_JSON_BYTES = 4 << 20

@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 def assemble_voice(out_dir: str | Path, *, acoustic, vocoder, symbols: list[str], name: str,
                    espeak_voice: str = "en-us", provenance: dict[str, Any] | None = None,
-                   inference: dict[str, Any] | None = None, card: str = "",
+                   inference: dict[str, Any] | None = None, card: str = "", description: str = "",
                    vocoder_dtype=np.float16) -> Path:
     """Write a complete voice folder; returns its path. Reads it back through the validator.
 
@@ -45,6 +45,8 @@ def assemble_voice(out_dir: str | Path, *, acoustic, vocoder, symbols: list[str]
         provenance: corpus, seeds, steps, wall time, metrics.
         inference: defaults for a request: ``temperature``, ``speaker``, ``pause_s``.
         card: MODEL_CARD.md text.
+        description: voice.json's ``description`` for a user (who speaks, what the voice is good at,
+            its licence; what `wavern voices` and the window show); none written when empty.
     """
     from wavern.conditioning.export import save_acoustic
     from wavern.vocoder.export import export_vocoder
@@ -60,6 +62,7 @@ def assemble_voice(out_dir: str | Path, *, acoustic, vocoder, symbols: list[str]
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "name": name,
+        **({"description": description} if description else {}),
         "espeak_voice": espeak_voice,
         "dsp": DEFAULT_MEL.to_dict(),
         "symbols": list(symbols),
@@ -113,6 +116,7 @@ class VoiceBuildConfig:
     seed: int = 0
     device: str = "cpu"
     resume: bool = True
+    description: str = ""  # voice.json's description for a user (default: what the build makes)
 
 
 # The vocoder of both presets: an LPC WaveRNN (order 16, linear-coded excitation, no prediction
@@ -237,9 +241,12 @@ def build_voice(cfg: VoiceBuildConfig) -> dict[str, Any]:
             f"--set preset='\"{cfg.preset}\"'` from an espeak-ng corpus of "
             f"{have.get('utterances', cfg.utterances or p['utterances'])} sentences (corpus seed "
             f"{have.get('seed', cfg.seed)}).\n")
+    description = cfg.description or (f"An English voice learnt from espeak-ng's voices ({cfg.preset} preset of "
+                                       f"`wavern train voice`): espeak-like speech and intonation. Licence: "
+                                       f"GPL-3.0-or-later, as wavern.")
     assemble_from_runs(out, acoustic_checkpoint=runs / "acoustic" / "checkpoint.pt",
                        vocoder_checkpoint=runs / "vocoder" / "checkpoint.pt", corpus_dir=corpus, name=name,
-                       card=card, postfilter=p["postfilter"], melmatch=p.get("melmatch", False),
+                       card=card, description=description, postfilter=p["postfilter"], melmatch=p.get("melmatch", False),
                        melmatch_measured=p.get("melmatch_measured"), ltp_gain_scale=p.get("ltp_gain_scale"),
                        metrics={"acoustic_held_out": held_out["acoustic"], "vocoder_held_out": held_out["vocoder"],
                                 "last_call_wall_s": round(time.time() - t0, 1)})
@@ -287,7 +294,7 @@ def assemble_from_runs(out_dir: str | Path, *, acoustic_checkpoint: str | Path, 
                        corpus_dir: str | Path, name: str = "default", metrics: dict[str, Any] | None = None,
                        card: str = "", postfilter: bool | dict = True, melmatch: bool | dict = False,
                        melmatch_measured: bool | dict | None = None, speaker: str | None = None,
-                       ltp_gain_scale: float | None = None) -> Path:
+                       ltp_gain_scale: float | None = None, description: str = "") -> Path:
     """Write a voice folder from the current checkpoints of an acoustic and a vocoder run.
 
     This is how the shipped voice is refreshed while the long runs continue: whatever step
@@ -298,7 +305,7 @@ def assemble_from_runs(out_dir: str | Path, *, acoustic_checkpoint: str | Path, 
     ``melmatch_measured`` of a mel measured from audio (None: as ``melmatch``). ``speaker``: the voice's
     default speaker (None: :data:`DEFAULT_SPEAKER` where the model has it, else its first).
     ``ltp_gain_scale``: ``inference.ltp_gain_scale`` (the long-term gains' factor in mel-matched
-    requests; None: none written, so 1).
+    requests; None: none written, so 1). ``description``: voice.json's, for a user (none when empty).
     """
     from wavern.engine.postfilter import PostfilterConfig
 
@@ -344,4 +351,4 @@ def assemble_from_runs(out_dir: str | Path, *, acoustic_checkpoint: str | Path, 
     }
     return assemble_voice(out_dir, acoustic=acoustic, vocoder=vocoder, symbols=symbols, name=name,
                           espeak_voice=speaker.split("+")[0], provenance=prov,
-                          inference={"speaker": speaker, **pf}, card=card)
+                          inference={"speaker": speaker, **pf}, card=card, description=description)

@@ -151,3 +151,46 @@ def test_a_bare_name_is_the_installed_voice_even_where_a_folder_of_that_name_is_
     assert resolve_voice("default") == resolve_voice(None) == installed / "default"
     assert resolve_voice("./default") == Path("./default")
     assert resolve_voice("mine") == Path("mine")  # not installed: the folder here
+
+
+def test_a_voice_shows_its_description_else_its_card(tiny_voice, tmp_path, monkeypatch, capsys):
+    """`wavern voices` and the window show a user's description: voice.json's optional
+    ``description`` (who speaks, what the voice is good at, its licence), else the model card's first
+    paragraph; a description that is not one line of printable text is refused, naming the field."""
+    import shutil
+
+    import pytest
+
+    from wavern.app.cli import main
+    from wavern.engine.voicefile import MAX_DESCRIPTION_CHARS, read_voice_json
+    from wavern.errors import VoiceFileError
+
+    described = tmp_path / "v" / "described"
+    shutil.copytree(tiny_voice, described)
+    (described / "MODEL_CARD.md").write_text("# described\n\nHow it was trained, at length.\n")
+    meta = json.loads((described / "voice.json").read_text())
+    meta["description"] = "A test speaker: good at beeps. Licence: GPL-3.0-or-later."
+    (described / "voice.json").write_text(json.dumps(meta))
+    carded = tmp_path / "v" / "carded"
+    shutil.copytree(tiny_voice, carded)
+    (carded / "MODEL_CARD.md").write_text("# carded\n\nThe card's first paragraph.\n")
+    monkeypatch.setattr("wavern.app.voices.voice_dirs", lambda: [tmp_path / "v"])
+    infos = {i.name: i for i in find_voices()}
+    assert infos["described"].description == meta["description"]
+    assert infos["described"].card == "How it was trained, at length."  # the card itself is still read
+    assert infos["carded"].description == "The card's first paragraph."
+    assert main(["voices"]) == 0
+    out = capsys.readouterr().out
+    assert meta["description"] in out and "How it was trained" not in out and "The card's first" in out
+    for bad in ("", "   ", "two\nlines", "x" * (MAX_DESCRIPTION_CHARS + 1), 42):
+        meta["description"] = bad
+        (described / "voice.json").write_text(json.dumps(meta))
+        with pytest.raises(VoiceFileError, match="field 'description'"):
+            read_voice_json(described)
+
+
+def test_the_shipped_voice_has_a_description():
+    import wavern.assets
+
+    info = voice_info(Path(wavern.assets.__file__).parent / "voices" / "default")
+    assert info.error is None and info.description and "licen" in info.description.lower()
