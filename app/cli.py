@@ -102,8 +102,8 @@ def cmd_voices(args: argparse.Namespace) -> int:
     for v in voices:
         status = "ok" if v.error is None else f"INVALID ({v.error})"
         print(f"{v.name:<16} {status:<6} {v.path}")
-        if v.card:
-            print(f"    {v.card}")
+        if v.description:
+            print(f"    {v.description}")
         if v.speakers:
             listed = ", ".join(v.speakers) if args.speakers or len(v.speakers) <= 8 else \
                 f"{', '.join(v.speakers[:6])}, ... (--speakers lists all)"
