@@ -40,6 +40,7 @@ import concurrent.futures
 import dataclasses
 import difflib
 import logging
+import re
 import time
 from pathlib import Path
 from typing import AsyncIterator, Iterator
@@ -55,6 +56,8 @@ from wavern.engine.frame_windows import WindowedFrameInputs
 from wavern.engine.stream_control import Live, StreamControl
 from wavern.engine.voicefile import read_voice_json
 from wavern.errors import ParameterError, VoiceFileError
+
+_ESPEAK_NAME = re.compile(r"en(-[a-z0-9]+)*")  # an English espeak-ng voice name: en, en-us, en-gb-x-rp
 
 __all__ = ["Voice", "StreamControl", "WordTiming", "SpokenPart", "plan_blocks", "chunk_samples", "use_threads",
            "RAMP_SAMPLES",
@@ -289,9 +292,9 @@ class Voice:
         """
         if speaker and "+" in speaker:
             return speaker.split("+", 1)[0]
-        if speaker and speaker.startswith("en"):
+        if speaker and _ESPEAK_NAME.fullmatch(speaker):
             return speaker
-        return self.espeak_voice
+        return self.espeak_voice  # a speaker of another kind, e.g. a teacher's ("en_US-joe-medium")
 
     def analyze(self, text: str, *, speaker: str | None = None, sentences=None, lexicon=_VOICES_OWN):
         """The front end's :class:`Utterance` of ``text`` (or of those of its ``sentences``) for a speaker."""
