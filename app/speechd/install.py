@@ -123,6 +123,8 @@ def install(*, voice: str | None = None, audio: str | None = None, default: bool
     p = paths()
     done = []
     try:
+        # the server reaches the folder as $XDG_DATA_HOME/../libexec/...: the data folder must exist
+        _xdg("XDG_DATA_HOME", ".local/share").mkdir(parents=True, exist_ok=True)
         p.module.parent.mkdir(parents=True, exist_ok=True)
         p.module.write_text(_script(python or sys.executable))
         p.module.chmod(0o755)
