@@ -123,3 +123,88 @@ def test_the_engine_reaches_no_torch_through_the_conditioning_modules_it_imports
             if "torch" in outside:
                 torchy[mod] = str(path.relative_to(ROOT))
     assert "acoustic" not in seen and not torchy, f"the engine reaches torch through {torchy}"
+
+
+def _wavern_modules() -> dict[str, Path]:
+    """Every module of the ``wavern`` namespace by dotted name, from pyproject's package-dir."""
+    import tomllib
+
+    dirs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    mods: dict[str, Path] = {}
+    for package, folder in sorted(dirs.items()):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            parts = path.relative_to(ROOT / folder).with_suffix("").parts
+            mods.setdefault(".".join((package, *parts[:-1], *(() if parts[-1] == "__init__" else parts[-1:]))), path)
+    return mods
+
+
+def _import_graph(mods: dict[str, Path]) -> dict[str, set[str]]:
+    """{module: the wavern modules it imports}, every import in the file (inside functions too)."""
+    def known(name: str) -> str:
+        while name and name not in mods:
+            name = name.rpartition(".")[0]
+        return name
+
+    graph = {}
+    for name, path in mods.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                deps |= {known(a.name) for a in node.names if a.name.split(".")[0] == "wavern"}
+            elif isinstance(node, ast.ImportFrom):
+                base = package
+                for _ in range(node.level - 1):
+                    base = base.rpartition(".")[0]
+                module = (f"{base}.{node.module}" if node.module else base) if node.level else (node.module or "")
+                if module.split(".")[0] == "wavern":
+                    deps |= {f"{module}.{a.name}" if f"{module}.{a.name}" in mods else known(module) for a in node.names}
+        graph[name] = deps - {name, ""}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = []
+            while True:
+                w = stack.pop()
+                part.append(w)
+                if w == v:
+                    break
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_cycle_check_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_two_wavern_modules_import_each_other():
+    """The dependency between modules runs one way: no module imports (directly or through others,
+    at the top or inside a function) one that imports it back."""
+    mods = _wavern_modules()
+    graph = _import_graph(mods)
+    assert {"wavern.engine.voice", "wavern.engine.kernels.gru", "wavern.conditioning.frontend.tokens"} <= set(graph)
+    assert "wavern.conditioning.frontend.characters" in graph["wavern.conditioning.frontend.lexicon"]
+    assert not _cycles(graph), f"modules that import each other: {_cycles(graph)}"
