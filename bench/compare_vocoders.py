@@ -13,7 +13,7 @@ for the voice as it is. Every voice then renders the same held-out sentences:
   ``eval_voice.end_to_end``);
 
 once per sampling seed, and reports the means over the seeds. The tables of
-docs/bench/lpc_vocoder.md (sessions 7 and 8) were measured this way (before the voice had mel
+docs/TRAINING.md's vocoder rows (sessions 7 and 8) were measured this way (before the voice had mel
 matching; ``--no-melmatch`` measures without it since, ``--raw`` without the post-filter too):
 
     .venv/bin/python bench/compare_vocoders.py shipped runs/phase3/checkpoint.pt runs/fade_hi/checkpoint.pt

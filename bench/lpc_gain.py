@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/lpc_gain.py [--n-utts 20] [--orders 8,16,24]
 
-The question behind it (docs/bench/gpu_vocoder.md): the H 384, 10 %-dense WaveRNN stops improving
+The question behind it (docs/TRAINING.md, "What was tried"): the H 384, 10 %-dense WaveRNN stops improving
 long before the voice's goals, and LPCNet reaches good quality with the same recurrent budget by
 letting a per-frame linear predictor, computed from the acoustic features, carry the spectral
 envelope, so the network only models the excitation ``e_t = s_t - round(p_t)``,
@@ -82,7 +82,7 @@ def main() -> int:
     ]
     for r in rows:
         lines.append(f"| {r[0]} | {r[1]:.2f} | {r[2]:.0f} | {r[3]:.0f} | {r[4]:.0f} | {r[5]:.3f} | {r[6]:.3f} | {r[7]:.1e} |")
-    lines += ["", "What it means for the vocoder: docs/bench/gpu_vocoder.md and assets/training/README.md (session 4).", ""]
+    lines += ["", "What it means for the vocoder: docs/TRAINING.md ("What was tried": the LPC vocoder).", ""]
     args.out.write_text("\n".join(lines))
     print(f"[lpc_gain] wrote {args.out}")
     return 0

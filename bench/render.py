@@ -39,28 +39,8 @@ from checkout import export_checkout  # noqa: E402
 from latency import pick_voice  # noqa: E402  (same voice choice as the latency benchmark)
 
 
-FORMATS = """### What `wavern render` writes
+# What `wavern render` writes (files, sidecars, results.jsonl, resuming): docs/ARCHITECTURE.md.
 
-- `OUT/<id>.<wav|flac|ogg>` (or the manifest's `out`, relative to OUT), 22 050 Hz mono 16-bit (Vorbis for OGG).
-- With `--sidecar srt` / `--sidecar vtt`: `OUT/<id>.srt` / `.vtt`, one cue per word (SRT `HH:MM:SS,mmm`,
-  WebVTT `HH:MM:SS.mmm`). With `--sidecar json`: `OUT/<id>.words.json` = `{id, text, sample_rate, samples,
-  duration_s, sentences: [{index, char_start, char_end, text, start_sample, end_sample, start_s, end_s}],
-  words: [{char_start, char_end, text, start_sample, end_sample, start_s, end_s}]}` (character offsets into
-  the item's text; sentence spans exclude the pause after them).
-- `OUT/results.jsonl`, one row per item: `{id, status: "ok", out, files, samples, sample_rate, duration_s,
-  compute_s, rtf, cpu_s, voice, seed, source, worker, request, render}` or `{id, status: "failed", error, source, worker}`.
-  Rows are appended as items finish (fsync'd) and the file is rewritten with one row per id at the start
-  and end of a run.
-
-Resuming: an item is skipped when its row says `ok`, its `files` all exist (with any sidecar asked
-for now) and its `request` (a hash of text, voice folder, speed, pitch, speaker, seed and output name) and
-`render` (a hash of the voice's files, the vocoder's folding and the lexicon's entries: a voice updated
-in place, another `--fold-frames` or a changed lexicon renders again; rows from before the field are kept) are unchanged;
-failed items are tried again. Files are written to `.<name>.part` and renamed, and the row is written
-after the files, so a killed run never leaves an item that looks done but is not. Item ids: text files
-give `<stem>-<line>` (or `<stem>-<paragraph>` with `--paragraphs`); editing one line re-renders only that
-item. The seed of an item is a hash of its id (or the manifest's `seed`).
-"""
 
 
 def children_cpu() -> float:
@@ -175,7 +155,7 @@ def main() -> int:
                "random voice's acoustic model (where one is measured) speaks at its own random durations, so its "
                "audio seconds differ from a trained voice's; throughput per audio second follows the vocoder's stored weights per sample "
                "(W_hh and O1-O4 after pruning), given in the second column.\n")
-    DOC.write_text("\n".join(out) + "\n" + FORMATS)
+    DOC.write_text("\n".join(out) + "\n")
     print(f"wrote {DOC}")
     return 0
 

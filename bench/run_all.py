@@ -19,12 +19,15 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# bench/attention.py prints its tables (docs/bench/attention.md is kept by hand, with its command): not rerun
-# here, where its half hour would change nothing in the docs
-SECTIONS = ["engine", "train_vocoder", "attention", "yellowfin", "pretrain", "eval_vocoder", "render", "latency",
-            "cold_start", "postfilter", "melmatch", "lpc_gain", "speakers", "pitch_control"]  # BENCHMARKS.md's order
-HAND_KEPT = ["attention"]
+# docs/BENCHMARKS.md's sections, in its order: docs/bench/<name>.md, written by bench/<name>.py
+SECTIONS = ["engine", "latency", "cold_start", "render", "melmatch", "postfilter", "pitch_control", "speakers",
+            "train_vocoder", "attention", "yellowfin", "optimizers", "pretrain", "lpc_gain", "block_shapes"]
+# run by hand with the command their section gives: attention takes half an hour and changes nothing in the docs,
+# block_shapes needs a vocoder checkpoint that git does not hold, optimizers ~15 minutes of training
+HAND_KEPT = ["attention", "optimizers", "block_shapes"]
 ORDER = [name for name in SECTIONS if name not in HAND_KEPT]  # what `make bench` reruns
+# a section's reference part, kept in docs/bench/<name>.md and left out of BENCHMARKS.md (results only)
+REFERENCE_HEADINGS = {"### JSON schema": "The `--json` schema: docs/bench/latency.md."}
 
 
 def _nest(md: str) -> str:
@@ -60,27 +63,30 @@ def _relink(text: str) -> str:
     return re.sub(r"\]\(([^)\s]+)\)", fix, text)
 
 
+def _results_only(name: str, md: str) -> str:
+    """``md`` without its reference subsections (REFERENCE_HEADINGS), each replaced by a pointer."""
+    for heading, pointer in REFERENCE_HEADINGS.items():
+        if heading in md:
+            before, rest = md.split(heading, 1)
+            after = rest[rest.index("\n### "):] if "\n### " in rest else ""
+            md = before.rstrip() + "\n\n" + pointer + "\n" + after
+    return md
+
+
 def gather() -> Path:
-    sections = sorted((ROOT / "docs" / "bench").glob("*.md"), key=lambda p: (
-        SECTIONS.index(p.stem) if p.stem in SECTIONS else len(SECTIONS), p.stem))
+    """docs/BENCHMARKS.md from the sections in SECTIONS (each script's current result; git keeps older ones)."""
     out = ROOT / "docs" / "BENCHMARKS.md"
     parts = ["# Benchmarks\n",
-             "Every number below was measured by the command shown with it, on the project's 2-core development "
-             "machine of the day (shared with other jobs, so noisy). That machine has changed between sessions (an "
-             "AMD EPYC, Zen 5, until 2026-11-30 and again from 11:00 UTC on 2026-12-01; an Intel Xeon, Emerald "
-             "Rapids, 2.1 GHz, before that on 2026-12-01, slower for this code; from the evening of 2026-12-01 an "
-             "AMD EPYC Zen 3 with AVX2 and no AVX-512, under the same model name as the Zen 5 and slower still: the "
-             "sections measured since name its family, model and vector instructions): compare a rerun only with a "
-             "section that names its CPU, and read each section for how "
-             "many runs its figures are the median of. This file is assembled from "
-             "`docs/bench/*.md` by `bench/run_all.py`. `make bench` reruns the scripts in its `ORDER` "
-             f"({', '.join(ORDER)}) with their default arguments; a section measured with other arguments "
-             "(e.g. `--against REV`, `--empty-cache`) or by another script (acoustic, block shapes, optimizers, "
-             "the LPC vocoder's experiments, the GPU run) names its own command, which is the one that "
-             f"reproduces it; {', '.join(HAND_KEPT)} is run by hand with the command its section gives. Several "
-             "need the corpus (`make bench` builds it first: `wavern corpus build data/corpus --utterances 2000`).\n"]
-    for p in sections:
-        parts.append(_relink(_nest(p.read_text().strip())) + "\n")
+             "The current result of each benchmark: its command, machine, date and table. Every figure was measured "
+             "by the command shown, on the project's 2-core development machine of that day, shared with other "
+             "jobs, so compare a rerun only with a section that names the same CPU. Assembled from "
+             "`docs/bench/<name>.md` (each written by `bench/<name>.py`) by `bench/run_all.py --gather-only`; "
+             f"`make bench` reruns {', '.join(ORDER)} first ({', '.join(HAND_KEPT)} by hand). Several need the "
+             "corpus (`wavern corpus build data/corpus --utterances 2000`). The voice's quality: docs/VOICE.md.\n"]
+    for name in SECTIONS:
+        p = ROOT / "docs" / "bench" / f"{name}.md"
+        if p.is_file():
+            parts.append(_relink(_nest(_results_only(name, p.read_text().strip()))) + "\n")
     out.write_text("\n".join(parts))
     return out
 

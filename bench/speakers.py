@@ -16,6 +16,8 @@ much less voiced than espeak-ng's whispers. The voice's default speaker (``voice
 from __future__ import annotations
 
 import json
+import os
+import platform
 import shlex
 import sys
 import time
@@ -69,19 +71,26 @@ def main(argv: list[str] | None = None) -> int:
     cmd = ".venv/bin/python bench/speakers.py " + " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
     prov = voice.meta.get("provenance", {})
     lines = [
-        "# Speakers of the default voice, end to end", "",
-        f"Measured {time.strftime('%Y-%m-%d', time.gmtime())} with `{cmd.strip()}` ({len(records)} held-out "
-        f"sentences, {time.time() - t0:.0f} s; acoustic step {prov.get('acoustic', {}).get('step')}, vocoder step "
-        f"{prov.get('vocoder', {}).get('step')}; the voice's default speaker: {voice.default_speaker}).", "",
-        "Each speaker says the same sentences; phone accuracy of the phone classifier on the audio, MCD-DTW "
-        "(dB) against espeak-ng's rendering with that speaker's voice, and the voiced share of frames (YIN) of "
-        "the voice's audio and of espeak-ng's. Best phone accuracy first.", "",
+        "## Speakers of the default voice, end to end", "",
+        f"`{cmd.strip()}` — {time.strftime('%Y-%m-%d', time.gmtime())}, {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} cores; {len(records)} held-out sentences ({time.time() - t0:.0f} s); acoustic step "
+        f"{prov.get('acoustic', {}).get('step')}, vocoder step {prov.get('vocoder', {}).get('step')}; the voice's "
+        f"default speaker {voice.default_speaker}.", "",
+        "Each speaker says the same sentences: phone accuracy of the phone classifier, MCD-DTW (dB) against "
+        "espeak-ng's rendering with that speaker's voice, and the voiced share of frames (YIN) of the voice's audio "
+        "and of espeak-ng's. The best five, the default, and the worst three of the "
+        f"{len(rows)} (all in `{Path(args.out).with_suffix('.json').name}`):", "",
         "| speaker | phone acc | MCD vs espeak-ng | voiced | espeak-ng voiced |",
         "|---|---:|---:|---:|---:|",
     ]
-    for r in rows:
-        lines.append(f"| {r['speaker']} | {r['phone_acc']:.3f} | {r['mcd_vs_espeak']:.2f} | {r['voiced']:.2f} | "
-                     f"{r['espeak_voiced']:.2f} |")
+
+    def row(r: dict) -> str:
+        return (f"| {r['speaker']} | {r['phone_acc']:.3f} | {r['mcd_vs_espeak']:.2f} | {r['voiced']:.2f} | "
+                f"{r['espeak_voiced']:.2f} |")
+
+    middle = [r for r in rows[5:-3] if r["speaker"] == voice.default_speaker]  # the default, if not listed already
+    shown = rows if len(rows) <= 9 else rows[:5] + [None] + middle + [None] * bool(middle) + rows[-3:]
+    lines += [row(r) if r is not None else "| … | | | | |" for r in shown]
     Path(args.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
     Path(args.out).with_suffix(".json").write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
     print("\n".join(lines))

@@ -1,4 +1,4 @@
-"""Diagnostics behind docs/bench/lpc_vocoder.md: the numbers that explain *why* a voice sounds as it does.
+"""Diagnostics behind docs/TRAINING.md's vocoder rows: the numbers that explain *why* a voice sounds as it does.
 
     .venv/bin/python bench/vocoder_diagnostics.py pulses runs/ltp_back/checkpoint.pt [more checkpoints]
     .venv/bin/python bench/vocoder_diagnostics.py acoustic-pitch runs/acoustic_pitch/checkpoint.pt
@@ -9,7 +9,7 @@
   coarse softmax gives to a *pulse* (an excitation / innovation value of magnitude >= --level)
   at the samples that hold one and at the samples that do not. A net that places its pulses
   well gives them nearly all the mass where they are and little elsewhere; running free, the
-  mass elsewhere becomes pulses at random times (the whispering of docs/bench/lpc_vocoder.md).
+  mass elsewhere becomes pulses at random times (the whispering docs/TRAINING.md records).
   Also the held-out loss of the same segments, so checkpoints compare on one footing.
 - ``acoustic-pitch``: a pitch-predicting acoustic model (``AcousticConfig.pitch``) against the
   YIN pitch features of held-out sentences, with the true phone timings: the share of voiced

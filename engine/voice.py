@@ -454,7 +454,7 @@ class Voice:
         matching is ``melmatch``: the voice's ``inference.ltp_gain_scale`` where there is mel matching,
         1 (as the net was trained) where there is none. More of the period in the synthesis filter
         keeps the voice voiced, and mel matching puts back the spectral envelope it costs; without
-        mel matching it costs intelligibility (docs/bench/lpc_vocoder.md, sessions 7 and 21)."""
+        mel matching it costs intelligibility (docs/TRAINING.md, "What was tried")."""
         return self.ltp_gain_scale if melmatch is not None else 1.0
 
     def _stream(self, text, sentences, speaker, temperature, pause_s, control, seed,

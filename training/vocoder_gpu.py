@@ -301,7 +301,7 @@ def train(pack_dir: str | Path, out_dir: str | Path, *, budget_s: float, lr_peak
 
     ``precisions``: the bf16 settings to time (one shape and one precision skip the timing). float32
     alone by default: on an H200, bfloat16 autocast over cuDNN's GRU (input projection included) made
-    the held-out loss *rise* by 0.045 nats in 260 steps where float32 lowered it (docs/bench/gpu_vocoder.md).
+    the held-out loss *rise* by 0.045 nats in 260 steps where float32 lowered it (docs/TRAINING.md, "What was tried").
     ``reserve_s``: seconds of the budget kept for the last evaluation and the saves.
     ``unmask``: drop the pruning masks (every recurrent and head weight trains; an ablation of the
     sparsity, not a model the engine could run in real time). ``save=False``: only report.json.

@@ -121,17 +121,17 @@ class VoiceBuildConfig:
 
 # The vocoder of both presets: an LPC WaveRNN (order 16, linear-coded excitation, no prediction
 # input) with a long-term (pitch) predictor from the pitch features and the residuals around one
-# period back as GRU inputs; output layers pruned row by row (docs/bench/lpc_vocoder.md).
+# period back as GRU inputs; output layers pruned row by row (docs/TRAINING.md, "The settings that matter").
 _PERIOD_VOCODER = dict(lpc_order=16, lpc_prediction_input=False, head_pruning="rows", pitch=True, excitation="linear",
                        ltp=True, ltp_input=True, ltp_input_taps=5)
-#: The shipped voice's post-filter: formant (docs/bench/lpc_vocoder.md, "post-filter") and pitch stages (docs/bench/melmatch.md)
+#: The shipped voice's post-filter: formant and pitch stages (docs/TRAINING.md, docs/BENCHMARKS.md)
 SHIPPED_POSTFILTER = {"gamma_num": 0.92, "gamma_den": 0.96, "tilt": 0.2, "order": 56, "pitch_gain": 0.5}
 #: The shipped voice's mel matching after it (engine/melmatch.py, docs/bench/melmatch.md): of the
 #: acoustic model's mel with the band gains' logs smoothed over 1.5 bands, of a measured mel band by band
 SHIPPED_MELMATCH = {"cap": 4.0, "floor": 0.001, "iterations": 8, "smooth": 1.5}
 SHIPPED_MELMATCH_MEASURED = {"cap": 4.0, "floor": 0.001, "iterations": 8}
 #: The shipped voice's long-term predictor gain factor in mel-matched requests (``inference.ltp_gain_scale``,
-#: ``Voice.ltp_scale_for``; assets/training/README.md "Session 21")
+#: ``Voice.ltp_scale_for``; docs/TRAINING.md)
 SHIPPED_LTP_GAIN_SCALE = 1.6
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -150,7 +150,7 @@ PRESETS: dict[str, dict[str, Any]] = {
                                            **_PERIOD_VOCODER)),
                  postfilter=True, melmatch=True, ltp_gain_scale=SHIPPED_LTP_GAIN_SCALE),
     # The shipped voice's configuration, from nothing in one run per model. The shipped models
-    # got there in stages over sessions (assets/training/README.md: the acoustic model gained its
+    # got there in stages over sessions (docs/TRAINING.md: the acoustic model gained its
     # pitch and prosody inputs by fine-tuning, the vocoder its LPC, long-term predictor and period
     # inputs, and its learning rate fell from 1e-3 to 1e-4; each segment's period input faded at
     # random, --period-input-fade 0.8, from step 60905 on, here from the start; it was pruned to

@@ -49,18 +49,18 @@ class VocoderConfig:
     # How the output layers O2 / O4 (one row per class) lose blocks: "global" keeps the largest
     # blocks of the whole matrix; "rows" keeps the same number in every row of blocks, so no group
     # of classes is left with a bias alone (an LPC excitation lives in a few central coarse
-    # classes, which global pruning emptied in the first LPC run; docs/bench/lpc_vocoder.md).
+    # classes, which global pruning emptied in the first LPC run; docs/TRAINING.md).
     head_pruning: str = "global"
     # True: the conditioning net reads two pitch channels after the mel, wavern.dsp.pitch_features
     # (log2 f0 / 120 Hz filled in across unvoiced frames, YIN periodicity), LPCNet's pitch inputs:
     # without them the net must find the period in 80 mel bands and kept an LPC excitation
-    # noise-like (docs/bench/pitch_vocoder.md).
+    # noise-like (docs/TRAINING.md).
     pitch: bool = False
     # with lpc_order > 0, how the excitation becomes the 16-bit value the softmaxes predict:
     # "linear" e_t = clip(s_t - rint(p_t)) (every shipped LPC voice so far); "mulaw" the mu-law
     # code (wavern.dsp.mulaw_compress, mu 255) of s_t - p_t, LPCNet's companding: the excitation
     # is spiky (median |e| 79, rms 463 on the corpus), so a linear code leaves its shape to the
-    # fine byte (docs/bench/lpc_vocoder.md).
+    # fine byte (docs/TRAINING.md).
     excitation: str = "linear"
     # with LPC and pitch features: a long-term predictor beta_f r_{t - T_f} of the residual
     # r = s - p (wavern.dsp.ltp_params of each frame's pitch features) is taken out too, so the
@@ -70,7 +70,7 @@ class VocoderConfig:
     # with ltp: the residuals around one period back, r_{t-T+d} / wavern.dsp.LTP_INPUT_SCALE (0 where
     # the frame has no lag), as the last GRU input columns (ltp_input_taps of them): they tell the
     # net where the last period put its pulse, so it can draw this period's at the same place
-    # (docs/bench/lpc_vocoder.md, session 6).
+    # (docs/TRAINING.md).
     ltp_input: bool = False
     # with ltp_input: how many residuals around t - T it reads, r_{t-T+d} for |d| <= taps // 2 (odd):
     # the pulse one period back is rarely at exactly t - T (a rounded lag of a gliding pitch), so a
@@ -81,7 +81,7 @@ class VocoderConfig:
     # true residual's pulses (wavern.dsp.pulse_phase: 0 at each pulse, rising linearly to the next);
     # in generation it advances by 1 / T each sample of a voiced frame and restarts at 0 after an
     # unvoiced one (wavern.dsp.phase_step), so the net knows where the next pulse is due even when
-    # its own last one came out weak (docs/bench/lpc_vocoder.md, session 8).
+    # its own last one came out weak (docs/TRAINING.md).
     phase_input: int = 0
 
     def __post_init__(self) -> None:

@@ -436,7 +436,7 @@ LTP_INPUT_SCALE = 512.0
 
 # The long-term predictor's gain against periodicity q: the mean least-squares gain of the LPC
 # residual at the YIN lag over voiced frames of 10 held-out corpus sentences, per q bin (0 below
-# q 0.45, where it was 0.06; docs/bench/lpc_vocoder.md). A larger gain than the residual supports makes the synthesis
+# q 0.45, where it was 0.06; docs/TRAINING.md). A larger gain than the residual supports makes the synthesis
 # filter amplify the net's unpredictable part by 1 / (1 - beta^2) in voiced stretches.
 LTP_GAIN_Q = (0.45, 0.55, 0.65, 0.75, 0.85, 0.95)
 LTP_GAIN = (0.0, 0.14, 0.2, 0.25, 0.3, 0.48)
@@ -455,7 +455,7 @@ def ltp_params(features: np.ndarray, cfg: MelConfig = DEFAULT_MEL, *, gain_scale
     ``gain_scale``: a sampling-time factor on every gain, capped at :data:`LTP_GAIN_MAX` (training and
     the model's targets use 1); the lags stay those of the unscaled gains, so a period input reads
     the same residuals whatever the factor. More of the period in the synthesis filter keeps a free-running
-    vocoder voiced; without mel matching it also costs intelligibility (docs/bench/lpc_vocoder.md).
+    vocoder voiced; without mel matching it also costs intelligibility (docs/TRAINING.md).
 
     An LPC vocoder with ``ltp`` predicts its residual ``r_t = s_t - p_t`` by ``beta r_{t - T}``
     (CELP's adaptive codebook), so a voiced stretch keeps its period in the synthesis filter

@@ -162,7 +162,7 @@ def test_the_default_preset_builds_the_shipped_architecture():
     assert AcousticConfig.from_dict(m) == AcousticConfig.from_dict(shipped["acoustic"])
     built = VocoderConfig.from_dict({**VocoderConfig().to_dict(), **p["vocoder"]["vocoder"]})
     # the same network at the same density; only where the pruning schedule ran may differ (the
-    # shipped vocoder was carried to its density late in its run, assets/training/README.md)
+    # shipped vocoder was carried to its density late in its run, docs/TRAINING.md)
     schedule = {k: getattr(built, k) for k in SCHEDULE_FIELDS if k != "target_density"}
     assert built == dataclasses.replace(VocoderConfig.from_dict(shipped["vocoder"]), **schedule)
 

@@ -297,10 +297,10 @@ def test_build_bytes_have_not_changed(tmp_path):
               for name in ("metadata.jsonl", "corpus.json")}
     assert digest == {"metadata.jsonl": GOLDEN_SEED0_6_META, "corpus.json": GOLDEN_SEED0_6_CORPUS_JSON}, (
         "corpus records changed (tokens, durations, symbol table): a rebuilt corpus would not match the one "
-        "the default voice trained on; if intended, record it in assets/training/README.md and update the hashes")
+        "the default voice trained on; if intended, record it in docs/TRAINING.md and update the hashes")
     assert h.hexdigest() == GOLDEN_SEED0_6, (
         "corpus bytes changed: a rebuilt corpus would no longer be the one the default voice trained on; "
-        "if that is intended, record it in assets/training/README.md and update this hash")
+        "if that is intended, record it in docs/TRAINING.md and update this hash")
 
 
 def test_a_disk_that_fills_during_the_build_is_a_disk_full_error(tmp_path):
