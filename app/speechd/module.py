@@ -529,10 +529,13 @@ class SpeechdModule:
 
         try:
             if out is None:
-                raise ParameterError(f"no voice: {self._load_error}")
+                log.error("message %d not spoken: no voice (%s)", job.id, self._load_error)
+                return
             out.begin()
             self._say(job, out, begin)
         finally:
+            if out is not None and (job.reason or job.control.stopped):
+                out.silence()  # what was written while the stop or the pause took effect
             begin()
             if job.reason == "pause" and (out is None or out.cut or job.control.stopped):
                 final = protocol.event(704, "PAUSE")

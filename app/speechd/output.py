@@ -38,6 +38,10 @@ log = logging.getLogger(__name__)
 
 #: How often the player's clock thread looks at what the card has played (seconds).
 CLOCK_S = 0.004
+#: The player is written in pieces of this many samples (~23 ms), a stop honoured between them: a
+#: write waits while the card's ring is full, and a whole chunk written after the ring was cleared
+#: would be heard.
+PIECE_SAMPLES = 512
 
 
 class Channel:
@@ -165,6 +169,7 @@ class PlayerOutput(Output):
         self._events: deque = deque()  # (ring position, name, on_reached), in order
         self._lock = threading.Lock()
         self._cut = False
+        self._silenced = False  # a STOP dropped the message's audio: play no more of it
         self._quit = threading.Event()
         self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name="wavern-speechd-clock", daemon=True)
@@ -178,11 +183,13 @@ class PlayerOutput(Output):
     def begin(self) -> None:
         with self._lock:
             self._events.clear()
-            self._cut = False
+            self._cut = self._silenced = False
 
     def play(self, samples: np.ndarray) -> None:
-        if samples.size and not self._cut:
-            self.sink.write(samples)
+        for i in range(0, samples.size, PIECE_SAMPLES):  # a stop or a cut is honoured between pieces
+            if self._cut or self._silenced:
+                return
+            self.sink.write(samples[i:i + PIECE_SAMPLES])
 
     def mark(self, name: str, on_reached=None) -> bool:
         with self._lock:
@@ -226,6 +233,7 @@ class PlayerOutput(Output):
 
     def silence(self) -> None:
         with self._lock:  # marks first: once the ring jumps ahead, they would all look reached
+            self._silenced = True
             self._events.clear()
             self.sink.ring.clear()
 

@@ -157,13 +157,22 @@ class SsipClient:
         reply = self._reply()
         if not reply[-1].startswith("225"):
             raise SsipError(f"SPEAK: {' / '.join(reply)}")
-        return int(reply[0][4:]) if len(reply) > 1 else -1
+        return self._id(reply)
 
-    def char(self, c: str) -> None:
-        self.command(f"CHAR {'space' if c == ' ' else c}")
+    def char(self, c: str) -> int:
+        """Queue a character (SSIP CHAR); its message id."""
+        return self._id(self.command(f"CHAR {'space' if c == ' ' else c}"))
 
-    def key(self, name: str) -> None:
-        self.command(f"KEY {name}")
+    def key(self, name: str) -> int:
+        """Queue a key name (SSIP KEY, ``shift_a``); its message id."""
+        return self._id(self.command(f"KEY {name}"))
+
+    @staticmethod
+    def _id(reply: list[str]) -> int:
+        try:
+            return int(reply[0][4:]) if len(reply) > 1 else -1
+        except ValueError:
+            return -1
 
     def stop(self) -> float:
         """STOP self; the monotonic time it was sent."""
