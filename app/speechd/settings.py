@@ -8,8 +8,8 @@ default); the rest are words. Mapping, one place (docs/SPEECHD.md has the same t
 ``pitch``         pitch level 50 + 25 * pitch / 100 (espeak-ng's units, 25..75), on voices whose
                   acoustic model reads pitch; ignored (with a log line) on the others
 ``pitch_range``   50 + 30 * r / 100 below 0 (down to 20, flat), 50 + 40 * r / 100 above (90)
-``volume``        gain ``(volume + 100) / 200``: -100 silent, 0 half, 100 the voice's level
-                  (as Speech Dispatcher's espeak-ng module, so both sound alike at one setting)
+``volume``        gain ``(volume + 100) / 100``: -100 silent, 0 the voice's level, 100 twice it (as
+                  Speech Dispatcher's espeak-ng module: both are as loud at one setting)
 ``voice``         male1..3, female1..3, child_male, child_female: the voice's speakers of the
                   chosen accent whose variant is male (``+m``) or female (``+f``), the voice's
                   own default first; a child voice is the last of its kind
@@ -50,8 +50,9 @@ def speed_of(rate: int) -> float:
 
 
 def gain_of(volume: int) -> float:
-    """Speech Dispatcher's volume (-100..100) as an output gain (0..1)."""
-    return (volume + 100) / 200.0
+    """Speech Dispatcher's volume (-100..100) as an output gain (0..2; peaks above full scale are
+    bent, not clipped: the stream's soft limiter)."""
+    return (volume + 100) / 100.0
 
 
 def pitch_of(pitch: int) -> float:
@@ -102,7 +103,7 @@ class SpeechSettings:
     rate: int = 0
     pitch: int = 0
     pitch_range: int = 0
-    volume: int = 100
+    volume: int = 0
     punctuation_mode: str = "none"
     spelling_mode: str = "off"
     cap_let_recogn: str = "none"

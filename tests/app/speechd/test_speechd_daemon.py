@@ -80,8 +80,8 @@ def test_spd_say_speaks_with_wavern_and_the_audio_is_the_voice_s(server, voice):
     assert marks == ["__spd_0"]
     text = ev[0]["text"]  # the document as the server sent it (its marks in it)
     got = audio[ev[1]["sample"]:ev[-1]["sample"]]
-    # spd-say's defaults: rate 0 (speed 1), volume 0 (gain 0.5), the voice's default speaker
-    np.testing.assert_array_equal(got, float_to_int16(voice.synthesize(text, SpeakConfig(volume=0.5))))
+    # spd-say's defaults: rate 0 (speed 1), volume 0 (gain 1), the voice's default speaker
+    np.testing.assert_array_equal(got, float_to_int16(voice.synthesize(text, SpeakConfig())))
     assert ev[2]["sample"] < ev[-1]["sample"]  # the first mark falls inside the audio, between sentences
 
 

@@ -57,7 +57,7 @@ def test_replies_with_reasons_keep_one_line_each():
 # --------------------------------------------------------------------------- settings
 def test_mappings_span_the_voice_s_ranges():
     assert S.speed_of(-100) == 0.25 and S.speed_of(0) == 1.0 and S.speed_of(100) == 4.0
-    assert S.gain_of(-100) == 0.0 and S.gain_of(100) == 1.0
+    assert S.gain_of(-100) == 0.0 and S.gain_of(0) == 1.0 and S.gain_of(100) == 2.0
     assert S.pitch_of(-100) == 25.0 and S.pitch_of(100) == 75.0
     assert S.pitch_range_of(-100) == 20.0 and S.pitch_range_of(100) == 90.0
 

@@ -201,7 +201,7 @@ def test_a_capital_with_icon_mode_has_a_click_first(h, voice):
 
 
 def test_volume_and_rate_reach_the_voice(h, voice):
-    h.send("SET", "rate=50", "volume=0", ".")
+    h.send("SET", "rate=50", "volume=-50", ".")
     h.reply(), h.reply()
     h.speak("Hello there.")
     got = audio_of(h.until("702"))
