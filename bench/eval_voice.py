@@ -375,7 +375,7 @@ def write_doc(out: Path, row: dict, rows: list[dict], cmd: str, voice, examples:
         f"| end to end (text → voice) | | | {e['mcd_dtw_vs_espeak']:.2f} (vs espeak-ng) | "
         f"{e['phone_acc_end_to_end']:.3f} | | |",
         *(["", f"Voiced share of frames (YIN), end to end: {e['voiced_end_to_end']:.2f}; espeak-ng's audio of the "
-           f"same sentences: {e['voiced_espeak']:.2f} (the low, male voices lose the most: docs/bench/speakers.md)."]
+           f"same sentences: {e['voiced_espeak']:.2f} (the low, male voices lose the most: docs/BENCHMARKS.md, speakers)."]
           if "voiced_end_to_end" in e else []),
         "",
         "Goals (issue: default voice): copy synthesis PESQ-WB above Griffin-Lim's, STOI ≥ 0.95, phone accuracy "
@@ -400,8 +400,7 @@ def write_doc(out: Path, row: dict, rows: list[dict], cmd: str, voice, examples:
             "are scaled to the conditioning mel's (gains clipped to [floor, cap]), then overlap-added back; "
             "{iterations} such passes in a row are {iterations} Griffin-Lim iterations started from the WaveRNN's "
             "audio instead of a random phase. It is signal processing, not the network: the rows without it show "
-            "what the WaveRNN itself makes. It delays the stream by n_fft − hop samples a pass "
-            "(docs/bench/melmatch.md)."
+            "what the WaveRNN itself makes. It delays the stream by n_fft − hop samples a pass."
             .format(**{"iterations": 1, **row["melmatch"]})
             + (f" End to end (the acoustic model's mel, smoother across the bands than speech) the logs of a "
                f"frame's band gains are first averaged over {row['melmatch']['smooth']:g} bands (`smooth`), so the "
@@ -414,50 +413,16 @@ def write_doc(out: Path, row: dict, rows: list[dict], cmd: str, voice, examples:
                "the spectral envelope that costs; the rows without mel matching sample as the net was trained (× 1)."
                if row.get("ltp_gain_scale", 1.0) != 1.0 else "")] if row.get("melmatch") else []),
         *kept_section(out, "## Speed"),
-        "",
-        "## As training goes on",
-        "",
-        "Copy-synthesis columns: the WaveRNN alone, then (where the voice has one) with the post-filter, then "
-        "with mel matching too; the end-to-end column is the voice as shipped, so with the post-filter and mel "
-        "matching from the first rows that have them.",
-        "",
-        "Vocoder LPC: 0 for the first run (the net makes the samples), P for the runs that model an order-P "
-        "linear predictor's excitation, linearly or μ-law coded (steps count from 0 again for each run); "
-        "+ LTP: with a long-term (pitch) predictor; + period ×K: the GRU reads K residuals around one period "
-        "back (its steps continue the LTP run's); (gains ×k): sampled with the long-term gains × k where mel "
-        "matched (`inference.ltp_gain_scale`; the columns without mel matching sample with × 1). Acoustic step: "
-        "from 2026-11-30 07:02 the step of the pitch + prosody fine-tune, which started from step 5673 (through "
-        "2798 steps of a pitch fine-tune).",
-        "",
-        "| date | acoustic step | vocoder LPC | vocoder step | copy STOI | copy PESQ | copy phone acc | + post-filter: "
-        "STOI / PESQ / phone acc | + mel matching: STOI / PESQ / phone acc | acoustic (GL) phone acc | "
-        "end-to-end phone acc |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for r in rows:
-        v = r.get("copy_vocoder_only", r["copy"])
-        q = r.get("copy_postfilter_only", r["copy"])
-        p = f"{q['stoi']:.3f} / {q['pesq_wb']:.2f} / {q['phone_acc']:.3f}" if r.get("postfilter") else ""
-        m = (f"{r['copy']['stoi']:.3f} / {r['copy']['pesq_wb']:.2f} / {r['copy']['phone_acc']:.3f}"
-             if r.get("melmatch") else "")
-        lpc = (f"{r.get('vocoder_lpc_order', 0)}{' μ-law' if r.get('vocoder_excitation') == 'mulaw' else ''}"
-               f"{' + LTP' if r.get('vocoder_ltp') else ''}"
-               f"{' + period ×' + str(r['vocoder_period_taps']) if r.get('vocoder_period_taps') else ''}"
-               f"{' + phase ×' + str(r['vocoder_phase_harmonics']) if r.get('vocoder_phase_harmonics') else ''}"
-               f"{f' (gains ×{k:g})' if (k := r.get('ltp_gain_scale', 1.0)) != 1.0 else ''}")
-        lines.append(f"| {r['date']} | {r['acoustic_step']} | {lpc} | {r['vocoder_step']} | "
-                     f"{v['stoi']:.3f} | "
-                     f"{v['pesq_wb']:.2f} | {v['phone_acc']:.3f} | {p} | {m} | "
-                     f"{r['end_to_end']['phone_acc_acoustic_gl']:.3f} | {r['end_to_end']['phone_acc_end_to_end']:.3f} |")
     if examples:
         rel = _rel(examples["folder"])
         base = Path(rel).relative_to("docs") if rel.startswith("docs/") else Path(rel)
-        lines += ["", f"![metrics against vocoder steps]({base}/curve.png)", "",
-                  "## Listen", "",
+        lines += ["", "## Listen", "",
                   "End to end, text → this voice, held-out sentences (the same run as the table above):", ""]
         lines += [f"- [{base}/example_{k}.wav]({base}/example_{k}.wav): “{t}”"
                   for k, t in enumerate(examples["texts"], 1)]
-        lines += ["", f"![spectrograms: espeak-ng, copy synthesis, end to end]({base}/spectrogram.png)"]
+        lines += ["", f"![spectrograms: espeak-ng, copy synthesis, end to end]({base}/spectrogram.png)", "",
+                  f"Every run's row is in docs/voice_history.jsonl; their curve: [{base}/curve.png]({base}/curve.png)."]
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
