@@ -8,7 +8,7 @@ import pytest
 
 from wavern.app.cli import EXIT_USER_ERROR, build_parser, main
 
-SUBCOMMANDS = ["say", "render", "bench", "gui", "voices", "corpus", "train", "vocode", "doctor"]
+SUBCOMMANDS = ["say", "render", "bench", "gui", "voices", "corpus", "train", "vocode", "doctor", "speechd"]
 
 
 def test_every_subcommand_is_registered():
