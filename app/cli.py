@@ -159,9 +159,12 @@ def cmd_speechd(args: argparse.Namespace) -> int:
     from wavern.app.speechd import serve
     from wavern.proc import sigterm_interrupts
 
-    with sigterm_interrupts():
-        return serve(action, voice=args.voice, audio=args.audio, device=args.device, record=args.record,
-                     passes=args.passes, char_passes=args.char_passes)
+    try:
+        with sigterm_interrupts():
+            return serve(action, voice=args.voice, audio=args.audio, device=args.device, record=args.record,
+                         passes=args.passes, char_passes=args.char_passes)
+    except KeyboardInterrupt:  # the server ends its modules with SIGTERM: an ordinary end, not an error
+        return 0
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
