@@ -6,25 +6,12 @@
     cat lines.txt | wavern render - --out-dir out/
     wavern render items.jsonl --out-dir out/ --ray            # local Ray; --ray HOST:PORT for a cluster
 
-Inputs: text files (one item per non-blank line, or per paragraph with ``--paragraphs``),
-JSONL or CSV manifests (``id``, ``text``, optional ``voice``, ``speaker``, ``speed``, ``pitch``,
-``pitch_range``, ``seed``, ``out``) and
-stdin (``-``; a manifest when its first line starts with ``{``).
-
-Each item goes to ``--out-dir/<id>.<format>`` (or the manifest's ``out``) with optional
-word-timing sidecars beside it, and gets one row in ``--out-dir/results.jsonl``. Workers
-(processes, or Ray actors) load each voice once and return audio; this process alone writes
-files (temp file + rename) and then the row, so a row marked ``ok`` means the files are
-complete. A rerun skips items with an ``ok`` row whose files exist and whose request (text,
-settings, voice files, folding) is unchanged, so a killed batch resumes where it stopped;
-failed items are tried again. A bad item is recorded as failed and the
-batch goes on; a full disk stops it (exit 2) with nothing half-written left behind.
-
-Workers get items in groups of about :data:`GROUP_SEGMENTS` folded vocoder segments (a sentence
-is ~7-22) and generate a group's segments as shared batches, which lets the kernels run in
-lanes; an item's audio is the same bytes whatever group it lands in, and its results row is
-its own. A killed run loses at most the groups in flight.
-Exit status: 0 all items done, 1 some items failed, 2 a problem with the whole batch.
+Inputs (:mod:`.render_inputs`): text files, JSONL or CSV manifests, stdin. Workers
+(:mod:`.render_workers`: processes or Ray actors) load each voice once, render items in groups of
+shared vocoder batches and return audio; this process alone writes the files (temp file, rename)
+and then the item's row in ``results.jsonl``, so a killed batch resumes where it stopped and a bad
+item fails alone. What it writes and when an item counts as done: docs/ARCHITECTURE.md. Exit
+status: 0 all items done, 1 some failed, 2 the batch itself could not run.
 """
 
 from __future__ import annotations

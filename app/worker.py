@@ -1,29 +1,16 @@
 """The desktop window's worker: owns the :class:`~wavern.engine.Voice`, runs it off the GUI thread.
 
-The window never computes. It hands requests to a :class:`SpeechWorker` (speak, queue, export,
-load a voice, preview the front end) and gets results back as Qt signals, which Qt queues onto
-the GUI thread because the worker emits them from its own Python thread. The window polls the
-cheap counters (:meth:`SpeechWorker.meters`: playback position, buffer headroom, underruns)
-from a ``QTimer``.
+The window hands requests to a :class:`SpeechWorker` (speak, queue, export, load a voice, preview
+the front end) and gets results back as Qt signals, queued onto the GUI thread; it polls the cheap
+counters (:meth:`SpeechWorker.meters`) from a ``QTimer``. One worker thread runs the requests in
+order, writes each chunk to the output in pieces of :data:`PIECE_SAMPLES` and prepares what the
+views draw (:class:`ChunkView`), so painting is only painting. Without a sound card the output is
+:class:`SilentPlayback`, which drains the same ring in real time with the device callback's code,
+so first audio, underruns, the views and the word highlight behave as with a device.
 
-One worker thread runs the requests in order: for a spoken request it pulls chunks from
-``voice.stream`` and writes them to the output sink in pieces of :data:`PIECE_SAMPLES`; the
-playback clock is the output's first stream position plus what the output has played.
-While pulling chunks it also prepares what the views draw (:class:`ChunkView`: a min/max
-envelope and spectrogram columns), so painting is only painting.
-
-Output: a :class:`~wavern.engine.sinks.DeviceSink` when a sound card is there; otherwise (or
-when asked) :class:`SilentPlayback`, a sound card that plays nothing: the engine's
-:class:`~wavern.engine.sinks.PacedSink`, whose clock thread drains the same
-:class:`~wavern.engine.ring.AudioRing` block by block with the device callback's code, paced in
-real time (``clock_speed`` times real time; 1 in the app), so time to first audio (pre-roll
-included), headroom, underruns, the scrolling views and word highlighting behave as they would
-with a device.
-
-Timeline ("stream clock"): every sample handed to an output gets an absolute index, counted
-across requests and sinks. :class:`ChunkView` positions and :class:`Meters.position` are on that
-clock. ``stop()`` drops what was queued and rewinds the clock by that amount, so the next
-request continues where playback actually stopped.
+The stream clock: every sample handed to an output gets an absolute index across requests and
+sinks; ``stop()`` drops what was queued and rewinds the clock by as much, so the next request
+continues where playback stopped.
 """
 
 from __future__ import annotations

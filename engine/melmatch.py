@@ -1,32 +1,16 @@
 """Mel matching: give the vocoder's output the band energies its conditioning mel asks for.
 
-The WaveRNN's sampling noise spreads energy where the mel has none (35 dB above the truth in
-the pauses of held-out copy synthesis, docs/bench/melmatch.md) and its bands drift from the
-mel's. This stage analyses the output with the features' own transform (centred STFT, Hann
-window of ``n_fft``, ``hop``, as :func:`wavern.dsp.log_mel`), measures each frame's mel band
-magnitudes ``m̂_tb``, and scales the frame's spectrum bin by bin by the band gains
+    mm = MelMatch(MelMatchConfig(iterations=8), DEFAULT_MEL)
+    out = mm.apply(samples, mel)                       # one segment (a sentence) at once
+    stream = mm.stream(rows, n_samples)                # rows(a, b): mel rows; push() chunks: the same samples
 
-    g_tb = clip(m_tb / m̂_tb, floor, cap),    m_tb = exp(log-mel of the conditioning)
-
-spread over the FFT bins through the filterbank (a bin's gain: its bands' gains weighted by
-the bin's filter values; bins above ``fmax`` take the top band's, the DC bin the bottom band's,
-never above 1). With ``smooth`` = w > 0 the
-logs of a frame's gains are first averaged over the bands by a Gaussian of w bands: the band
-envelope moves to the mel's and the harmonics inside it stay, for a mel (the acoustic model's)
-smoother across the bands than speech. The frames are overlap-added
-with the window again, divided by the summed squared windows. The vocoder keeps the phase and
-the fine structure inside each band; the band magnitudes become the mel's. It is one pass of
-Griffin-Lim's magnitude projection, started from the vocoder's phase rather than a random one;
-``iterations`` passes in a row are Griffin-Lim's iterations, each starting from the last one's
-output, each moving the audio further from what the network drew towards the mel.
-
-A segment (one sentence) is reflect-padded at both ends as ``log_mel`` pads (zero-padded when
-it is too short to reflect). Streaming (:class:`MelMatchStream`): frame ``t`` needs the samples
-up to ``t·hop + n_fft/2``, and a sample is final once every frame over it is done, so the output
-trails the input by ``n_fft - hop`` samples a pass (35 ms of audio at 22 050 Hz, a few
-milliseconds of the vocoder's time); pushing a segment in any chunking gives what
-:meth:`MelMatch.apply` gives for the whole (tested), and a pass keeps only a few windows of
-samples and sums, however long the segment.
+Each pass analyses the output with the features' own STFT, scales every frame's spectrum by the
+band gains ``clip(exp(mel) / measured, floor, cap)`` (optionally smoothed across the bands) and
+overlap-adds it back: a Griffin-Lim magnitude projection started from the vocoder's phase; the
+exact definition is docs/ARCHITECTURE.md's "Post-processing". The WaveRNN's sampling noise spreads
+energy where the mel has none (35 dB above the truth in the pauses of held-out copy synthesis) and
+its bands drift from the mel's; this puts them back. Streamed, each pass trails the one before by
+``n_fft - hop`` samples and keeps only a few windows, however long the segment.
 """
 
 from __future__ import annotations

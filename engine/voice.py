@@ -4,34 +4,11 @@
     for chunk in voice.stream("Hello there. How are you?", SpeakConfig(speed=1.1)):
         sink.write(chunk.samples)
 
-Per request: the front end turns the text into phoneme tokens; the acoustic model renders
-one sentence at a time (with its neighbours as context) to log-mel; the vocoder turns the
-mel into samples in chunks, its GRU state carried from chunk to chunk and from sentence to
-sentence. While sentence *i* is being vocoded, sentence *i + 1* is already being rendered by
-the acoustic model in a worker thread (the vocoder kernel releases the GIL).
-
-The first audio waits only for the first sentence's phonemes, its mel up to the last decoder
-layer, that layer's first rows, and one small chunk (:func:`chunk_samples`): the first
-sentence is analysed on the calling thread (no hand-off to the worker), and the acoustic
-model's last layer runs on the rows the vocoder's conditioning windows ask for (its first 48
-frames, enough for the ramp, then the rest of the sentence in one pass after the ramp;
-:class:`~wavern.conditioning.stream.SentenceMel`).
-The worker decodes the sentences it prepares whole. Chunks then grow gently (512, 512, 768,
-1024, 1536, then 2048 samples) so each is made within the audio already queued, and the
-worker starts on the next sentence only after that ramp (or at the end of a shorter first
-sentence), so it competes with neither the ramp's CPU nor its GIL hand-offs; a sentence
-nobody prepared ahead is analysed on the calling thread.
-BLAS runs single-threaded by default (``Voice.load(threads=1)``): with another process on
-the second core, a two-thread OpenBLAS or OpenMP pool spin-waits for a thread that is not
-running, which cost 50-110 ms per small product on the shared 2-core machine. The acoustic
-model runs in numpy (:mod:`wavern.conditioning.runtime`): a voice never imports torch.
-
-Within a sentence the vocoder's conditioning is computed over mel windows with enough
-context frames for the conditioning network's receptive field, so streamed audio equals the
-one-shot rendering of the same mel sample for sample (tested).
-
-Live controls (:class:`StreamControl`) act on the next chunk: volume, stop, and speed (the
-rest of the current sentence is re-rendered at the new speed from the same point).
+Per request the front end turns the text into phoneme tokens, the acoustic model (numpy: a voice
+never imports torch) renders one sentence at a time to log-mel, and the vocoder turns it into
+samples chunk by chunk, its state carried across chunks and sentences; a worker thread prepares
+the next sentence meanwhile. Streamed audio equals the one-shot rendering of the same mel, sample
+for sample. :class:`StreamControl` changes speed, volume and pause on the next chunk, or stops.
 """
 
 from __future__ import annotations
@@ -181,7 +158,9 @@ class Voice:
         ``threads``: BLAS threads for the acoustic model and the conditioning net
         (process-wide, see :func:`use_threads`, while any voice that set them is open; the
         process's own settings come back when the last one closes); 1 by default, the fastest
-        first audio when another process holds a core. None leaves the process's settings alone.
+        first audio when another process holds a core (a two-thread BLAS pool spin-waits for a
+        thread whose core another process holds: 50-110 ms per small product on a shared 2-core
+        machine). None leaves the process's settings alone.
         """
         from wavern.conditioning.config import AcousticConfig
         from wavern.conditioning.runtime import load_runtime
@@ -530,7 +509,9 @@ class Voice:
                         samples = postfilter.apply(samples, gi_cache.coefs_covering(done, n), pf_state,
                                                    frame0=frame0)
                     if pending is None and (k + 1 >= len(RAMP_SAMPLES) or done + n >= n_total):
-                        pending = self._prepare_next(mels)  # past the ramp: prepare the next
+                        # past the ramp (or a short first sentence's end): the worker then competes with
+                        # neither the ramp's CPU nor its GIL hand-offs
+                        pending = self._prepare_next(mels)
                     if mm is not None:
                         out = mm.push(samples)
                         samples, held = (out if held is None else np.concatenate([held, out])), None

@@ -4,30 +4,18 @@
 >>> result = train_acoustic(AcousticTrainConfig(corpus_dir="data/corpus", out_dir="runs/acoustic",
 ...                                             steps=3000, time_limit_s=1800))          # doctest: +SKIP
 
-What one step does: draw a batch of training utterances (similar lengths together, see
-:func:`_draw_batch`), each with a reference clip of the same voice (dropped with probability
-``reference_drop`` so the "no reference" style is learned too), run the teacher-forced model
-with the corpus durations, and minimise ``mel L1 + duration_weight * MSE(log(1 + frames))``.
-
-Conventions (``wavern.training.common``): per-step seeding (step ``t`` draws from
-``default_rng([seed, t])``), so ``resume`` continues bit-exactly; a checkpoint
-(``checkpoint.pt``: model, optimiser, step) every ``checkpoint_every_s`` seconds, on SIGTERM /
-SIGINT and at the end; metrics as JSON lines in ``metrics.jsonl``; a tqdm progress bar.
-
-Data-parallel under ``torchrun`` (:mod:`wavern.training.distributed`; gloo on CPU, nccl on GPUs)::
+One step draws a batch of training utterances (similar lengths together, :func:`_draw_batch`),
+each with a reference clip of the same voice (dropped with probability ``reference_drop``), runs
+the teacher-forced model with the corpus durations and minimises ``mel L1 + duration_weight *
+MSE(log(1 + frames))``. Seeding, checkpoints and metrics follow :mod:`wavern.training.common`;
+under ``torchrun`` (:mod:`wavern.training.distributed`) ``batch_size`` is the global batch::
 
     torchrun --standalone --nproc-per-node 2 -m wavern.training.acoustic_trainer data/corpus runs/acoustic \\
         --batch-size 16 --threads 1
 
-``batch_size`` is the global batch: every process draws the step's whole batch from the step
-seed and keeps rows ``rank::world``; the mel L1 and duration MSE are weighted by each process's
-share of the batch's frames and tokens, so the averaged gradient is the one-process gradient
-of that batch. Only rank 0 writes the checkpoint, metrics and export; resume reads the same
-checkpoint on every rank.
-
-At the end (``steps`` reached, or ``time_limit_s`` spent; not after a signal) the run writes ``acoustic.safetensors`` (see :mod:`wavern.conditioning.export`),
-``acoustic_config.json`` (``AcousticConfig.to_dict()``, what ``voice.json["acoustic"]`` holds)
-and ``fusion.json`` (the learned peer-fusion connection weights) into ``out_dir``.
+At the end (``steps`` reached or ``time_limit_s`` spent, not after a signal) ``out_dir`` holds
+``acoustic.safetensors``, ``acoustic_config.json`` (what ``voice.json["acoustic"]`` holds) and
+``fusion.json`` (the learned peer-fusion connection weights).
 """
 
 from __future__ import annotations

@@ -4,60 +4,17 @@
 >>> result = pretrain_encoder(PretrainConfig(corpus_dir="data/corpus", run_dir="runs/pretrain"))  # doctest: +SKIP
 >>> # then: AcousticTrainConfig(..., init_encoder=str(result.encoder_path))
 
-**Data.** *Unimodal*: phoneme sequences of many sentences; the sentence file (default
-``assets/sentences/sotu.txt``) is phonemised with the front end (``analyze``) in each of
-``text_voices`` and cached as ``text_cache.npz`` in the run dir. *Bimodal*: the corpus's training
-utterances, phonemes paired with their log-mel frames, aligned by the corpus's exact durations
-(``frames_from_samples``, as the acoustic trainer does). Held-out texts (``is_held_out``) are
-kept out of both and used only for evaluation.
-
-**Generators.** Text: a :class:`~wavern.training.ngram.BidirectionalTrigram` fitted on all
-training phoneme sequences (the phonemised sentences and the corpus's), proposing from the
-product of its left and right context distributions, restricted to symbols seen in that context
-(see its module docstring). Audio: at a masked audio position the trigram proposes a phoneme
-(restricted to phonemes that have audio), and the token's frames are replaced by the frames of
-that phoneme at a random position of *another* training utterance, of the same espeak voice when
-one has it (so the voice itself gives nothing away).
-
-**Corruption.** In every sequence ``mask_rate`` of the maskable positions of each modality are
-chosen separately (a random subset of size ``floor(rate n + u)``, ``u`` uniform: the expected
-rate is exact). Text positions: every token but padding, ``<bos>``, ``<eos>``, ``<unk>``. Audio
-positions: the same, among tokens with at least one frame. Proposals use the *original*
-neighbours as context. A text position is labelled replaced iff its new id differs from the
-original; an audio position iff the proposed phoneme differs from the original (frames of the
-same phoneme from another utterance count as original, as a sample equal to the original does).
-
-**Discriminator.** The acoustic model's encoder, :class:`PhonemeEncoder`, same class and
-config, so its weights load into :class:`AcousticModel` unchanged. For bimodal rows the audio
-enters as one vector per token, added to the phoneme embedding: ``Linear([mean of the token's
-normalised log-mel frames, log(1 + frames)])`` (a *token-level* head over frame-pooled features,
-so both heads read the same per-token encoder output). Unimodal rows get nothing added, which is
-exactly the input the acoustic model's encoder sees. Heads on the encoder output (B, N, D):
-
-- text RTD: ``Linear(D, 1)``, binary cross-entropy over every real token of every row;
-- audio RTD: ``Linear(D, 1)``, BCE over every real token of the bimodal rows;
-- masked LM: ``Linear(D, n_symbols)``, cross-entropy for the original phoneme at the text-masked
-  positions of the bimodal rows (the input there holds the generator's replacement, not a
-  ``[MASK]`` symbol: the table has none, and the aligned audio is what must be read).
-
-Loss = ``text_weight * text_rtd + audio_weight * audio_rtd + mlm_weight * mlm`` (CodeBERT sums).
-
-**Trainer conventions** (``wavern.training.common``): per-step seeding (batch, masks and
-proposals of step ``t`` come from ``default_rng([seed, t])``), so a resumed run is bit-exact;
-``checkpoint.pt`` every ``checkpoint_every_s``, on SIGTERM/SIGINT and at the end; ``metrics.jsonl``;
-tqdm progress; adam (warm-up, half-life decay, grad clipping) or yellowfin; device ``auto``.
-At the end the encoder's weights go to ``encoder.safetensors`` (:func:`export_encoder`), which
-:func:`load_encoder_into` (and ``AcousticTrainConfig.init_encoder``) reads.
-
-**Data-parallel** under ``torchrun`` (:mod:`wavern.training.distributed`)::
+The discriminator is the acoustic model's own encoder (:mod:`.rtd`: corruption and heads); it
+reads phoneme sequences alone (the sentence file phonemised in each of ``text_voices``, cached as
+``text_cache.npz``) and paired with the corpus's audio frames (:func:`_load_data`), and learns to
+spot the tokens a bidirectional trigram replaced. Loss = ``text_weight * text_rtd + audio_weight *
+audio_rtd + mlm_weight * mlm``. Held-out texts only evaluate. At the end the encoder's weights go
+to ``encoder.safetensors`` (:mod:`.encoder_file`). Trainer conventions (per-step seeding,
+checkpoints, metrics, torchrun data parallelism): :mod:`wavern.training.common`,
+:mod:`wavern.training.distributed`::
 
     torchrun --standalone --nproc-per-node 2 -m wavern.app.cli train pretrain --corpus data/corpus \\
         --run-dir runs/pretrain --batch-size 32 --threads 1
-
-Rank 0 phonemises the sentences (the text cache) while the others wait; every rank draws and
-corrupts the step's whole batch, keeps rows ``rank::world``, and weights the three means by its
-share of their token counts, so the averaged gradient is that of the global batch. Only rank 0
-writes checkpoints, metrics and the encoder.
 """
 
 from __future__ import annotations
@@ -379,6 +336,11 @@ class _Data(NamedTuple):
 
 
 def _load_data(cfg: PretrainConfig, run_dir: Path) -> _Data:
+    """Unimodal: the sentence file's phoneme sequences (``text_voices``, cached). Bimodal: the corpus's
+    training utterances, phonemes paired with their log-mel frames aligned by the corpus's exact
+    durations (``frames_from_samples``, as the acoustic trainer does). Held-out texts
+    (``is_held_out``) are kept out of both and only evaluate. The trigram generator is fitted on
+    every training phoneme sequence of both."""
     from wavern.training.corpus import load_corpus
 
     corpus = load_corpus(cfg.corpus_dir)

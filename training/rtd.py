@@ -134,7 +134,17 @@ def choose_positions(candidates: np.ndarray, rate: float, rng: np.random.Generat
 
 def corrupt(seq: Example, gen: BidirectionalTrigram, bank: DonorBank | None, rng: np.random.Generator, *,
             special: np.ndarray, mask_rate: float = 0.15, temperature: float = 1.0) -> Corrupted:
-    """Mask and replace both modalities of one sequence (see the module docstring)."""
+    """Mask and replace both modalities of one sequence.
+
+    In each modality ``mask_rate`` of the maskable positions are chosen (a random subset of size
+    ``floor(rate n + u)``, ``u`` uniform: the expected rate is exact). Text: every token but padding,
+    ``<bos>``, ``<eos>``, ``<unk>``; the trigram ``gen`` proposes from the product of its left and right
+    context distributions, with the *original* neighbours as context. Audio: the same positions'
+    rule among tokens with frames; the trigram proposes a phoneme that has audio, and the token's
+    frames become that phoneme's at a random position of *another* training utterance, of the same
+    espeak voice when one has it (``bank``). A position is labelled replaced iff its id (text) or
+    proposed phoneme (audio) differs from the original.
+    """
     n = seq.ids.size
     real = ~special[seq.ids]
     t_pos = choose_positions(real, mask_rate, rng)
@@ -200,7 +210,13 @@ class RTDLoss(NamedTuple):
 
 
 class ReplacedTokenDetector(nn.Module):
-    """The discriminator: a :class:`PhonemeEncoder` (the acoustic model's) plus three heads.
+    """The discriminator: a :class:`PhonemeEncoder` (the acoustic model's, so its weights load into
+    :class:`AcousticModel` unchanged) plus three heads on its output (B, N, D): text RTD and audio RTD
+    (``Linear(D, 1)``, binary cross-entropy over the real tokens, of the bimodal rows for audio) and a
+    masked LM (``Linear(D, n_symbols)``, cross-entropy for the original phoneme at the text-masked
+    positions of the bimodal rows). Bimodal rows add one vector per token to the phoneme embedding:
+    ``Linear([mean of the token's normalised log-mel frames, log(1 + frames)])``; unimodal rows add
+    nothing, exactly the input the acoustic model's encoder sees.
 
     Args:
         encoder: the encoder's config (equal to the acoustic model's ``config.encoder``).

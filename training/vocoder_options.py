@@ -60,8 +60,12 @@ class VocoderTrainConfig:
     checkpoint_interval_s: float = 300.0
     resume: bool = False  # continue from run_dir/checkpoint.pt when it exists
     fresh: bool = False  # start over where run_dir holds a checkpoint (replaced at the first save); else refused
-    init_from: str | None = None  # start (step and weights) from a compact or full checkpoint, or a voice folder,
-    # when not resuming
+    # when not resuming, start (step and weights) from a compact or full checkpoint, or a voice folder.
+    # It may carry a run into a wider model (new inputs join with zero weights), a denser one (with pruning
+    # finished and a higher target_density the pruned blocks of largest squared gradient, Adam's second
+    # moment, come back at zero: BlockPruner.regrow) or a sparser one (a lower target_density with the
+    # schedule moved to the run's step prunes on once its cubic passes the masks' sparsity)
+    init_from: str | None = None
     device: str = "cpu"  # "cpu", "cuda" or "auto"
     eval_every_steps: int = 500  # held-out loss interval (0: only at the end)
     eval_batches: int = 4  # fixed held-out batches of batch_size segments

@@ -3,44 +3,17 @@
 >>> from wavern.training.vocoder_trainer import VocoderTrainConfig, train_vocoder
 >>> train_vocoder(VocoderTrainConfig(corpus_dir="data/corpus", run_dir="runs/vocoder"))   # doctest: +SKIP
 
-Or from a shell (the long run; ``--resume`` continues where the last run stopped)::
+Or from a shell (``--resume`` continues where the last run stopped; torchrun runs it data-parallel,
+``--batch`` the global batch)::
 
     python -m wavern.training.vocoder_trainer --corpus data/corpus --run runs/vocoder --resume
+    torchrun --standalone --nproc-per-node 2 -m wavern.training.vocoder_trainer ... --threads 1
 
-One step: draw ``batch_size`` random segments of ``segment_frames`` frames from the training
-utterances (step ``t`` draws from ``default_rng([seed, t])``, see ``wavern.training.common``),
-teacher-forced loss ``CE(coarse) + CE(fine)``, gradient-norm clip, optimiser step, then the
-block pruner (mask refresh when due, masks applied after every step).
-
-The run folder holds ``checkpoint.pt`` (model, optimiser, pruning masks, step, RNG states,
-resolved precision; written atomically every ``checkpoint_interval_s`` seconds, on
-SIGINT/SIGTERM and at the end), ``compact.pt`` (float16 weights + bfloat16 optimiser moments,
-a few MB, for git; a run can start from it with ``init_from``, not bit-exactly),
-``metrics.jsonl`` and ``vocoder.safetensors`` (the engine's format) at the end.
-
-``init_from`` also carries a run into a wider model (new inputs join with zero weights) or a denser
-one: with pruning finished and a higher ``target_density``, the pruned blocks whose weights have the
-largest squared gradient (Adam's second moment) come back at zero (:meth:`BlockPruner.regrow`);
-or a sparser one: a lower ``target_density`` with a pruning schedule moved to the run's step (the
-fields in :data:`SCHEDULE_FIELDS` may change on ``init_from``, a compact checkpoint or a voice
-folder) prunes on from the masks it has once the schedule's cubic passes their sparsity.
-
-``distill_from`` names a frozen teacher (a larger or denser vocoder with the same inputs and targets,
-:func:`load_teacher`): each batch's loss becomes ``(1 - w) CE(data) + w CE(teacher)``, the second the
-cross-entropy against the teacher's own teacher-forced distributions on the same inputs (Hinton et
-al.'s soft targets, at temperature 1), ``w = distill_weight``. The logged and held-out ``loss`` stay
-the loss against the data; the train rows add ``soft``. A pruned or shrunk student recovers towards
-its teacher on every sample's whole distribution instead of on one drawn value.
-
-Data-parallel under ``torchrun`` (:mod:`wavern.training.distributed`; gloo on CPU, nccl on GPUs)::
-
-    torchrun --standalone --nproc-per-node 2 -m wavern.training.vocoder_trainer --corpus data/corpus \\
-        --run-dir runs/vocoder --batch 32 --threads 1
-
-``--batch`` is the global batch: every process draws the step's segments from the step seed and
-keeps rows ``rank::world``; gradients are averaged before clipping. Rank 0 builds the data
-cache while the others wait, and alone writes checkpoints, metrics and the export; ``--resume``
-loads the same checkpoint on every rank.
+One step: ``batch_size`` random segments of ``segment_frames`` frames (step ``t`` draws from
+``default_rng([seed, t])``), teacher-forced ``CE(coarse) + CE(fine)`` (with ``distill_from``, mixed
+with the teacher's distributions), gradient clipping, the optimiser, then the block pruner. The run
+folder holds ``checkpoint.pt``, ``compact.pt`` (:mod:`.vocoder_checkpoint`), ``metrics.jsonl`` and, at
+the end, ``vocoder.safetensors``. The options: :class:`~.vocoder_options.VocoderTrainConfig`.
 """
 
 from __future__ import annotations
