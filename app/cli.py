@@ -260,7 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--voice", metavar="NAME|PATH")
     s.set_defaults(func=cmd_gui)
 
-    s = sub.add_parser("voices", help="list installed voices with their model cards and speakers")
+    s = sub.add_parser("voices", help="list installed voices with their descriptions and speakers")
     s.add_argument("--speakers", action="store_true", help="list every speaker of each voice")
     s.set_defaults(func=cmd_voices)
 
