@@ -19,7 +19,7 @@ turns message by message so both see the same load:
   a connection each time, as a shell script or a key binding does).
 - stop: a long message, STOP sent 100-300 ms after its BEGIN -> the server's CANCELED event (the
   module has stopped; the daemon drops its own queue at once). For wavern also STOP received
-  -> stopped (no audio after it).
+  -> 703 sent (no audio after it), and -> its speech thread free again.
 
 ALSA's null device plays at once rather than in real time, so the daemon's player never waits:
 first audio and stop are the software's own times, not a sound card's buffer.
@@ -88,7 +88,9 @@ def run(args) -> dict:
     from wavern.app.speechd.ssip import SsipClient
 
     rng = random.Random(0)
-    out: dict = {"first": {}, "module": {}, "stop": {}, "module_stop": [], "spd_say": [], "ended_first": {},
+    out: dict = {"first": {}, "module": {}, "stop": {}, "module_stop": [], "module_idle": [], "forward": [],
+                 "spd_say": [],
+                 "ended_first": {},
                  "version": daemon_version()}
     with tempfile.TemporaryDirectory(prefix="wavern-speechd-bench-") as tmp:
         rec = Path(tmp) / "rec"
@@ -135,8 +137,16 @@ def run(args) -> dict:
                         ev = [e for e in recorded(rec) if e["t"] >= t_stop - 0.001]
                         got = next((e for e in ev if e["event"] == "stop_received"), None)
                         done = next((e for e in ev if e["event"] == "stop"), None)
+                        for _ in range(100):  # the speech thread's last piece may still be running
+                            idle = next((e for e in recorded(rec) if e["event"] == "idle" and e["t"] >= t_stop), None)
+                            if idle:
+                                break
+                            time.sleep(0.01)
                         if got and done:
                             out["module_stop"].append((done["t"] - got["t"]) * 1000.0)
+                            out["forward"].append((got["t"] - t_stop) * 1000.0)
+                        if got and idle:
+                            out["module_idle"].append((idle["t"] - got["t"]) * 1000.0)
             print("stops: done", file=sys.stderr)
             for i in range(args.n):
                 word = WORDS[i % len(WORDS)]
@@ -173,11 +183,19 @@ def report(r: dict, args, machine: str, command: str) -> str:
                  f"{stats([x for k in r['module'].values() for x in k])} |")
     lines += [
         "",
-        "| stop | n | wavern: STOP → CANCELED | espeak-ng: STOP → CANCELED | wavern module: STOP received → stopped |",
+        "| stop | n | wavern: STOP → CANCELED | espeak-ng: STOP → CANCELED | wavern module: STOP received → "
+        "703 sent / → synthesis stopped |",
         "|---|---|---|---|---|",
         f"| long message, 100-300 ms after BEGIN | {len(r['stop'].get('wavern', []))} | "
         f"**{stats(r['stop'].get('wavern', []))}** | {stats(r['stop'].get('espeak-ng', []))} | "
-        f"{stats(r['module_stop'])} |",
+        f"{stats(r['module_stop'])} / {stats(r['module_idle'])} |",
+        "",
+        f"Of wavern's STOP → CANCELED, the daemon's passing STOP on to the module (client's STOP → module "
+        f"received): {stats(r['forward'])} ms; the rest is the daemon's handling of 703.",
+        "",
+        "wavern answers STOP from its command thread: the daemon gets 703 at once and no audio of the message "
+        "after it; the speech thread drops the piece it was computing (at most 2048 samples) and is then free "
+        "for the next message.",
         "",
         f"`spd-say -w -o wavern WORD` (a process and a connection per message), process start → wavern's first "
         f"audio buffer: {stats(r['spd_say'])} ms over {len(r['spd_say'])} words.",

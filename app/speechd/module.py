@@ -118,6 +118,10 @@ class ModuleConfig:
         return cls(**values)
 
 
+class _Ended(Exception):
+    """The message has had its last event: nothing more of it goes out."""
+
+
 class _Job:
     """One message being spoken."""
 
@@ -130,7 +134,10 @@ class _Job:
         self.control = StreamControl()
         self.pause = False
         self.reason: str | None = None  # "stop" or "pause" once either ends it early
-        self.done = threading.Event()
+        self.done = threading.Event()  # the speech thread is done with it
+        self.lock = threading.Lock()  # held while its events and audio go out
+        self.began = False  # 701 sent
+        self.final: str | None = None  # its last event, once sent: "end", "stop" or "pause"
 
     def stop(self) -> None:
         if self.reason is None:
@@ -237,6 +244,9 @@ class SpeechdModule:
                 job.stop()
                 if self._output is not None:
                     self._output.silence()
+                # answered from here: nothing more of the message goes out from now on (the speech
+                # thread's last piece of compute, a few ms, is dropped), so the server need not wait
+                self._final(job, 703, "STOP")
         elif word == "PAUSE":
             job = self._current
             if job is not None:
@@ -322,6 +332,7 @@ class SpeechdModule:
         job.stop()
         if self._output is not None:
             self._output.silence()
+        self._final(job, 703, "STOP")
         if wait and not job.done.wait(STOP_WAIT_S):
             log.warning("message %d did not stop within %g s", job.id, STOP_WAIT_S)
 
@@ -518,52 +529,68 @@ class SpeechdModule:
     def _speak(self, job: _Job) -> None:
         self._ready.wait()
         out = self._output_for() if self._load_error is None else None
-        began = False
-
-        def begin():
-            nonlocal began
-            if not began:
-                began = True
-                self._note("begin", id=job.id)
-                self.channel.send(protocol.event(701, "BEGIN"))
-
         try:
             if out is None:
                 log.error("message %d not spoken: no voice (%s)", job.id, self._load_error)
                 return
             out.begin()
-            self._say(job, out, begin)
+            self._say(job, out)
+        except _Ended:
+            pass
         finally:
             if out is not None and (job.reason or job.control.stopped):
                 out.silence()  # what was written while the stop or the pause took effect
-            begin()
             if job.reason == "pause" and (out is None or out.cut or job.control.stopped):
-                final = protocol.event(704, "PAUSE")
+                self._final(job, 704, "PAUSE")
             elif job.control.stopped:
-                final = protocol.event(703, "STOP")
+                self._final(job, 703, "STOP")
             else:
-                final = protocol.event(702, "END")
-            self._note(final.decode().split()[1].lower(), id=job.id)
-            self.channel.send(final)
+                self._final(job, 702, "END")
+            self._note("idle", id=job.id)  # the speech thread is done with it (after a STOP: its last piece)
             with self._lock:
                 if self._current is job:
                     self._current = None
 
-    def _say(self, job: _Job, out: Output, begin) -> None:
+    def _begin(self, job: _Job) -> None:
+        """``701 BEGIN``, once per message (the caller holds ``job.lock``)."""
+        if not job.began:
+            job.began = True
+            self._note("begin", id=job.id)
+            self.channel.send(protocol.event(701, "BEGIN"))
+
+    def _final(self, job: _Job, code: int, word: str) -> None:
+        """The message's one last event (BEGIN first if it never began); later calls do nothing.
+        After it nothing more of the message goes out: see :meth:`_act`."""
+        with job.lock:
+            if job.final is not None:
+                return
+            self._begin(job)
+            job.final = word.lower()
+            self._note(job.final, id=job.id)
+            self.channel.send(protocol.event(code, word))
+
+    def _act(self, job: _Job, fn, *args):
+        """Do ``fn(*args)`` (audio or a mark for the output) unless the message has had its last
+        event (a STOP answered from the command thread): then :class:`_Ended`. BEGIN goes first."""
+        with job.lock:
+            if job.final is not None:
+                raise _Ended
+            self._begin(job)
+            return fn(*args)
+
+    def _say(self, job: _Job, out: Output) -> None:
         message = job.message
         voice, config = self._config_for(job.settings, message)
         marks = T.find_marks(message.text) if message.ssml else []
         pending = list(marks)  # (offset in the document, name) not yet placed
         placed: list[tuple[int, str]] = []  # (sample, name), in order
         control = job.control
-        if message.icon is not None and out.icon(message.icon):  # the server plays its own icon
-            begin()
+        if message.icon is not None and self._act(job, out.icon, message.icon):  # the server plays its icon
             return
         gen = self._stream(voice, message, config, control)
         try:
             if message.click and gen is not None:
-                begin()
-                out.play(click(voice.sample_rate, gain=config.volume))
+                self._act(job, out.play, click(voice.sample_rate, gain=config.volume))
             for chunk in gen or ():
                 if control.stopped:
                     return
@@ -575,20 +602,17 @@ class SpeechdModule:
                 while placed and placed[0][0] < a + samples.size:
                     at = max(0, placed[0][0] - a)
                     if at > i:
-                        begin()
-                        out.play(samples[i:at])
+                        self._act(job, out.play, samples[i:at])
                         i = at
-                    out.mark(placed.pop(0)[1], job.reached)
+                    self._act(job, out.mark, placed.pop(0)[1], job.reached)
                     if control.stopped:
                         return
                 if i < samples.size:
-                    begin()
-                    out.play(samples[i:] if i else samples)
-            begin()
+                    self._act(job, out.play, samples[i:] if i else samples)
             for _, name in placed + [(0, n) for _, n in pending]:  # marks after the last word: at the end
                 if control.stopped:
                     return
-                out.mark(name, job.reached)
+                self._act(job, out.mark, name, job.reached)
             out.finish(lambda: control.stopped)
         finally:
             if gen is not None:
