@@ -223,8 +223,7 @@ class SpeechdModule:
 
     def _init(self) -> None:
         """Find the voice (a cheap check; the speech thread loads it): WavernError when there is none."""
-        if self._voice is not None:
-            self._ready.set()
+        if self._voice is not None:  # (ready once the speech thread has warmed it and opened the output)
             return
         from wavern.app.voices import resolve_voice
         from wavern.engine.voicefile import read_voice_json
