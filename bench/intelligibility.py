@@ -93,6 +93,42 @@ def measure(voice_dir: str, corpus_dir: str, n_utts: int, *, compare: list[str],
             "examples": [{"text": r, "wavern": h} for r, h in list(zip(refs, hyps))[:5]]}
 
 
+def write_examples(folder: Path, voice_dir: str, corpus_dir: str, n: int = 3, *, seed: int = 0) -> list[str]:
+    """``teacher_K.wav`` (the corpus's audio) and ``example_K.wav`` (wavern, end to end) for the first ``n``
+    held-out sentences of 4-12 words, and ``spectrogram.png`` of the first (teacher above, wavern below)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import soundfile as sf
+    from eval_voice import held_out_records
+
+    from wavern.dsp import int16_to_float, log_mel
+    from wavern.engine import Voice
+
+    voice = Voice.load(voice_dir)
+    picked = [r for r in held_out_records(corpus_dir, 200, seed) if 4 <= len(r.text.split()) <= 12][:n]
+    folder.mkdir(parents=True, exist_ok=True)
+    for k, r in enumerate(picked, 1):
+        sf.write(folder / f"teacher_{k}.wav", int16_to_float(r.audio()), voice.sample_rate, subtype="PCM_16")
+        sf.write(folder / f"example_{k}.wav", voice.synthesize(r.text, seed=seed), voice.sample_rate,
+                 subtype="PCM_16")
+    ref = log_mel(int16_to_float(picked[0].audio()))
+    ours = log_mel(sf.read(folder / "example_1.wav", dtype="float32")[0])
+    fig, axes = plt.subplots(2, 1, figsize=(10, 5), sharex=True)
+    for ax, (title, m) in zip(axes, (("the teacher (Piper en_US-joe-medium)", ref), ("wavern, end to end", ours))):
+        ax.imshow(m.T, origin="lower", aspect="auto", cmap="magma", vmin=ref.min(), vmax=ref.max())
+        ax.set_title(title, fontsize=9)
+        ax.set_ylabel("mel bin")
+    axes[-1].set_xlabel("frame (11.6 ms)")
+    fig.suptitle(picked[0].text, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(folder / "spectrogram.png", dpi=60)
+    plt.close(fig)
+    voice.close()
+    return [r.text for r in picked]
+
+
 def write_doc(out: Path, result: dict, cmd: str, voice_dir: str, corpus_dir: str) -> None:
     from machine import describe
 
@@ -124,6 +160,12 @@ def write_doc(out: Path, result: dict, cmd: str, voice_dir: str, corpus_dir: str
                      f"{f('f0_rmse_hz', '{:.1f}')} | {f('duration_ratio')} |")
     lines += ["", "First sentences, as the recogniser heard wavern end to end:", ""]
     lines += [f"- {e['text']!r} → {e['wavern']!r}" for e in result["examples"]]
+    if result.get("example_texts"):
+        rel = Path("..") / "voice"
+        lines += ["", "Listen (held-out sentences; teacher / wavern):", ""]
+        lines += [f"{k}. {t!r}: [teacher]({rel / f'teacher_{k}.wav'}) / [wavern]({rel / f'example_{k}.wav'})"
+                  for k, t in enumerate(result["example_texts"], 1)]
+        lines += ["", f"![spectrograms, teacher above, wavern below]({rel / 'spectrogram.png'})"]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
@@ -137,11 +179,15 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--compare", action="append", default=[], help="another voice folder, end to end")
     ap.add_argument("--out", default=str(ROOT / "docs" / "bench" / "intelligibility.md"))
+    ap.add_argument("--examples", default=None, help="write 3 example WAVs (teacher / wavern) and a spectrogram "
+                    "here, e.g. docs/voice")
     args = ap.parse_args()
     import torch
 
     torch.set_num_threads(1)
     result = measure(args.voice, args.corpus, args.n_utts, compare=args.compare, seed=args.seed)
+    if args.examples:
+        result["example_texts"] = write_examples(Path(args.examples), args.voice, args.corpus, seed=args.seed)
     cmd = "python bench/intelligibility.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     write_doc(Path(args.out), result, cmd, args.voice, args.corpus)
     print(json.dumps(result["rows"], indent=1))

