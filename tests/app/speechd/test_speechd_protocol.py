@@ -268,3 +268,15 @@ def test_many_short_messages_in_a_row_each_get_exactly_one_end(h):
         h.speak(f"Message {k}.")
         items = h.until("702", "703", "704")
         assert codes(items).count("701") == 1 and items[-1].code == "702"
+
+
+def test_input_cut_off_in_a_message_or_a_line_ends_the_module_cleanly(voice):
+    h = Harness(voice)
+    h.send("SPEAK", "half a message without its dot")
+    h._to.write(b"QUI")  # and a last line without its end
+    h._to.close()
+    h._run.join(60)
+    assert h.exit_code == 0
+    h._reader.join(60)
+    h._from.close()
+    h._module_in.close()
