@@ -131,6 +131,8 @@ def key_message(key: str) -> Message:
             words.append(_said_alone(part))
         elif re.fullmatch(r"f\d{1,2}", part):
             words.append(f"F {part[1:]}")
+        elif part.startswith("kp-") and len(part) == 4:  # kp-5, kp-*: the keypad's keys
+            words.append(f"keypad {_said_alone(part[3])}")
         else:
             words.append(part.replace("-", " "))
     return Message(_escape(" ".join(words) or key), True, "key")

@@ -127,6 +127,8 @@ def test_keys_are_said_as_words():
     assert T.key_message("f12").text == "<speak>F 12</speak>"
     assert T.key_message("_").text == "<speak>underscore</speak>"
     assert T.key_message("prior").text == "<speak>page up</speak>"
+    assert T.key_message("kp-5").text == "<speak>keypad 5</speak>"
+    assert T.key_message("kp-*").text == "<speak>keypad star</speak>"
 
 
 def test_punctuation_modes_name_only_their_level_and_leave_marks_alone():
