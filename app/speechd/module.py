@@ -27,7 +27,6 @@ import time
 from pathlib import Path
 from typing import BinaryIO
 
-import numpy as np
 
 import wavern
 from wavern.app.speechd import protocol, settings as S, text as T

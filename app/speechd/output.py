@@ -165,7 +165,6 @@ class PlayerOutput(Output):
     def __init__(self, sink, channel: Channel, *, name: str = "device"):
         self.sink, self.channel, self.name = sink, channel, name
         self.sample_rate = sink.sample_rate
-        self._scale = getattr(sink, "device_rate", sink.sample_rate) / sink.sample_rate
         self._events: deque = deque()  # (ring position, name, on_reached), in order
         self._lock = threading.Lock()
         self._cut = False
