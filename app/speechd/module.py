@@ -27,7 +27,6 @@ import time
 from pathlib import Path
 from typing import BinaryIO
 
-
 import wavern
 from wavern.app.speechd import protocol, settings as S, text as T
 from wavern.app.speechd.output import Channel, NullOutput, Output, PlayerOutput, Recorder, ServerOutput, click
