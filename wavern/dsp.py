@@ -158,9 +158,9 @@ class LazyJit:
 
     def __call__(self, *args):
         if self.fn is None:
-            import numba  # the root package has set numba's switches (wavern/__init__.py)
+            from wavern.numba_cache import cached_njit  # the root package has set numba's switches
 
-            self.fn = numba.njit(cache=True, nogil=True)(self.py_fn)
+            self.fn = cached_njit(self.py_fn, nogil=True)
         return self.fn(*args)
 
 

@@ -29,6 +29,7 @@ import numpy as np  # noqa: E402
 from numba import njit  # noqa: E402
 
 from wavern.dsp import PHASE_INPUT_GAIN  # noqa: E402
+from wavern.numba_cache import LoadOnlyCache, cached_njit  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -56,15 +57,14 @@ _FM_REDUCE = {"contract", "nsz", "arcp", "reassoc", "nnan", "ninf"}
 # build is keyed to all of them (an edit of blocks.py recompiles gru.py's loops too).
 SOURCE_DIGEST: str = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(Path(__file__).parent.glob("*.py")))
                                     ).hexdigest()[:16]
-try:
-    from numba.core.caching import FunctionCache
-
-    class _PackageCache(FunctionCache):
-        """numba's cache of one function, its index keyed to :data:`SOURCE_DIGEST` as well."""
+if LoadOnlyCache is not None:
+    class _PackageCache(LoadOnlyCache):
+        """numba's cache of one function (loaded without numba's compile set-up,
+        :mod:`wavern.numba_cache`), its index keyed to :data:`SOURCE_DIGEST` as well."""
 
         def _index_key(self, sig, codegen):
             return super()._index_key(sig, codegen) + (SOURCE_DIGEST,)
-except (ImportError, AttributeError):  # pragma: no cover - another numba: its own cache, per file
+else:  # pragma: no cover - another numba: its own cache, per file
     _PackageCache = None
 
 
@@ -73,10 +73,9 @@ def kernel(**options):
     cache = options.pop("cache", False)
 
     def wrap(fn):
-        dispatcher = njit(cache=cache and _PackageCache is None, **options)(fn)
-        if cache and _PackageCache is not None and hasattr(dispatcher, "_cache"):
-            dispatcher._cache = _PackageCache(fn)  # what njit(cache=True) does, with our key
-        return dispatcher
+        if cache and _PackageCache is not None:
+            return cached_njit(fn, cache_class=_PackageCache, **options)
+        return njit(cache=cache, **options)(fn)
 
     return wrap
 
