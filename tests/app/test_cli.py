@@ -514,3 +514,27 @@ def test_say_speaks_ssml_by_its_start_or_by_flag_and_reports_bad_markup(tiny_voi
     assert not bad.exists()
     assert main(["say", "Plain words.", "--ssml", "--voice", str(tiny_voice), "--out", str(bad)]) == EXIT_USER_ERROR
     assert "not well-formed" in capsys.readouterr().err
+
+
+def test_only_the_process_command_line_freezes_the_collector_at_exit(monkeypatch, tmp_path, capsys):
+    """main() (the `wavern` script, python -m wavern) leaves its objects to the OS at exit; main(argv)
+    called by a program (these tests) does not touch the program's collector."""
+    import atexit
+    import gc
+
+    registered = []
+    monkeypatch.setattr(atexit, "register", lambda fn, *a, **k: registered.append(fn))
+    missing = str(tmp_path / "missing.txt")
+    assert main(["say", "--file", missing]) == EXIT_USER_ERROR and registered == []
+    monkeypatch.setattr(sys, "argv", ["wavern", "say", "--file", missing])
+    assert main() == EXIT_USER_ERROR and registered == [gc.freeze]
+
+
+def test_python_m_wavern_say_writes_the_same_file_as_main(tiny_voice, tmp_path):
+    """The process's own command (its collector frozen at exit) writes the whole file: the same
+    bytes as main(argv) in this process."""
+    out = subprocess.run([sys.executable, "-m", "wavern", "say", "Hello there.", "--voice", str(tiny_voice), "--out",
+                          str(tmp_path / "a.wav")], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert main(["say", "Hello there.", "--voice", str(tiny_voice), "--out", str(tmp_path / "b.wav")]) == 0
+    assert (tmp_path / "a.wav").read_bytes() == (tmp_path / "b.wav").read_bytes()
