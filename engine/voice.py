@@ -52,14 +52,16 @@ VOCODE_SEARCH_S = 5.0
 _VOICES_OWN = object()  # Voice.apply_postfilter's default: the voice's own mel matching
 
 
-def _load_melmatch(path, infer: dict, key: str):
-    """The :class:`MelMatch` of ``inference[key]`` (None when absent or null), its loop compiled now."""
+def _load_melmatch(path, infer: dict, key: str, *, load: bool = True):
+    """The :class:`MelMatch` of ``inference[key]`` (None when absent or null), its loops compiled
+    now unless ``load=False`` (when another's load has brought them: they are the same functions)."""
     if infer.get(key) is None:
         return None
     from wavern.engine.melmatch import MelMatch, MelMatchConfig
 
     mm = MelMatch(MelMatchConfig.from_dict(infer[key]), DEFAULT_MEL)  # (settings checked by read_voice_json)
-    mm.load()  # its numba loop now, not in the first chunk of the first request (as the post-filter's)
+    if load:
+        mm.load()  # its numba loops now, not in the first chunk of the first request (as the post-filter's)
     return mm
 
 
@@ -134,7 +136,7 @@ class Voice:
         #: ``inference.melmatch_measured``; the voice's ``melmatch`` when the field is absent. A measured
         #: mel holds the harmonics band by band; a predicted one is smoother than speech, and matching it
         #: band by band would smooth the vocoder's harmonics away (docs/bench/melmatch.md).
-        self.melmatch_measured = (_load_melmatch(path, infer, "melmatch_measured")
+        self.melmatch_measured = (_load_melmatch(path, infer, "melmatch_measured", load=self.melmatch is None)
                                   if "melmatch_measured" in infer else self.melmatch)
         self._melmatch_variants: dict = {}  # passes -> MelMatch, for requests that set SpeakConfig.passes
         if vocoder.lpc_order or self.postfilter is not None:  # their coefficients' loops now, not in a first chunk
