@@ -42,6 +42,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 import machine  # noqa: E402
 
 TEXT = "Hello there, how are you today?"
+GOAL = ("Goals (issue 41): `wavern say` for one sentence, as a whole process, no slower than Piper's command line on "
+        "the same machine (paired runs); `Voice.load` <= 250 ms from a filled numba cache.")
 
 # One `wavern say TEXT --out F` step by step, each step timed; prints one JSON line. Written against
 # the engine's names as of 2026-12 (and before): a name a revision lacks is skipped, not an error.
@@ -230,7 +232,7 @@ def main() -> int:
         parts[name] = []
     starts: dict[str, list[dict]] = {name: [] for name in probe_targets}
     for i in range(args.parts_runs):
-        for name, e in probe_targets.items():
+        for name, e in (list(probe_targets.items()) if i % 2 == 0 else list(probe_targets.items())[::-1]):
             r = timed_run([py, "-c", PROBE, str(voice), args.text, str(tmp / "probe.wav")], e, cwd)
             parts[name].append(json.loads(r["stdout"].strip().splitlines()[-1]))
             r = timed_run([py, "-c", LOAD_PROBE, str(voice), args.text], e, cwd)
@@ -269,6 +271,7 @@ def _report(args, voice: Path, names: list[str], runs: dict, startup: list[float
                 else "`python -m wavern say TEXT --out out.wav`")
         lines.append(f"| {n} | {what} | **{_med(r['wall'] for r in rs):.2f}** | {_med(r['cpu'] for r in rs):.2f} | "
                      + " ".join(f"{r['wall']:.2f}" for r in rs) + " |")
+    lines += ["", GOAL]
     base = names[0]
     for other in names[1:]:
         ratio = [a["wall"] / b["wall"] for a, b in zip(runs[base], runs[other])]
@@ -278,8 +281,8 @@ def _report(args, voice: Path, names: list[str], runs: dict, startup: list[float
     if parts:
         cols = list(parts)
         lines += ["", f"Where wavern's start-up goes: the steps of `say` one by one in a fresh process "
-                      f"(`PROBE` in the script), median ms of {args.parts_runs} processes. Indented rows are "
-                      "inside the row above them.", "",
+                      f"(`PROBE` in the script), median ms of {args.parts_runs} processes (revisions taking turns, "
+                      "order swapped each round). Indented rows are inside the row above them.", "",
                   "| part | " + " | ".join(f"{c} ms" for c in cols) + " |",
                   "|---|" + "---:|" * len(cols)]
         lines.append("| Python start-up (`python -c pass`, a process of its own) | "
