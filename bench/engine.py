@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/engine.py             # everything (a few minutes), writes the doc
     .venv/bin/python bench/engine.py --quick     # fewer samples and runs, same tables
-    .venv/bin/python bench/engine.py --blocks    # only the block-shape matvec table (no doc)
+    .venv/bin/python bench/engine.py --blocks    # only the block-shape matvec tables, with the roofline (no doc)
 
 Random vocoders (fan-in scaled weights, float16 values as in a voice file, blocks pruned at random
 to the density) stand in for trained ones: speed depends on shapes and density only. Times are CPU time (of the generating
@@ -28,6 +28,7 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from wavern.engine import kernels as K  # noqa: E402  (first: numba must see NUMBA_SLP_VECTORIZE)
+from wavern.engine.vocoder import _MATS as _MAT_PLACES  # noqa: E402
 from wavern.engine.vocoder import Vocoder, to_engine  # noqa: E402
 
 import numba  # noqa: E402
@@ -38,6 +39,7 @@ from wavern.vocoder.format import BlockSparse  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import machine  # noqa: E402
+import roofline  # noqa: E402
 from checkout import export_checkout  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -204,29 +206,98 @@ def torch_speed(dense: dict, sparse: dict, gi: np.ndarray, n: int, runs: int) ->
 
 # ---- block shapes --------------------------------------------------------------------------------
 
-def block_table(runs: int) -> list[tuple[str, float, float]]:
-    """Effective GFLOP/s of one 3H x H matvec (H = 512, 10 % of blocks) per engine block shape."""
+@numba.njit(nogil=True, cache=True)
+def _repeat_spmv(mat, x, y, reps):  # pragma: no cover - compiled
+    for _ in range(reps):
+        K._spmv(mat, x, 0, y)  # as the generating loops call it: from compiled code, no Python call between
+
+
+def _time_matvec(mat: tuple, rows: int, cols: int, runs: int) -> float:
+    """Matvecs per CPU-second of the kernel itself (``K._spmv`` called in a compiled loop)."""
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal(cols) * 1e-3).astype(np.float32)  # (y grows by M x a call: it stays small)
+    y = np.zeros(rows, np.float32)
+    _repeat_spmv(mat, x, y, 1)
+    reps = max(1, int(0.05 / (2 * mat[0].size / 20e9)))  # ~50 ms a run at 20 GFLOP/s
+    res = []
+    for _ in range(runs):
+        t = time.thread_time()
+        _repeat_spmv(mat, x, y, reps)
+        res.append(reps / (time.thread_time() - t))
+    return float(np.median(res))
+
+
+def _bound_row(name: str, mat: tuple, rows: int, cols: int, runs: int, fma: float, bw: dict) -> dict:
+    """One row of the block tables: effective GFLOP/s, us per matvec, bytes, and the roofline bound."""
+    flops = 2 * mat[0].size
+    per_s = _time_matvec(mat, rows, cols, runs)
+    nbytes = roofline.matvec_bytes(mat, rows, cols)
+    if nbytes not in bw:
+        bw[nbytes] = roofline.read_gbps(nbytes, runs)
+    bound, by = roofline.matvec_bound(flops, nbytes, fma, bw[nbytes])
+    gf = per_s * flops / 1e9
+    return {"name": name, "gflops": gf, "us": 1e6 / per_s, "kb": nbytes / 1024, "gbps": bw[nbytes],
+            "bound": bound, "by": by, "fraction": gf / bound}
+
+
+def block_table(runs: int) -> dict:
+    """Effective GFLOP/s of one 3H x H matvec (H = 512, 10 % of blocks) per engine block shape, with
+    float32 and with float16 weights, and of the shipped voice's own matrices as its one stream holds
+    them; each with the core's bound (:mod:`roofline`). ``{"fma": GFLOP/s, "rows": [...], "voice":
+    [...]}``; ``rows[i]["kind"]`` is the engine block kind of the float32 rows."""
+    fma = roofline.fma_gflops(runs)
+    bw: dict[int, float] = {}
     rng = np.random.default_rng(0)
     H = 512
-    x = rng.standard_normal(H).astype(np.float32)
-    y = np.zeros(3 * H, np.float32)
     rows = []
     for kind, (br, bc) in enumerate(K.BLOCK_SHAPES):
         keep = rng.random((3 * H // br, H // bc)) < 0.1
-        m = rng.standard_normal((3 * H, H)).astype(np.float32) * np.kron(keep, np.ones((br, bc), np.float32))
-        mat = to_engine(m, kind=kind)
-        flops = 2 * mat[0].size
-        reps = max(1, int(0.05 / (flops / 50e9)))
-        K.spmv(mat, x, y)
-        res = []
-        for _ in range(runs):
-            t = time.thread_time()
-            for _ in range(reps):
-                K._spmv(mat, x, 0, y)  # the kernel itself (the wrapper's checks are per call)
-            res.append(reps / (time.thread_time() - t))
-        per_s = float(np.median(res))
-        rows.append((f"{br}x{bc}", per_s * flops / 1e9, 1e6 / per_s))
-    return rows
+        m = (rng.standard_normal((3 * H, H)) * 0.05).astype(np.float16).astype(np.float32) \
+            * np.kron(keep, np.ones((br, bc), np.float32))
+        for half in (False, True):
+            row = _bound_row(f"{br}x{bc}", to_engine(m, kind=kind, half=half), 3 * H, H, runs, fma, bw)
+            rows.append(dict(row, kind=kind, weights="float16" if half else "float32"))
+    voice = []
+    if VOICE.is_dir():
+        from wavern.engine.voice import Voice
+
+        with Voice.load(VOICE) as v:
+            voc = v.vocoder
+            names = dict(zip(_MAT_PLACES, ("W_hh", "O1", "O2", "O3", "O4")))
+            for i, name in names.items():
+                mat = voc.stream_net[i]
+                shape = {"W_hh": (3 * voc.hidden_size, voc.hidden_size), "O1": (voc.hidden_size // 2,) * 2,
+                         "O3": (voc.hidden_size // 2,) * 2, "O2": (K.N_CLASSES, voc.hidden_size // 2),
+                         "O4": (K.N_CLASSES, voc.hidden_size // 2)}[name]
+                br, bc = K.BLOCK_SHAPES[mat[3] % K.FLAT]
+                layout = f"{br}x{bc}" + (" flat" if mat[3] >= K.FLAT else "")
+                row = _bound_row(name, mat, *shape, runs, fma, bw)
+                density = mat[1].size * br * bc / (shape[0] * shape[1])
+                voice.append(dict(row, layout=layout, shape=f"{shape[0]} x {shape[1]}", density=density,
+                                  weights="float16" if mat[0].dtype == np.uint16 else "float32"))
+    return {"fma": fma, "rows": rows, "voice": voice}
+
+
+def block_lines(blocks: dict) -> list[str]:
+    """The block tables in markdown."""
+    lines = ["| engine block | weights | eff. GFLOP/s | us per matvec | kB read | read GB/s at that size | bound GFLOP/s "
+             "| bound by | of the bound |", "|---|---|---:|---:|---:|---:|---:|---|---:|"]
+    for r in blocks["rows"]:
+        lines.append(f"| {r['name']} | {r['weights']} | {r['gflops']:.1f} | {r['us']:.2f} | {r['kb']:.0f} | "
+                     f"{r['gbps']:.0f} | {r['bound']:.0f} | {r['by']} | {100 * r['fraction']:.0f} % |")
+    if blocks["voice"]:
+        lines += ["", "The shipped voice's matrices as its one stream holds them (`Vocoder.stream_net`):", "",
+                  "| matrix | shape | stored density | engine layout | weights | eff. GFLOP/s | us per matvec | kB read "
+                  "| read GB/s at that size | bound GFLOP/s | bound by | of the bound |",
+                  "|---|---|---:|---|---|---:|---:|---:|---:|---:|---|---:|"]
+        for r in blocks["voice"]:
+            lines.append(f"| {r['name']} | {r['shape']} | {100 * r['density']:.1f} % | {r['layout']} | {r['weights']} | "
+                         f"{r['gflops']:.1f} | {r['us']:.2f} | {r['kb']:.0f} | {r['gbps']:.0f} | {r['bound']:.0f} | "
+                         f"{r['by']} | {100 * r['fraction']:.0f} % |")
+        lines += ["", "A matrix of a few kB sits in L1, where the sum that measures bandwidth is itself bound by its "
+                      "loop (so the bound is low, if anything); the output layers' small matvecs, a few dozen blocks "
+                      "each, are bound by neither: their loop's overhead costs more than their FMAs."]
+    return lines
 
 
 # ---- batched, folded rendering -------------------------------------------------------------------
@@ -408,9 +479,10 @@ def main() -> int:
         return 0
     K.warmup()
     blocks = block_table(runs)
-    for name, gf, us in blocks:
-        print(f"block {name}: {gf:.1f} GFLOP/s ({us:.2f} us per matvec)", flush=True)
+    print(f"FMA throughput, one core (sgemm 384, one thread): {blocks['fma']:.0f} GFLOP/s", flush=True)
+    print("\n".join(block_lines(blocks)), flush=True)
     if args.blocks:
+        print(f"load average {load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after")
         return 0
 
     rows = []
@@ -493,13 +565,14 @@ def main() -> int:
         f"(`Voice.apply_postfilter`, as rendering runs them) | {vs['stage']:,.0f} | **{SR / vs['stage']:.3f}** | "
         f"{SR / vs['stage_range'][1]:.3f}-{SR / vs['stage_range'][0]:.3f} |",
         "",
-        "Block-sparse matvec alone, 3H x H with H = 512, 10 % of blocks kept at random, per engine "
-        "block shape (these numbers feed `kernels.MEASURED_GFLOPS`, which picks the layout at load):",
+        "Block-sparse matvec alone (`kernels._spmv`), 3H x H with H = 512, 10 % of blocks kept at random, per "
+        "engine block shape, float32 weights and float16 ones (a voice file's; widened as loaded). The float32 "
+        "rows feed `kernels.MEASURED_GFLOPS`, which picks the layout at load. The bound is one core's roofline "
+        f"(`bench/roofline.py`): its FMA throughput, {blocks['fma']:.0f} GFLOP/s (numpy's sgemm, one thread), or "
+        "its read bandwidth at the matvec's working set times the matvec's FLOPs per byte, whichever is lower:",
         "",
-        "| engine block | eff. GFLOP/s | us per matvec |",
-        "|---|---:|---:|",
     ]
-    lines += [f"| {n} | {gf:.1f} | {us:.2f} |" for n, gf, us in blocks]
+    lines += block_lines(blocks)
     lines += [
         "",
         f"Offline rendering of {20 if not args.quick else 5} s of random mel, H = 512, 10 % density "

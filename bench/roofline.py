@@ -1,0 +1,75 @@
+"""One core's bounds for the engine's block-sparse products (``bench/engine.py``'s block table): its
+FMA throughput, its read bandwidth at a working set of a given size, and the bound of a matvec,
+the lower of the two (the roofline: Williams, Waterman, Patterson 2009).
+
+- FMA throughput: numpy's float32 matrix product (sgemm) of 384 x 384 matrices on one BLAS thread,
+  CPU time: what an optimised kernel reaches on this core (OpenBLAS's sgemm runs at 80-90 % of the
+  FMA units' peak), measured rather than taken from a table of CPU models (a virtual machine's
+  model name may not say which core it is).
+- Read bandwidth: a compiled sum over a float32 buffer of the working set's size, read again and
+  again: L1, L2 or L3 bandwidth as the size falls, main memory's past the last level.
+- A matvec reads its blocks, their row offsets and column pointers once, ``x`` (one vector), and
+  reads and writes ``y``; it does 2 FLOPs per stored weight. Bound = min(FMA, bandwidth at the
+  bytes it reads x FLOPs per byte).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numba
+import numpy as np
+
+__all__ = ["fma_gflops", "read_gbps", "matvec_bytes", "matvec_bound"]
+
+
+@numba.njit(fastmath=True, nogil=True)
+def _read_sum(x, reps):  # pragma: no cover - compiled
+    s = np.float32(0.0)
+    for _ in range(reps):
+        for i in range(x.size):
+            s += x[i]  # reassociated (fastmath): vectorised into independent partial sums
+    return s
+
+
+def fma_gflops(runs: int = 5, n: int = 384) -> float:
+    """GFLOP/s of a float32 n x n matrix product on one thread (call with BLAS limited to one thread)."""
+    rs = np.random.default_rng(0)
+    a, b = rs.standard_normal((n, n), np.float32), rs.standard_normal((n, n), np.float32)
+    out = np.empty((n, n), np.float32)
+    np.matmul(a, b, out=out)
+    reps = 20
+    res = []
+    for _ in range(runs):
+        t = time.thread_time()
+        for _ in range(reps):
+            np.matmul(a, b, out=out)
+        res.append(reps * 2 * n ** 3 / (time.thread_time() - t) / 1e9)
+    return float(np.median(res))
+
+
+def read_gbps(nbytes: int, runs: int = 5) -> float:
+    """GB/s of reading a buffer of ``nbytes`` again and again on this thread (about 50 ms a run)."""
+    x = np.ones(max(16, nbytes // 4), np.float32)
+    _read_sum(x, 1)
+    reps = max(1, int(0.05 * 20e9 / x.nbytes))
+    res = []
+    for _ in range(runs):
+        t = time.thread_time()
+        _read_sum(x, reps)
+        res.append(reps * x.nbytes / (time.thread_time() - t) / 1e9)
+    return float(np.median(res))
+
+
+def matvec_bytes(mat: tuple, rows: int, cols: int) -> int:
+    """Bytes one matvec of a ``rows`` x ``cols`` engine matrix ``(data, rowoff, colptr or colidx,
+    kind)`` reads: its blocks, their row offsets and column pointers (or indices), ``x`` (4 bytes a
+    column) and ``y`` (read and written: 8 bytes a row)."""
+    data, rowoff, colptr, _ = mat
+    return int(data.nbytes + rowoff.nbytes + colptr.nbytes + 4 * cols + 8 * rows)
+
+
+def matvec_bound(flops: float, nbytes: int, fma: float, bandwidth: float) -> tuple[float, str]:
+    """(bound GFLOP/s, "FMA" or "memory"): the lower of the FMA throughput and bandwidth x FLOPs per byte."""
+    mem = bandwidth * flops / nbytes
+    return (fma, "FMA") if fma <= mem else (mem, "memory")
