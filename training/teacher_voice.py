@@ -70,9 +70,12 @@ def teacher_card(name: str, corpus_info: dict, acoustic: dict, base_meta: dict, 
 
 
 def derive_voice(acoustic_checkpoint: str | Path, out_dir: str | Path, *, base: str | Path, corpus: str | Path,
-                 name: str = "default", metrics: dict[str, Any] | None = None) -> Path:
+                 name: str = "default", metrics: dict[str, Any] | None = None,
+                 vocoder_checkpoint: str | Path | None = None) -> Path:
     """Write a voice folder: the base voice's vocoder files and inference settings, the checkpoint's
-    acoustic model (float16), the teacher corpus's espeak voice and speaker, a description and card."""
+    acoustic model (float16), the teacher corpus's espeak voice and speaker, a description and card.
+    ``vocoder_checkpoint``: a vocoder run's checkpoint (e.g. the base's vocoder fine-tuned on the
+    teacher's audio) instead of the base's vocoder file; its configuration must be the base's."""
     import torch
 
     from wavern.conditioning.export import save_acoustic
@@ -91,7 +94,22 @@ def derive_voice(acoustic_checkpoint: str | Path, out_dir: str | Path, *, base: 
         raise ParameterError(f"the acoustic model speaks {model.config.speakers}, the corpus {info['voices']}")
     out.mkdir(parents=True, exist_ok=True)
     save_acoustic(model, out / "acoustic.safetensors", dtype=torch.float16)
-    shutil.copyfile(base / "vocoder.safetensors", out / "vocoder.safetensors")
+    vocoder_prov = {**base_meta.get("provenance", {}).get("vocoder", {}), "from_voice": base_meta["name"]}
+    if vocoder_checkpoint is None:
+        shutil.copyfile(base / "vocoder.safetensors", out / "vocoder.safetensors")
+    else:
+        import numpy as np
+
+        from wavern.training.vocoder_checkpoint import load_vocoder_checkpoint
+        from wavern.vocoder.config import VocoderConfig
+        from wavern.vocoder.export import export_vocoder
+
+        vocoder, vck = load_vocoder_checkpoint(vocoder_checkpoint)
+        if vocoder.config.to_dict() != VocoderConfig.from_dict(base_meta["vocoder"]).to_dict():
+            raise ParameterError(f"{vocoder_checkpoint}'s vocoder is configured otherwise than {base}'s")
+        export_vocoder(vocoder, out / "vocoder.safetensors", dtype=np.float16)
+        vocoder_prov = {**vocoder_prov, "fine_tuned_on": "the teacher corpus", "step": int(vck.get("step", 0)),
+                        "fine_tuned_from_step": vocoder_prov.get("step")}
     acoustic_prov = {"step": int(ckpt.get("step", 0)), "run_step": int(ckpt.get("step", 0)),
                      "wall_s": round(float(ckpt.get("elapsed_s", 0.0)), 1),
                      "started_from": f"{base_meta['name']} voice's acoustic model (step "
@@ -110,7 +128,7 @@ def derive_voice(acoustic_checkpoint: str | Path, out_dir: str | Path, *, base: 
                        "hours": round(info.get("total_seconds", 0) / 3600, 2),
                        "sentences": [s.get("file") for s in info.get("sentences", [])]},
             "acoustic": acoustic_prov,
-            "vocoder": {**base_meta.get("provenance", {}).get("vocoder", {}), "from_voice": base_meta["name"]},
+            "vocoder": vocoder_prov,
             "assembled": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             **({"metrics": metrics} if metrics else {}),
         },
@@ -128,8 +146,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--base", required=True, help="the voice whose vocoder and settings the new voice keeps")
     ap.add_argument("--corpus", required=True, help="the teacher corpus the acoustic model learnt from")
     ap.add_argument("--name", default="default")
+    ap.add_argument("--vocoder", default=None, help="a vocoder run's checkpoint to use instead of the base's vocoder")
     args = ap.parse_args(argv)
-    print(derive_voice(args.checkpoint, args.out_dir, base=args.base, corpus=args.corpus, name=args.name))
+    print(derive_voice(args.checkpoint, args.out_dir, base=args.base, corpus=args.corpus, name=args.name,
+                       vocoder_checkpoint=args.vocoder))
     return 0
 
 
