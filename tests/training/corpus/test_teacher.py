@@ -86,6 +86,8 @@ def test_records_hold_the_front_ends_tokens_with_exact_durations(corpus, teacher
     assert len(c) == 6 and c.info["source"] == "piper" and c.info["teacher"]["name"] == "en_US-joe-medium"
     assert c.info["teacher"]["sha256"] == teacher_cfg.sha256 and c.info["teacher"]["piper-tts_version"]
     assert not (root / "parts").exists() and not (root / "build.json").exists()
+    card = (root / "CARD.md").read_text()
+    assert "en_US-joe-medium" in card and "CC0" in card and "MIT" in card and "s.txt" in card
     for r in c:
         # what Voice.stream feeds the acoustic model for this text, with the teacher's espeak voice
         assert r.phonemes == tuple(analyze(r.text, voice=teacher_cfg.espeak_voice).symbols)
