@@ -87,7 +87,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("checkpoints", nargs="+", help="vocoder checkpoints, 'acoustic:PATH' for an acoustic model's "
                                                    "checkpoint, or 'shipped' for --voice as it is")
-    ap.add_argument("--voice", type=Path, default=ROOT / "assets" / "voices" / "default")
+    ap.add_argument("--voice", type=Path, default=ROOT / "assets" / "voices" / "espeak")
     ap.add_argument("--corpus", type=Path, default=ROOT / "data" / "corpus")
     ap.add_argument("--draw", type=int, default=0, help="selection seed of the held-out sentences")
     ap.add_argument("--n-copy", type=int, default=10, help="copy-synthesis sentences (0: none)")

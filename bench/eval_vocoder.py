@@ -7,7 +7,7 @@ and, when given, a WaveRNN vocoder from a
 voice folder (``--voice``) or a trainer checkpoint / ``vocoder.safetensors`` (``--checkpoint``).
 
     .venv/bin/python bench/eval_vocoder.py                      # ceiling, coarse-only, Griffin-Lim
-    .venv/bin/python bench/eval_vocoder.py --voice assets/voices/default --n-utts 5
+    .venv/bin/python bench/eval_vocoder.py --voice assets/voices/espeak --n-utts 5
     .venv/bin/python bench/eval_vocoder.py --train-classifier   # (re)train the phone classifier first
 """
 

@@ -11,7 +11,7 @@ Three views, all on sentences the training never saw (the corpus's held-out spli
 - **end to end**: text → voice → audio, phone accuracy against the predicted timings, and
   MCD-DTW against espeak-ng's rendering of the same text with the same espeak voice.
 
-    .venv/bin/python bench/eval_voice.py --voice assets/voices/default --n-utts 10
+    .venv/bin/python bench/eval_voice.py --voice assets/voices/espeak --n-utts 10
 
 Each run appends one JSON row (steps of both models, metrics) to docs/voice_history.jsonl;
 docs/VOICE.md shows the latest run and the curve of all rows.
@@ -45,7 +45,7 @@ def voice_bench_parser(description: str, out_name: str) -> argparse.ArgumentPars
     """The options of a bench that measures a voice on held-out sentences: ``--voice``, ``--corpus``,
     ``--n-utts`` and ``--out`` (default docs/bench/<out_name>)."""
     ap = argparse.ArgumentParser(description=description)
-    ap.add_argument("--voice", default=str(ROOT / "assets" / "voices" / "default"))
+    ap.add_argument("--voice", default=str(ROOT / "assets" / "voices" / "espeak"))
     ap.add_argument("--corpus", default=str(ROOT / "data" / "corpus"))
     ap.add_argument("--n-utts", type=int, default=10)
     ap.add_argument("--out", default=str(ROOT / "docs" / "bench" / out_name))
@@ -106,7 +106,7 @@ _KEYS = ("stoi", "pesq_wb", "mcd_db", "phone_acc", "vde", "gpe")  # copy-synthes
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--voice", default=str(ROOT / "assets" / "voices" / "default"))
+    ap.add_argument("--voice", default=str(ROOT / "assets" / "voices" / "espeak"))
     ap.add_argument("--corpus", default=str(ROOT / "data" / "corpus"))
     ap.add_argument("--n-utts", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)

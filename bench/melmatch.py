@@ -5,7 +5,7 @@ them, their settings, what mel matching does in the pauses, and what it costs ->
     .venv/bin/python bench/melmatch.py --quick    # first draw, seed 0 only
     .venv/bin/python bench/melmatch.py --reuse    # the quality rows from docs/bench/melmatch.json, the rest anew
 
-Every row is the shipped voice (assets/voices/default) with only its mel matching (``voice.melmatch``,
+Every row is the espeak voice (assets/voices/espeak) with only its mel matching (``voice.melmatch``,
 ``voice.melmatch_measured``) or its post-filter's ``pitch_gain`` changed, measured
 as ``bench/compare_vocoders.py`` measures (copy synthesis of held-out sentences from their true
 features, end to end from text; means over the sampling seeds).
@@ -97,7 +97,7 @@ def cost(voice, seconds: float = COST_SECONDS, runs: int = COST_RUNS) -> tuple[f
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--voice", type=Path, default=ROOT / "assets" / "voices" / "default")
+    ap.add_argument("--voice", type=Path, default=ROOT / "assets" / "voices" / "espeak")
     ap.add_argument("--corpus", type=Path, default=ROOT / "data" / "corpus")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "bench" / "melmatch.md")
     ap.add_argument("--quick", action="store_true")

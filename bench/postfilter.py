@@ -33,7 +33,7 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "bench" / "postfilter.md")
-    ap.add_argument("--voice", type=Path, default=ROOT / "assets" / "voices" / "default")
+    ap.add_argument("--voice", type=Path, default=ROOT / "assets" / "voices" / "espeak")
     ap.add_argument("--corpus", type=Path, default=ROOT / "data" / "corpus")
     ap.add_argument("--n-utts", type=int, default=10)
     ap.add_argument("--seed", type=int, default=1)

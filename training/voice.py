@@ -149,7 +149,7 @@ PRESETS: dict[str, dict[str, Any]] = {
                                            prune_ramp_steps=150, prune_every_steps=50, target_density=0.5,
                                            **_PERIOD_VOCODER)),
                  postfilter=True, melmatch=True, ltp_gain_scale=SHIPPED_LTP_GAIN_SCALE),
-    # The shipped voice's configuration, from nothing in one run per model. The shipped models
+    # The shipped espeak voice's configuration (assets/voices/espeak), from nothing in one run per model. Its models
     # got there in stages over sessions (docs/TRAINING.md: the acoustic model gained its
     # pitch and prosody inputs by fine-tuning, the vocoder its LPC, long-term predictor and period
     # inputs, and its learning rate fell from 1e-3 to 1e-4; each segment's period input faded at
@@ -157,7 +157,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     # 10 % block density by step 10000 and carried on to 5 % from step 67851, here 5 % by 10000; it
     # had 384 hidden units until session 20 took it to 320 by structured pruning, training.shrink);
     # assets/training/resume.sh continues those runs. Corpus: 2000 sentences, seed 0, the builder's varied set of 72 espeak-ng voices.
-    "default": dict(name="default", corpus="data/corpus", runs="runs", utterances=2000, voices=None,
+    "default": dict(name="espeak", corpus="data/corpus", runs="runs", utterances=2000, voices=None,
                     acoustic=dict(steps=100000, batch_size=8, lr=1.5e-3, warmup_steps=200, lr_half_life_steps=10000,
                                   model=dict(encoder=dict(d_model=128, n_layers=3, ffn_channels=256),
                                              decoder_kind="window", decoder_layers=3, decoder_d_model=128,

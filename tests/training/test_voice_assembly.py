@@ -89,7 +89,7 @@ def test_train_voice_builds_the_shipped_architecture_from_a_corpus(tmp_path):
         assert v.synthesize("Hello there.", SpeakConfig(pitch=60, speaker="en-us"), seed=0).size > 0
     finally:
         v.close()
-    shipped = json.loads((Path(__file__).parents[2] / "assets" / "voices" / "default" / "voice.json").read_text())
+    shipped = json.loads((Path(__file__).parents[2] / "assets" / "voices" / "espeak" / "voice.json").read_text())
     assert SHIPPED_POSTFILTER == shipped["inference"]["postfilter"]
     assert SHIPPED_MELMATCH == shipped["inference"]["melmatch"]
     from wavern.engine.melmatch import MelMatchConfig
@@ -154,7 +154,7 @@ def test_the_default_preset_builds_the_shipped_architecture():
     from wavern.training.vocoder_trainer import SCHEDULE_FIELDS
     from wavern.vocoder.config import VocoderConfig
 
-    shipped = json.loads((Path(wavern.assets.__file__).parent / "voices" / "default" / "voice.json").read_text())
+    shipped = json.loads((Path(wavern.assets.__file__).parent / "voices" / "espeak" / "voice.json").read_text())
     p = PRESETS["default"]
     m = dict(p["acoustic"]["model"])
     m["encoder"] = {**m["encoder"], "n_symbols": shipped["acoustic"]["encoder"]["n_symbols"]}
