@@ -288,7 +288,7 @@ def _report(args, voice: Path, names: list[str], runs: dict, startup: list[float
                      f"(range {min(ratio):.2f}-{max(ratio):.2f}).")
     if parts:
         cols = list(parts)
-        lines += ["", f"Where wavern's start-up goes: the steps of `say` one by one in a fresh process "
+        lines += ["", "### Where the start-up goes", "", f"Where wavern's start-up goes: the steps of `say` one by one in a fresh process "
                       f"(`PROBE` in the script), median ms of {args.parts_runs} processes (revisions taking turns, "
                       "order swapped each round). Indented rows are inside the row above them.", "",
                   "| part | " + " | ".join(f"{c} ms" for c in cols) + " |",

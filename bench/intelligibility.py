@@ -158,7 +158,7 @@ def write_doc(out: Path, result: dict, cmd: str, voice_dir: str, corpus_dir: str
         lines.append(f"| {label} | {row['wer']:.3f} | {row.get('goal', '')} | "
                      f"{'yes' if row.get('met') else ('no' if 'met' in row else '')} | {f('mcd_dtw_db', '{:.2f}')} | "
                      f"{f('f0_rmse_hz', '{:.1f}')} | {f('duration_ratio')} |")
-    lines += ["", "First sentences, as the recogniser heard wavern end to end:", ""]
+    lines += ["", "### Examples", "", "First sentences, as the recogniser heard wavern end to end:", ""]
     lines += [f"- {e['text']!r} → {e['wavern']!r}" for e in result["examples"]]
     if result.get("example_texts"):
         rel = Path("..") / "voice"

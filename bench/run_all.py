@@ -29,7 +29,9 @@ SECTIONS = ["intelligibility", "teacher_speed", "engine", "latency", "cold_start
 HAND_KEPT = ["intelligibility", "speechd", "attention", "optimizers", "block_shapes"]
 ORDER = [name for name in SECTIONS if name not in HAND_KEPT]  # what `make bench` reruns
 # a section's reference part, kept in docs/bench/<name>.md and left out of BENCHMARKS.md (results only)
-REFERENCE_HEADINGS = {"### JSON schema": "The `--json` schema: docs/bench/latency.md."}
+REFERENCE_HEADINGS = {"### JSON schema": "The `--json` schema: docs/bench/latency.md.",
+                      "### Where the start-up goes": "Where the start-up goes, part by part: docs/bench/cold_start.md.",
+                      "### Examples": "What the recogniser heard, and the example WAVs: docs/bench/intelligibility.md."}
 
 
 def _nest(md: str) -> str:

@@ -140,7 +140,8 @@ def _write(out: Path, summary: dict, goals: dict, args) -> None:
         "",
         f"{describe()}. One thread each, in processes of their own, rounds alternating; "
         f"{p['requests']} requests each ({args.rounds} rounds of the {p['requests'] // args.rounds} sentences of "
-        "`assets/bench/sentences.txt`). Voice `" + args.voice + "`; the teacher: Piper's en_US-joe-medium.",
+        "`assets/bench/sentences.txt`). Voice `" + os.path.relpath(args.voice, ROOT) + "`; the teacher: Piper's "
+        "en_US-joe-medium.",
         "",
         "| engine | first audio p50 (ms) | first audio p90 (ms) | RTF p50 | RTF (all audio) |",
         "|---|---:|---:|---:|---:|",
