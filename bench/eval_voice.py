@@ -13,8 +13,10 @@ Three views, all on sentences the training never saw (the corpus's held-out spli
 
     .venv/bin/python bench/eval_voice.py --voice assets/voices/espeak --n-utts 10
 
-Each run appends one JSON row (steps of both models, metrics) to docs/voice_history.jsonl;
-docs/VOICE.md shows the latest run and the curve of all rows.
+writes docs/bench/espeak_voice.md (docs/VOICE.md quotes it). Intelligibility by an independent
+recogniser, beside the teacher, for a voice learnt from a teacher corpus (bench/intelligibility.py):
+
+    .venv/bin/python bench/eval_voice.py --intelligibility [--voice assets/voices/default --corpus data/teacher]
 """
 
 from __future__ import annotations
@@ -105,14 +107,20 @@ _KEYS = ("stoi", "pesq_wb", "mcd_db", "phone_acc", "vde", "gpe")  # copy-synthes
 
 
 def main() -> int:
+    if "--intelligibility" in sys.argv[1:]:  # the word error rate against the teacher: bench/intelligibility.py
+        sys.argv.remove("--intelligibility")
+        sys.path.insert(0, str(ROOT / "bench"))
+        import intelligibility
+
+        return intelligibility.main()
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--voice", default=str(ROOT / "assets" / "voices" / "espeak"))
     ap.add_argument("--corpus", default=str(ROOT / "data" / "corpus"))
     ap.add_argument("--n-utts", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default=str(ROOT / "docs" / "VOICE.md"))
+    ap.add_argument("--out", default=str(ROOT / "docs" / "bench" / "espeak_voice.md"))
     ap.add_argument("--history", default=str(ROOT / "docs" / "voice_history.jsonl"))
-    ap.add_argument("--examples", default=str(ROOT / "docs" / "voice"),
+    ap.add_argument("--examples", default=str(ROOT / "docs" / "voice" / "espeak"),
                     help="folder for the 3 example WAVs, the spectrogram and the curve PNGs ('' to skip: "
                          "the doc then links none of them)")
     ap.add_argument("--keep-examples", action="store_true",

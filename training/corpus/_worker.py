@@ -43,28 +43,34 @@ def render_one(spec, out_dir: Path) -> tuple[dict, bool, float]:
         if r.utterance.symbols != reference:
             raise CorpusError(f"utterance {spec.id}: espeak tokens are not reproducible for {spec.text[:60]!r}")
     u = r.utterance
-    n = int(r.audio.size)
-    bounds = np.concatenate([[0], np.cumsum(r.durations)])
-    spans = []
-    for word, (t0, t1) in zip(u.words, u.word_token_spans()):
-        spans.append({
-            "start": int(word.start), "end": int(word.end), "token_start": t0, "token_end": t1,
-            "sample_start": int(bounds[t0]), "sample_end": int(bounds[t1]),
-        })
-    mel = log_mel(int16_to_float(r.audio), DEFAULT_MEL)
+    meta = write_utterance(out_dir, spec, u, r.audio, np.asarray(r.durations), voice=spec.voice, rate=rate,
+                           pitch=pitch, pitch_range=prange)
+    return meta, fell_back, meta["n_samples"] / SAMPLE_RATE
+
+
+def write_utterance(out_dir: Path, spec, u, pcm: np.ndarray, durations: np.ndarray, *, voice: str,
+                    rate: int | None, pitch: int | None, pitch_range: int | None) -> dict:
+    """Write one rendered utterance's wav and mel; return its ``metadata.jsonl`` record.
+
+    ``u``: the front end's :class:`Utterance`; ``durations``: samples per token, tiling ``pcm``."""
+    bounds = np.concatenate([[0], np.cumsum(durations)])
+    spans = [{"start": int(w.start), "end": int(w.end), "token_start": t0, "token_end": t1,
+              "sample_start": int(bounds[t0]), "sample_end": int(bounds[t1])}
+             for w, (t0, t1) in zip(u.words, u.word_token_spans())]
+    mel = log_mel(int16_to_float(pcm), DEFAULT_MEL)
     try:
-        write_wav(out_dir / "wavs" / f"{spec.id}.wav", r.audio)
+        write_wav(out_dir / "wavs" / f"{spec.id}.wav", pcm)
         np.save(out_dir / "mels" / f"{spec.id}.npy", mel.astype(np.float32, copy=False))
     except OSError as exc:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             raise DiskFullError(f"disk full while writing utterance {spec.id} to {str(out_dir)!r}") from exc
         raise
-    meta = {
+    return {
         "id": spec.id, "text": spec.text, "spoken": " ".join(s.spoken for s in u.sentences),
-        "voice": spec.voice, "rate": rate, "pitch": pitch, "pitch_range": prange,
-        "phonemes": u.symbols, "durations": r.durations.tolist(), "word_spans": spans, "n_samples": n,
+        "voice": voice, "rate": rate, "pitch": pitch, "pitch_range": pitch_range,
+        "phonemes": u.symbols, "durations": [int(d) for d in durations], "word_spans": spans,
+        "n_samples": int(pcm.size),
     }
-    return meta, fell_back, n / SAMPLE_RATE
 
 
 def render_shard(args: tuple[list, str]) -> list[tuple[dict, bool, float]]:

@@ -22,7 +22,6 @@ Needs the ``teacher`` extra (``pip install -e .[teacher]``: ``piper-tts[alignmen
 from __future__ import annotations
 
 import dataclasses
-import errno
 import hashlib
 import json
 import unicodedata
@@ -31,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wavern.errors import CorpusError, DiskFullError, ParameterError
+from wavern.errors import CorpusError, ParameterError
 
 __all__ = [
     "TeacherConfig",
@@ -226,8 +225,8 @@ class _Session:
 def render_utterance(session: _Session, cfg: TeacherConfig, spec, out_dir: Path) -> tuple[dict, bool, float]:
     """Render one utterance (a ``build.UtteranceSpec``), write its wav and mel; (metadata, False, seconds)."""
     from wavern.conditioning.frontend import analyze
-    from wavern.dsp import DEFAULT_MEL, float_to_int16, int16_to_float, log_mel
-    from wavern.training.corpus.records import write_wav
+    from wavern.dsp import float_to_int16
+    from wavern.training.corpus._worker import write_utterance
 
     u = analyze(spec.text, voice=cfg.espeak_voice)
     durations = np.zeros(len(u.symbols), np.int64)
@@ -247,23 +246,8 @@ def render_utterance(session: _Session, cfg: TeacherConfig, spec, out_dir: Path)
     peak = float(np.abs(audio).max()) if audio.size else 0.0
     pcm = float_to_int16(audio * (PEAK / peak)) if peak > 1e-6 else np.zeros(audio.size, np.int16)
     assert int(durations.sum()) == pcm.size, "token durations must tile the audio"
-    bounds = np.concatenate([[0], np.cumsum(durations)])
-    spans = [{"start": int(w.start), "end": int(w.end), "token_start": t0, "token_end": t1,
-              "sample_start": int(bounds[t0]), "sample_end": int(bounds[t1])}
-             for w, (t0, t1) in zip(u.words, u.word_token_spans())]
-    mel = log_mel(int16_to_float(pcm), DEFAULT_MEL)
-    try:
-        write_wav(out_dir / "wavs" / f"{spec.id}.wav", pcm)
-        np.save(out_dir / "mels" / f"{spec.id}.npy", mel.astype(np.float32, copy=False))
-    except OSError as exc:
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise DiskFullError(f"disk full while writing utterance {spec.id} to {str(out_dir)!r}") from exc
-        raise
-    meta = {
-        "id": spec.id, "text": spec.text, "spoken": " ".join(s.spoken for s in u.sentences),
-        "voice": cfg.name, "rate": None, "pitch": None, "pitch_range": None,
-        "phonemes": u.symbols, "durations": durations.tolist(), "word_spans": spans, "n_samples": int(pcm.size),
-    }
+    meta = write_utterance(out_dir, spec, u, pcm, durations, voice=cfg.name, rate=None, pitch=None,
+                           pitch_range=None)
     return meta, False, pcm.size / cfg.sample_rate
 
 
