@@ -44,31 +44,25 @@ def _piper_engine():
     opts.inter_op_num_threads = 1
     voice.session = ort.InferenceSession(str(J.model_path()), sess_options=opts, providers=["CPUExecutionProvider"])
 
-    def speak(text: str) -> tuple[float, float, float]:
-        t0 = time.perf_counter()
-        first, n = None, 0
-        for chunk in voice.synthesize(text):
-            first = first if first is not None else time.perf_counter() - t0
-            n += chunk.audio_int16_array.size
-        return first, time.perf_counter() - t0, n / voice.config.sample_rate
-
-    return speak
+    rate = voice.config.sample_rate
+    return lambda text: _timed(lambda: voice.synthesize(text), lambda c: c.audio_int16_array.size, rate)
 
 
 def _wavern_engine(voice_dir: str):
     from wavern.engine import Voice
 
     voice = Voice.load(voice_dir, threads=1)
+    return lambda text: _timed(lambda: voice.stream(text), lambda c: c.samples.size, voice.sample_rate)
 
-    def speak(text: str) -> tuple[float, float, float]:
-        t0 = time.perf_counter()
-        first, n = None, 0
-        for chunk in voice.stream(text):
-            first = first if first is not None else time.perf_counter() - t0
-            n += chunk.samples.size
-        return first, time.perf_counter() - t0, n / voice.sample_rate
 
-    return speak
+def _timed(request, samples_of, sample_rate: int) -> tuple[float, float, float]:
+    """(first audio s, whole request s, audio s) of ``request()``, a call that returns the chunks."""
+    t0 = time.perf_counter()
+    first, n = None, 0
+    for chunk in request():
+        first = first if first is not None else time.perf_counter() - t0
+        n += samples_of(chunk)
+    return first, time.perf_counter() - t0, n / sample_rate
 
 
 def worker(engine: str, voice_dir: str) -> None:

@@ -31,7 +31,7 @@ def teacher_description(corpus_info: dict) -> str:
             "read out, fast enough to stream from one CPU core. Licence: GPL-3.0-or-later, as wavern.")
 
 
-def teacher_card(name: str, corpus_info: dict, acoustic: dict, base_meta: dict, metrics: dict | None) -> str:
+def teacher_card(name: str, corpus_info: dict, acoustic: dict, metrics: dict | None) -> str:
     t = corpus_info.get("teacher", {})
     sents = corpus_info.get("sentences", [])
     texts = ", ".join(f"`{s.get('file')}`" for s in sents) if isinstance(sents, list) else "`sotu.txt`"
@@ -134,7 +134,7 @@ def derive_voice(acoustic_checkpoint: str | Path, out_dir: str | Path, *, base: 
         },
     }
     write_voice_json(out, meta)
-    (out / "MODEL_CARD.md").write_text(teacher_card(name, info, acoustic_prov, base_meta, metrics), encoding="utf-8")
+    (out / "MODEL_CARD.md").write_text(teacher_card(name, info, acoustic_prov, metrics), encoding="utf-8")
     read_voice_json(out)
     return out
 

