@@ -26,7 +26,8 @@ __all__ = ["derive_voice", "teacher_description", "teacher_card"]
 
 def teacher_description(corpus_info: dict) -> str:
     t = corpus_info.get("teacher", {})
-    return (f"Joe, a calm American English man's voice, learnt from the Piper voice {t.get('name', 'en_US-joe-medium')} "
+    name = t.get("name", "en_US-joe-medium")
+    return (f"Joe, a calm American English man's voice, learnt from the Piper voice {name} "
             "(its model MIT-licensed, its recordings CC0): natural-sounding everyday speech, numbers, dates and money "
             "read out, fast enough to stream from one CPU core. Licence: GPL-3.0-or-later, as wavern.")
 
