@@ -8,36 +8,153 @@ that only speaks compiles nothing, so this cache loads a function without that s
 third of `wavern say`'s start-up (docs/bench/cold_start.md). A function not in the cache is
 compiled as always (numba's compiler sets the target up itself first), and the machine code
 loaded is the same either way, so no sample changes (tested).
+
+What a load from the cache still paid and does not need, each skipped here: the NRT's own
+functions compiled from LLVM IR (their machine code is cached beside the loops'), the import of
+numba's hashing module for three symbols (read from CPython directly), numba's listing of every
+installed package's entry points before it types a call (done before a compile instead), and
+numba's start importing scipy and yaml (:func:`import_numba`).
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 
 log = logging.getLogger(__name__)
 
-__all__ = ["cached_njit", "LoadOnlyCache", "prepare_runtime"]
+__all__ = ["cached_njit", "LoadOnlyCache", "prepare_runtime", "import_numba"]
+
+def import_numba():
+    """``import numba``, less two imports its start makes that a process loading cached kernels
+    never uses: scipy, imported only for a version check (numba's BLAS support imports
+    ``scipy.linalg`` itself when it compiles), and yaml, for a ``.numba_config.yaml`` in the working
+    folder (kept where that file exists). About 17 ms of a voice's start (docs/bench/cold_start.md).
+    Either module imports as usual afterwards."""
+    if "numba" in sys.modules:
+        return sys.modules["numba"]
+    import os
+
+    skipped = [name for name, wanted in (("scipy", False), ("yaml", os.path.isfile(".numba_config.yaml")))
+               if name not in sys.modules and not wanted]
+    for name in skipped:
+        sys.modules[name] = None  # type: ignore[assignment]  # `import name` raises ImportError
+    try:
+        import numba
+    finally:
+        for name in skipped:
+            if sys.modules.get(name, 0) is None:
+                del sys.modules[name]
+    return numba
+
 
 _READY: set[int] = set()  # ids of the target contexts prepare_runtime has readied
+_HASH_SECRETS: list = []  # the ctypes words LLVM's _numba_hashsecret_* symbols point at (kept alive)
 
 
-def prepare_runtime(target_context) -> None:
+def prepare_runtime(target_context, cache_dir: str | None = None) -> None:
     """Ready numba's runtime in ``target_context`` to run machine code from the cache: its NRT
     (reference counting, allocation) with the symbols of it that compiled code calls, and the hash
     secrets compiled hashing reads. These are the symbols numba adds as it sets its target up
     (tests/wavern/test_numba_cache.py checks that no other is missing); the rest of that set-up
-    only compiles."""
+    only compiles.
+
+    numba compiles the NRT's own functions from LLVM IR in every process (~20 ms); with
+    ``cache_dir`` (the folder of the function's cache) their machine code comes from a file there
+    (:func:`_nrt_library`), written by the first process that compiles them."""
     if id(target_context) in _READY:
         return
+    from numba.core.compiler_lock import global_compiler_lock
     from numba.core.runtime import rtsys
 
-    rtsys.initialize(target_context)
-    import numba.cpython.hashing  # noqa: F401 - adds the _numba_hashsecret_* symbols
-
+    with global_compiler_lock:
+        if not rtsys._init:
+            _initialize_nrt(rtsys, target_context, cache_dir)
+    _add_hash_secrets()
     _READY.add(id(target_context))
 
 
+def _initialize_nrt(rtsys, ctx, cache_dir: str | None) -> None:
+    """numba's ``rtsys.initialize(ctx)`` (numba.core.runtime.nrt), its compiled functions from
+    :func:`_nrt_library`."""
+    import llvmlite.binding as ll
+    from numba.core import config
+    from numba.core.runtime import _nrt_python as _nrt
+
+    if config.NRT_STATS:
+        _nrt.memsys_enable_stats()
+    for py_name, address in _nrt.c_helpers.items():
+        ll.add_symbol(py_name if py_name.startswith("_") else "NRT_" + py_name, address)
+    rtsys._library = _nrt_library(ctx, cache_dir)
+    rtsys._init = True
+
+
+def _nrt_library(ctx, cache_dir: str | None):
+    """The NRT's LLVM functions (numba's ``nrtdynmod.compile_nrt_functions``) as a code library:
+    unserialised from ``cache_dir``'s file for this numba, llvmlite and CPU target (numba's
+    ``codegen.magic_tuple()``, as its cache index keys a function), else compiled and saved there."""
+    import hashlib
+    import os
+    import pickle
+
+    import llvmlite
+    import numba
+    from numba.core.runtime import nrtdynmod
+
+    codegen = ctx.codegen()
+    key = repr((numba.__version__, llvmlite.__version__, codegen.magic_tuple())).encode()
+    path = (os.path.join(cache_dir, f"wavern-nrt-{hashlib.sha256(key).hexdigest()[:16]}.nbc")
+            if cache_dir else None)
+    if path is not None:
+        try:
+            with open(path, "rb") as f:
+                stored_key, state = pickle.load(f)
+            if stored_key == key:
+                return codegen.unserialize_library(state)
+        except FileNotFoundError:
+            pass
+        except Exception as e:  # noqa: BLE001 - a damaged file: compile afresh and replace it
+            log.debug("NRT cache %s unreadable (%s); compiling", path, e)
+    ir_mod, library = nrtdynmod.create_nrt_module(ctx)
+    library.enable_object_caching()
+    library.add_ir_module(ir_mod)
+    library.finalize()
+    if path is not None:
+        tmp = f"{path}.{os.getpid()}.tmp"
+        try:
+            os.makedirs(cache_dir, exist_ok=True)
+            with open(tmp, "wb") as f:
+                pickle.dump((key, library.serialize_using_object_code()), f, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, path)
+        except OSError as e:  # a read-only cache folder: compiled each time, as numba does
+            log.debug("NRT cache %s not written (%s)", path, e)
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+    return library
+
+
+def _add_hash_secrets() -> None:
+    """The ``_numba_hashsecret_*`` symbols numba.cpython.hashing adds when imported (CPython's
+    ``_Py_HashSecret``: SipHash's k0 and k1, and the small-string suffix), without that import,
+    which pulls in numba's string and random implementations (~15 ms)."""
+    if _HASH_SECRETS or "numba.cpython.hashing" in sys.modules:
+        return
+    import ctypes
+
+    import llvmlite.binding as ll
+
+    # _Py_HashSecret_t is a 24-byte union: siphash {k0, k1} in words 0-1, djbx33a.suffix in word 2
+    words = (ctypes.c_uint64 * 3).in_dll(ctypes.pythonapi, "_Py_HashSecret")
+    for name, value in (("siphash_k0", words[0]), ("siphash_k1", words[1]), ("djbx33a_suffix", words[2])):
+        cell = ctypes.c_uint64(value)
+        _HASH_SECRETS.append(cell)
+        ll.add_symbol(f"_numba_hashsecret_{name}", ctypes.addressof(cell))
+
+
 try:
+    import_numba()
     from numba.core.caching import FunctionCache
 
     class LoadOnlyCache(FunctionCache):
@@ -45,9 +162,14 @@ try:
 
         def load_overload(self, sig, target_context):
             # numba's FunctionCache.load_overload, less its target_context.refresh() (the set-up)
-            prepare_runtime(target_context)
+            prepare_runtime(target_context, getattr(self, "_cache_path", None))
             with self._guard_against_spurious_io_errors():
-                return self._load_overload(sig, target_context)
+                loaded = self._load_overload(sig, target_context)
+            if loaded is None:  # not cached: numba compiles it next, its extensions registered first
+                from numba.core import entrypoints
+
+                entrypoints.init_all()
+            return loaded
 except (ImportError, AttributeError):  # pragma: no cover - another numba: its own cache
     LoadOnlyCache = None  # type: ignore[assignment,misc]
 
@@ -56,12 +178,19 @@ def cached_njit(fn, *, cache_class=None, **options):
     """``numba.njit(cache=True, **options)(fn)``, its cache a :class:`LoadOnlyCache` (or
     ``cache_class``, a subclass of it). With a numba whose cache this module does not know, numba's
     own ``cache=True``."""
-    import numba
-
+    numba = import_numba()
     cache_class = cache_class or LoadOnlyCache
     if cache_class is None:
         return numba.njit(cache=True, **options)(fn)
     dispatcher = numba.njit(**options)(fn)
     if hasattr(dispatcher, "_cache"):  # (not with NUMBA_DISABLE_JIT=1: the plain function)
         dispatcher._cache = cache_class(fn)  # what njit(cache=True) does, with this class
+        # numba registers its extensions (installed packages' entry points, ~10 ms to list them)
+        # before it types a call; they only matter to a compile, which the cache's load_overload
+        # precedes with that registration itself when the function is not cached
+        dispatcher._compilation_chain_init_hook = _no_hook
     return dispatcher
+
+
+def _no_hook() -> None:
+    pass

@@ -24,12 +24,13 @@ else:
     _LATE = False
     os.environ.setdefault("NUMBA_SLP_VECTORIZE", "1")
 
-import numba  # noqa: E402
+from wavern.numba_cache import LoadOnlyCache, cached_njit, import_numba  # noqa: E402
+
+numba = import_numba()  # (without its start's scipy and yaml imports)
 import numpy as np  # noqa: E402
 from numba import njit  # noqa: E402
 
 from wavern.dsp import PHASE_INPUT_GAIN  # noqa: E402
-from wavern.numba_cache import LoadOnlyCache, cached_njit  # noqa: E402
 
 log = logging.getLogger(__name__)
 

@@ -74,3 +74,79 @@ def test_cached_njit_compiles_the_function():
     fn = cached_njit(double_plus, nogil=True)
     x = np.arange(5.0)
     assert np.array_equal(fn(x, 1.5), double_plus(x, 1.5))
+
+
+# A module with one cached loop that allocates (so it links to the NRT), and a process that calls it.
+_MODULE = ("import numpy as np\n"
+           "from wavern.numba_cache import cached_njit\n"
+           "def _ramp(n):\n"
+           "    out = np.empty(n)\n"
+           "    for i in range(n):\n"
+           "        out[i] = 0.5 * i\n"
+           "    return out\n"
+           "ramp = cached_njit(_ramp)\n")
+_CALL = ("import sys\n"
+         "sys.path.insert(0, {folder!r})\n"
+         "import numba.core.runtime.nrtdynmod as nrtdynmod\n"
+         "compiled = []\n"
+         "_compile = nrtdynmod.create_nrt_module\n"
+         "nrtdynmod.create_nrt_module = lambda ctx: (compiled.append(1), _compile(ctx))[1]\n"
+         "import numba.core.entrypoints as ep\n"
+         "import loops\n"
+         "total = float(loops.ramp(10).sum())\n"
+         "print(total, len(compiled), ep._already_initialized, len(loops.ramp.overloads))\n")
+
+
+def _call_loops(tmp_path, cache) -> list[str]:
+    env = {**_ENV, "NUMBA_CACHE_DIR": str(cache)}
+    out = subprocess.run([sys.executable, "-c", _CALL.format(folder=str(tmp_path))], capture_output=True, text=True,
+                         timeout=900, env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout.strip().splitlines()[-1].split()
+
+
+def test_the_nrt_machine_code_comes_from_the_cache_folder_and_a_damaged_file_is_replaced(tmp_path):
+    (tmp_path / "loops.py").write_text(_MODULE)
+    cache = tmp_path / "cache"
+    # first process: nothing cached; the NRT compiled and saved, numba's extensions registered
+    # before the loop compiles
+    assert _call_loops(tmp_path, cache) == ["22.5", "1", "True", "1"]
+    [nrt] = cache.rglob("wavern-nrt-*.nbc")
+    # second: the loop and the NRT from the cache; numba's extension scan skipped
+    assert _call_loops(tmp_path, cache) == ["22.5", "0", "False", "1"]
+    nrt.write_bytes(b"not a pickle")  # damaged: compiled afresh, the file written again
+    assert _call_loops(tmp_path, cache) == ["22.5", "1", "False", "1"]
+    assert _call_loops(tmp_path, cache) == ["22.5", "0", "False", "1"]
+
+
+def test_the_hash_secrets_are_numbas_own():
+    """prepare_runtime's ``_numba_hashsecret_*`` symbols hold what numba.cpython.hashing reads."""
+    out = _run("import ctypes\n"
+               "import llvmlite.binding as ll\n"
+               "from wavern.numba_cache import _add_hash_secrets\n"
+               "_add_hash_secrets()\n"
+               "names = ('siphash_k0', 'siphash_k1', 'djbx33a_suffix')\n"
+               "ours = [ctypes.c_uint64.from_address(ll.address_of_symbol('_numba_hashsecret_' + n)).value "
+               "for n in names]\n"
+               "from numba.cpython.hashing import _hashsecret\n"
+               "print(ours == [_hashsecret[n].value.value for n in names], len(set(ours)))\n")
+    assert out == "True 3"
+
+
+def test_import_numba_leaves_scipy_and_yaml_unimported_unless_a_numba_config_file_asks(tmp_path):
+    code = ("import sys\n"
+            "from wavern.numba_cache import import_numba\n"
+            "import_numba()\n"
+            "print('scipy' in sys.modules, 'yaml' in sys.modules, end=' ')\n"
+            "import scipy, yaml  # both import as usual afterwards\n"
+            "import numba.core.config as c\n"
+            "print(c.BOUNDSCHECK)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=_ENV,
+                         cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["False", "False", "None"]
+    (tmp_path / ".numba_config.yaml").write_text("boundscheck: 1\n")  # numba reads it with yaml
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=_ENV,
+                         cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["False", "True", "1"]
