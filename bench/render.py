@@ -5,6 +5,7 @@
     .venv/bin/python bench/render.py --voice PATH                 # that voice folder instead of the shipped one
     .venv/bin/python bench/render.py --hidden 384 --against REV   # each voice also at git revision REV (before)
     .venv/bin/python bench/render.py --count 50                   # fewer sentences
+    .venv/bin/python bench/render.py --rounds 3                   # the --jobs run 3 times (median), as for issue 41
 
 Runs the real CLI (`wavern render FILE --out-dir TMP --jobs 2`) in a subprocess on the first
 ``--count`` sentences of assets/sentences/sotu.txt and reports audio seconds produced per wall
@@ -14,6 +15,10 @@ numba cache, voice load in each worker; before 013625a, importing torch too) is 
 With ``--against REV`` the package folders of REV are exported to a temp folder and run the
 same way (PYTHONPATH), after this checkout for each voice; each checkout first renders two lines
 once so its numba cache is filled (not timed).
+
+The checkout's own files are then checked against one ``--jobs 1`` rendering of the same lines
+(a single process): every WAV must read back (soundfile: the voice's rate, mono, int16, as long as
+results.jsonl says) and be the same bytes as the single process's.
 """
 
 from __future__ import annotations
@@ -75,6 +80,31 @@ def render_once(voice: Path, sentences: Path, out: Path, jobs: int, env: dict | 
             "load_start": load0, "load": os.getloadavg()[0]}
 
 
+def _median_run(rs: list[dict]) -> dict:
+    """The run of median wall-clock speed (the lower middle one of an even count), with every run's speed."""
+    r = sorted(rs, key=lambda r: r["xrt_wall"])[(len(rs) - 1) // 2]
+    return dict(r, all_xrt_wall=[x["xrt_wall"] for x in rs])
+
+
+def check_files(out: Path, single: Path) -> tuple[int, int, int]:
+    """(WAV files in ``out``, of them readable as results.jsonl describes them, of them the same bytes
+    as ``single``'s file of the same name)."""
+    import soundfile as sf
+
+    rows = {r["id"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+    wavs = sorted(out.glob("*.wav"))
+    valid = same = 0
+    for w in wavs:
+        info = sf.info(str(w))
+        r = rows.get(w.stem)
+        if (r is not None and info.channels == 1 and info.subtype == "PCM_16" and info.frames > 0
+                and abs(info.frames / info.samplerate - r["duration_s"]) < 1e-3):
+            valid += 1
+        other = single / w.name
+        same += other.exists() and other.read_bytes() == w.read_bytes()
+    return len(wavs), valid, same
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--count", type=int, default=200)
@@ -82,6 +112,7 @@ def main() -> int:
     ap.add_argument("--voice", type=Path, default=None, help="voice folder (default: the shipped voice)")
     ap.add_argument("--hidden", type=int, nargs="*", default=[], help="also random voices of these hidden sizes")
     ap.add_argument("--against", metavar="REV", help="also run each voice at git revision REV ('before')")
+    ap.add_argument("--rounds", type=int, default=1, help="runs of each --jobs rendering (medians reported)")
     args = ap.parse_args()
     lines = (ROOT / "assets" / "sentences" / "sotu.txt").read_text().splitlines()[: args.count]
     rev = None
@@ -116,17 +147,24 @@ def main() -> int:
         voices = [(path, desc, short, vocoder_weights(path)) for path, desc, short in voices]
         for k, (_, env) in enumerate(checkouts):  # fill each checkout's numba cache (not timed)
             render_once(voices[0][0], warm, tmp / f"warm_{k}", 1, env)
-        same = []
+        same, checks = [], []
         for v, (voice, desc, short, weights) in enumerate(voices):
             for k, (label, env) in enumerate(checkouts):
-                r = render_once(voice, src, tmp / f"out_{v}_{k}", args.jobs, env)
-                print(label, r, flush=True)
-                rows.append((desc, weights, label, r))
+                rs = []
+                for i in range(args.rounds):
+                    out_dir = tmp / f"out_{v}_{k}" if i == 0 else tmp / f"out_{v}_{k}_{i}"
+                    rs.append(render_once(voice, src, out_dir, args.jobs, env))
+                    print(label, rs[-1], flush=True)
+                rows.append((desc, weights, label, _median_run(rs)))
+            single = tmp / f"single_{v}"
+            render_once(voice, src, single, 1)
+            checks.append((short, *check_files(tmp / f"out_{v}_0", single)))
             if rev:  # same seeds, same folding: the audio should be the same bytes
                 wavs = sorted(p.name for p in (tmp / f"out_{v}_0").glob("*.wav"))
                 same.append((short, sum((tmp / f"out_{v}_0" / w).read_bytes() == (tmp / f"out_{v}_1" / w).read_bytes()
                                        for w in wavs), len(wavs)))
     cmd = f".venv/bin/python bench/render.py --count {args.count} --jobs {args.jobs}" + (
+        f" --rounds {args.rounds}" if args.rounds != 1 else "") + (
         f" --voice {args.voice}" if args.voice else "") + (
         f" --hidden {' '.join(map(str, args.hidden))}" if args.hidden else "") + (
         f" --against {args.against}" if args.against else "")
@@ -145,9 +183,18 @@ def main() -> int:
                    f"{r['wall_s']:.0f} | "
                    f"{r['xrt_wall']:.1f} | {r['cpu_s']:.0f} | **{r['xrt_2cores_cpu']:.1f}** | "
                    f"{r['load_start']:.1f} / {r['load']:.1f} |")
+    if args.rounds > 1:
+        out.append(f"\nEach row: the run of median wall-clock speed of {args.rounds}; x real time (wall) of every run: "
+                   + "; ".join(f"{label}: " + ", ".join(f"{x:.1f}" for x in r["all_xrt_wall"]) for _, _, label, r in rows)
+                   + ".")
+    for short, n, valid, n_same in checks:
+        out.append(f"\n{short}, this checkout: {valid} of {n} WAV files valid (mono 16-bit, the length results.jsonl "
+                   f"gives) and {n_same} of {n} byte-identical to a `--jobs 1` rendering (one process) of the same "
+                   "lines.")
     for short, n_same, n in same:
         out.append(f"\n{short}: {n_same} of {n} WAV files are byte-identical between this checkout and `{rev}`.")
-    out.append("\nThe goal is >= 20x real time on 2 cores. Workers render items in groups of about 32 vocoder "
+    out.append("\nGoal (issue 41): >= 30x real time on 2 cores for 200 sentences by wall clock, the files valid and "
+               "byte-identical to the single-process rendering. Workers render items in groups of about 32 vocoder "
                "segments (`app/render.py`, `GROUP_SEGMENTS`), generated as shared batches: in lanes (since commit "
                "b6b5424; until then each item was one batch of its own ~7-22 segments), or stream-major, four "
                "streams per weight load, for a vocoder that reads the residuals one period back (the shipped "
