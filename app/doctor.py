@@ -70,8 +70,8 @@ def _cpu() -> Check:
         detail += f"; lacks {', '.join(missing)}"
     from wavern.engine import kernels
 
-    detail += "; engine vectors: " + ("512-bit (16x4 blocks)" if kernels.WIDE_VECTORS else
-                                      "256-bit (16x4 blocks)" if kernels.AMD_CPU else "256-bit")
+    detail += "; engine vectors: " + (("512-bit" if kernels.WIDE_VECTORS else "256-bit")
+                                      + (" (16x4 blocks)" if kernels.KEEPS_16X4 else ""))
     return Check("cpu", True, detail)
 
 

@@ -21,6 +21,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse  # noqa: E402
 import json  # noqa: E402
 import shlex  # noqa: E402
+import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -427,6 +428,42 @@ def batch_lines(this: dict[str, float], ref: dict[str, float] | None, ref_name: 
 
 # ---- cold / warm start -----------------------------------------------------------------------------
 
+#: LLVM CPU targets without AVX-512, for the goal row compiled as an AVX2-only CPU gets it:
+#: Intel's Haswell (AVX2, FMA) and AMD's Zen 2. They run on this CPU: the code is the AVX2 code
+#: such a CPU runs, its caches and clock are this CPU's.
+AVX2_TARGETS = ("haswell", "znver2")
+
+
+def goal_rtf(target: str | None, runs: int, seconds: float) -> float:
+    """RTF of the goal shape (H 512, 10 %, one stream, CPU time, median of ``runs``) with the kernels
+    compiled for LLVM CPU ``target`` (NUMBA_CPU_NAME; None: this CPU, as wavern compiles by
+    default), in a fresh process with a numba cache of that target's own."""
+    env = dict(os.environ)
+    if target is not None:
+        env.pop("NUMBA_CPU_FEATURES", None)
+        env.pop("WAVERN_NUMBA_CPU_FEATURES", None)
+        env["NUMBA_CPU_NAME"] = target
+        env["NUMBA_CACHE_DIR"] = str(Path(tempfile.gettempdir()) / f"wavern-numba-cache-{target}")
+    res = subprocess.run([sys.executable, __file__, "--goal-json", "--runs", str(runs), "--render-s", str(seconds)],
+                         env=env, capture_output=True, text=True)
+    if res.returncode:
+        raise RuntimeError(f"goal row for {target}: {res.stderr[-2000:]}")
+    return json.loads(res.stdout.strip().splitlines()[-1])["rtf"]
+
+
+def avx2_rows(rounds: int, seconds: float) -> dict:
+    """The goal row's RTF natively and for each of :data:`AVX2_TARGETS`, ``rounds`` fresh processes
+    each, the targets taking turns (order reversed every round); each process the median of 5 runs."""
+    targets = [None, *AVX2_TARGETS]
+    for t in targets:  # compile (or load) each target's kernels once, not timed
+        goal_rtf(t, 1, 0.05)
+    got: dict = {t: [] for t in targets}
+    for i in range(rounds):
+        for t in targets if i % 2 == 0 else targets[::-1]:
+            got[t].append(goal_rtf(t, 5, seconds))
+    return got
+
+
 def start_times() -> list[tuple[float, float]]:
     """(wall, CPU) seconds to import the kernels and run warmup() with an empty numba cache, then
     with the cache filled by the first run."""
@@ -454,12 +491,30 @@ def main() -> int:
     ap.add_argument("--against", metavar="REV", help="also measure the batch table at git revision REV")
     ap.add_argument("--rounds", type=int, default=3, help="processes per checkout for --against")
     ap.add_argument("--batch-json", action="store_true", help=argparse.SUPPRESS)  # one batch_costs, as JSON
+    ap.add_argument("--goal-json", action="store_true", help=argparse.SUPPRESS)  # the goal row's RTF, as JSON
+    ap.add_argument("--avx2", action="store_true", help="only the goal row, native and as AVX2 code, printed")
     ap.add_argument("--runs", type=int, default=5, help=argparse.SUPPRESS)
     ap.add_argument("--samples", type=int, default=4096, help=argparse.SUPPRESS)
     ap.add_argument("--render-s", type=float, default=10.0, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.batch_json:
         print(json.dumps(batch_costs(args.runs, args.samples, args.render_s)))
+        return 0
+    if args.goal_json:
+        dense, sparse = random_vocoder(512, 0.1)
+        voc = Vocoder(dense, sparse, cond_blocks=COND_BLOCKS)
+        sps = engine_speed(voc, voc.frame_inputs(random_mel(400, seed=1)), args.runs, args.render_s)
+        print(json.dumps({"rtf": SR / sps, "cpu_features": numba.core.config.CPU_FEATURES,
+                          "cpu_name": numba.core.config.CPU_NAME}))
+        return 0
+    if args.avx2:
+        load_before = os.getloadavg()
+        rounds = 3 if args.quick else 5
+        got = avx2_rows(rounds, 0.4)
+        for target, rtfs in got.items():
+            print(f"H 512 / 10 %, {target or 'native'}: RTF median {statistics.median(rtfs):.3f} "
+                  f"({', '.join(f'{r:.3f}' for r in rtfs)})")
+        print(f"load average {load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after")
         return 0
     runs = 3 if args.quick else 5
     batch_kw = dict(runs=runs, n_samples=2048 if args.quick else 4096, render_s=5.0 if args.quick else 10.0)
@@ -529,7 +584,7 @@ def main() -> int:
         "One stream, one thread. Effective GFLOP/s counts 2 FLOPs per stored weight of W_hh and "
         "O1..O4 (non-zero blocks only). Random weights pruned in 16x4 blocks (the VocoderConfig "
         f"default), stored by the engine as {rows[0][-1][0]}x{rows[0][-1][1]} blocks "
-        "(`choose_block_kind`: 16x4 where numba has 512-bit vectors or the CPU is an AMD one, else 8x4; the same products). "
+        "(`choose_block_kind`, by `kernels.MEASURED_GFLOPS`: 16x4 where that layout measured faster, else 8x4; the same products). "
         "Torch: a straightforward per-sample loop, dense "
         "weights, `torch.set_num_threads(1)`, same frame inputs, same inverse-CDF sampling; "
         "`torch n` is how many samples it ran.",

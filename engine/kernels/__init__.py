@@ -18,7 +18,7 @@ numpy put the buffers.
 """
 
 # jit first: it sets numba's vectoriser flag before numba is imported
-from wavern.engine.kernels.jit import (AMD_CPU, BLOCK_SHAPES, FLAT, HOP, LANE_MULTIPLE, MEASURED_GFLOPS,  # isort: skip
+from wavern.engine.kernels.jit import (AMD_CPU, BLOCK_SHAPES, FLAT, HOP, KEEPS_16X4, LANE_MULTIPLE, MEASURED_GFLOPS,  # isort: skip
                                        N_CLASSES, SLP_ACTIVE, WIDE_VECTORS)
 from wavern.engine.kernels.blocks import flat, spmv
 from wavern.engine.kernels.conv import conv1d, conv1d_taps, conv_taps
@@ -38,7 +38,7 @@ from wavern.engine.kernels.lanes import _generate_lanes, _lane_scan, _lane_softm
 from wavern.engine.kernels.rng import _fill_uniforms  # noqa: F401
 
 __all__ = [
-    "BLOCK_SHAPES", "FLAT", "MEASURED_GFLOPS", "SLP_ACTIVE", "WIDE_VECTORS", "AMD_CPU", "HOP", "N_CLASSES", "LANE_MULTIPLE",
+    "BLOCK_SHAPES", "FLAT", "MEASURED_GFLOPS", "KEEPS_16X4", "SLP_ACTIVE", "WIDE_VECTORS", "AMD_CPU", "HOP", "N_CLASSES", "LANE_MULTIPLE",
     "spmv", "lane_spmm", "lanes", "lane_work_size", "conv1d", "conv_taps", "conv1d_taps", "vexp", "sample_class",
     "rng_state", "rng_states", "uniforms", "warmup", "cache_status", "flat", "check_temperature", "no_period",
 ]

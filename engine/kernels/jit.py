@@ -117,9 +117,16 @@ AMD_CPU: bool = _amd_cpu()
 #: 16x4 as measured on an AVX-512 Xeon against 8x4 there: 1.17x with 512-bit vectors, 0.96x
 #: with 256-bit ones (so a file pruned in 16x4 blocks runs as 8x4 blocks there without them); on an
 #: AMD Zen 3 EPYC (AVX2 only) 1.48x with 256-bit vectors (28.8 against 19.4 GFLOP/s; the whole
-#: random H 384 / 10 % vocoder 12-15 % faster), so on AMD CPUs a 16x4 file keeps its blocks.
-MEASURED_GFLOPS: dict[tuple[int, int], float] = {(8, 4): 60.0, (4, 4): 37.0, (8, 1): 29.0,
-                                                 (16, 4): 70.0 if WIDE_VECTORS else 89.0 if AMD_CPU else 57.5}
+#: random H 384 / 10 % vocoder 12-15 % faster), so on AMD CPUs a 16x4 file keeps its blocks; on an
+#: AMD Zen 4 EPYC with 512-bit vectors (its 512-bit operations run as two 256-bit halves) 0.91x
+#: with float16 weights (56.1 against 61.6 GFLOP/s; the random H 512 / 10 % vocoder RTF 0.120
+#: against 0.114, medians of 5 paired processes, 2026-12-06), so there it runs as 8x4.
+MEASURED_GFLOPS: dict[tuple[int, int], float] = {
+    (8, 4): 60.0, (4, 4): 37.0, (8, 1): 29.0,
+    (16, 4): (55.0 if AMD_CPU else 70.0) if WIDE_VECTORS else (89.0 if AMD_CPU else 57.5)}
+#: True where a file pruned in 16x4 blocks keeps them in the engine (elsewhere each runs as two 8x4
+#: blocks: the same products, bit for bit).
+KEEPS_16X4: bool = MEASURED_GFLOPS[(16, 4)] > MEASURED_GFLOPS[(8, 4)]
 #: A batch of B streams occupies ``lanes(B)`` lanes, B rounded up to this (one 256-bit vector).
 LANE_MULTIPLE = 8
 

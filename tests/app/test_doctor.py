@@ -113,8 +113,8 @@ def test_cpu_features_are_the_flags_of_proc_cpuinfo():
     from wavern.engine import kernels
 
     assert not kernels.WIDE_VECTORS or "avx512f" in flags
-    assert doctor._cpu().detail.endswith("engine vectors: " + ("512-bit (16x4 blocks)" if kernels.WIDE_VECTORS else
-                                                               "256-bit (16x4 blocks)" if kernels.AMD_CPU else "256-bit"))
+    assert doctor._cpu().detail.endswith("engine vectors: " + (("512-bit" if kernels.WIDE_VECTORS else "256-bit")
+                                                               + (" (16x4 blocks)" if kernels.KEEPS_16X4 else "")))
 
 
 def test_a_probe_that_raises_is_reported_not_raised(monkeypatch):

@@ -208,7 +208,7 @@ def test_conv1d_matches_twin_and_does_not_depend_on_the_window():
         K.conv1d(x, np.zeros((4, 12, 2), np.float32), np.zeros(4, np.float32))
 
 
-_K16 = 3 if K.WIDE_VECTORS or K.AMD_CPU else 0  # 16x4 where it is the faster layout (kernels.MEASURED_GFLOPS)
+_K16 = 3 if K.KEEPS_16X4 else 0  # 16x4 where it is the faster layout (kernels.MEASURED_GFLOPS)
 
 
 @pytest.mark.parametrize("file_block,kind", [((16, 4), _K16), ((8, 4), 0), ((8, 8), 0),
