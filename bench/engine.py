@@ -557,6 +557,9 @@ def main() -> int:
                      voc.block_shapes["gru.weight_hh"]))
         print(f"H={H} density={density}: {sps:,.0f} samples/s RTF {SR / sps:.3f} "
               f"{flops * sps / 1e9:.1f} GFLOP/s | torch {tps:,.0f} samples/s (x{sps / tps:.0f})", flush=True)
+    avx2 = avx2_rows(3 if args.quick else 5, 0.15 if args.quick else 0.4)
+    for t, v in avx2.items():
+        print(f"H=512 density=0.1, {t or 'native'} code: RTF median {statistics.median(v):.3f}", flush=True)
     vs = voice_speed(3 if args.quick else 11, 1.0 if args.quick else None)
     print(f"shipped voice: {vs['full']:,.0f} samples/s RTF {SR / vs['full']:.3f} | network alone "
           f"{vs['net']:,.0f} samples/s RTF {SR / vs['net']:.3f} | waveform stage {SR / vs['stage']:.3f}", flush=True)
@@ -604,6 +607,12 @@ def main() -> int:
         f"{at[384, 0.05]:.3f}; at 5 %, H 352 {at[352, 0.05]:.3f}, H 320 {at[320, 0.05]:.3f}, "
         f"H 288 {at[288, 0.05]:.3f} (`training.shrink` takes a trained vocoder down by 32 units at a time).",
         "",
+        f"The goal row on one core, compiled natively and as for AVX2-only CPUs (`--avx2`: LLVM targets "
+        f"{' and '.join(AVX2_TARGETS)}, run on this CPU, so AVX2 code with this CPU's caches and clock), "
+        f"{len(avx2[None])} fresh processes each taking turns, median RTF (each run): "
+        + "; ".join(f"{t or 'native'} **{statistics.median(v):.3f}** ({', '.join(f'{x:.3f}' for x in v)})"
+                    for t, v in avx2.items()) + ". Goal (issue 41): <= 0.12 on AVX2-only CPUs as well as AVX-512 ones.",
+        "",
         f"The shipped voice's own vocoder (`assets/voices/default`: H {vs['hidden']}, "
         f"{vs['weights']:,.0f} stored weights per sample; LPC order {vs['lpc']}, {vs['taps']} residual taps one "
         f"period back), one stream on the acoustic model's mel of a {vs['frames']}-frame sentence "
@@ -619,6 +628,8 @@ def main() -> int:
         f"| the voice's whole waveform stage: that, then its post-filter and {vs['passes']} mel-matching passes "
         f"(`Voice.apply_postfilter`, as rendering runs them) | {vs['stage']:,.0f} | **{SR / vs['stage']:.3f}** | "
         f"{SR / vs['stage_range'][1]:.3f}-{SR / vs['stage_range'][0]:.3f} |",
+        "",
+        "### Block shapes, batches, start",
         "",
         "Block-sparse matvec alone (`kernels._spmv`), 3H x H with H = 512, 10 % of blocks kept at random, per "
         "engine block shape, float32 weights and float16 ones (a voice file's; widened as loaded). The float32 "
@@ -643,7 +654,7 @@ def main() -> int:
     lines += [f"| {label} | {x_cpu:.1f} | {x_wall:.1f} |" for label, x_cpu, x_wall in batch]
     lines += [
         "",
-        "### Batches in lanes",
+        "#### Batches in lanes",
         "",
         "`Vocoder.generate_batch`: B streams, each on its own frames, 10 % density, "
         f"{batch_kw['n_samples']} samples; CPU time of the generating thread per sample per stream, median of "

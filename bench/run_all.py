@@ -20,16 +20,19 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 # docs/BENCHMARKS.md's sections, in its order: docs/bench/<name>.md, written by bench/<name>.py
-SECTIONS = ["intelligibility", "teacher_speed", "engine", "latency", "cold_start", "render", "speechd", "melmatch",
-            "postfilter", "pitch_control", "speakers", "train_vocoder", "attention", "yellowfin", "optimizers",
+SECTIONS = ["intelligibility", "teacher_speed", "engine", "latency", "cold_start", "render", "no_slower", "speechd",
+            "melmatch", "postfilter", "pitch_control", "speakers", "train_vocoder", "attention", "yellowfin", "optimizers",
             "pretrain", "lpc_gain", "block_shapes"]
 # run by hand with the command their section gives: attention takes half an hour and changes nothing in the docs,
 # block_shapes needs a vocoder checkpoint that git does not hold, optimizers ~15 minutes of training,
-# intelligibility the teacher corpus (`make natural-voice` builds it), speechd Debian's speech-dispatcher
-HAND_KEPT = ["intelligibility", "speechd", "attention", "optimizers", "block_shapes"]
+# intelligibility the teacher corpus (`make natural-voice` builds it), speechd Debian's speech-dispatcher,
+# no_slower a git revision to compare with (--against)
+HAND_KEPT = ["intelligibility", "speechd", "attention", "optimizers", "block_shapes", "no_slower"]
 ORDER = [name for name in SECTIONS if name not in HAND_KEPT]  # what `make bench` reruns
 # a section's reference part, kept in docs/bench/<name>.md and left out of BENCHMARKS.md (results only)
 REFERENCE_HEADINGS = {"### JSON schema": "The `--json` schema: docs/bench/latency.md.",
+                      "### Block shapes, batches, start": "Each block shape's GFLOP/s against the core's roofline, "
+                      "batches in lanes, offline rendering of random mel, start-up: docs/bench/engine.md.",
                       "### Where the start-up goes": "Where the start-up goes, part by part: docs/bench/cold_start.md.",
                       "### Examples": "What the recogniser heard, and the example WAVs: docs/bench/intelligibility.md."}
 
