@@ -302,6 +302,47 @@ def _period_inputs(row, w_back, back_scale, lag_col, ring, hd, fb, w_phase, ph):
 
 
 @kernel(inline="always", **_JIT)
+def _period_inputs4(gi, q, fi, w_back, back_scale, lag_col, ring, head, FB):
+    """:func:`_period_inputs` of five taps for streams q .. q+3 at once, each with a lag and no phase
+    input: ``FB[q + s] = gi[q + s, fi, :3H]`` plus the taps, each weight loaded (and widened) once for
+    the four. Every value is the same expression, rounded in the same order, as the one-stream
+    code's, so the sums are the same bits (tested)."""
+    n = FB.shape[1]
+    r0, r1, r2, r3 = gi[q, fi], gi[q + 1, fi], gi[q + 2, fi], gi[q + 3, fi]
+    g0, g1, g2, g3 = ring[q], ring[q + 1], ring[q + 2], ring[q + 3]
+    h0, h1, h2, h3 = head[q, 0], head[q + 1, 0], head[q + 2, 0], head[q + 3, 0]
+    l0, l1, l2, l3 = int(r0[lag_col]), int(r1[lag_col]), int(r2[lag_col]), int(r3[lag_col])
+    a0 = _tap_input(g0, h0, l0, -2, back_scale)
+    a1 = _tap_input(g0, h0, l0, -1, back_scale)
+    a2 = _tap_input(g0, h0, l0, 0, back_scale)
+    a3 = _tap_input(g0, h0, l0, 1, back_scale)
+    a4 = _tap_input(g0, h0, l0, 2, back_scale)
+    b0 = _tap_input(g1, h1, l1, -2, back_scale)
+    b1 = _tap_input(g1, h1, l1, -1, back_scale)
+    b2 = _tap_input(g1, h1, l1, 0, back_scale)
+    b3 = _tap_input(g1, h1, l1, 1, back_scale)
+    b4 = _tap_input(g1, h1, l1, 2, back_scale)
+    c0 = _tap_input(g2, h2, l2, -2, back_scale)
+    c1 = _tap_input(g2, h2, l2, -1, back_scale)
+    c2 = _tap_input(g2, h2, l2, 0, back_scale)
+    c3 = _tap_input(g2, h2, l2, 1, back_scale)
+    c4 = _tap_input(g2, h2, l2, 2, back_scale)
+    d0 = _tap_input(g3, h3, l3, -2, back_scale)
+    d1 = _tap_input(g3, h3, l3, -1, back_scale)
+    d2 = _tap_input(g3, h3, l3, 0, back_scale)
+    d3 = _tap_input(g3, h3, l3, 1, back_scale)
+    d4 = _tap_input(g3, h3, l3, 2, back_scale)
+    f0, f1, f2, f3 = FB[q], FB[q + 1], FB[q + 2], FB[q + 3]
+    w0, w1, w2, w3, w4 = w_back[0], w_back[1], w_back[2], w_back[3], w_back[4]
+    for i in range(n):
+        v0, v1, v2, v3, v4 = _w(w0, i), _w(w1, i), _w(w2, i), _w(w3, i), _w(w4, i)
+        f0[i] = ((((r0[i] + v0 * a0) + v1 * a1) + v2 * a2) + v3 * a3) + v4 * a4
+        f1[i] = ((((r1[i] + v0 * b0) + v1 * b1) + v2 * b2) + v3 * b3) + v4 * b4
+        f2[i] = ((((r2[i] + v0 * c0) + v1 * c1) + v2 * c2) + v3 * c3) + v4 * c4
+        f3[i] = ((((r3[i] + v0 * d0) + v1 * d1) + v2 * d2) + v3 * d3) + v4 * d4
+
+
+@kernel(inline="always", **_JIT)
 def _sample_step(fr, net, inv_temp, h, c, f, rng, work, logits, t):
     """One sample of one stream: the GRU update from (c_{t-1}, f_{t-1}) = (c, f) and the frame's
     gate inputs ``fr``, then both draws; returns (c_t, f_t). ``h`` updated in place, logits
@@ -412,7 +453,9 @@ def _generate_streams(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, 
     (B, 1), FB (B, 3H) float32 scratch, w_phase (2K, 3H), phase (B, 1) float64): with taps > 0
     each stream is :func:`_generate_period` (the period input, the phase input with K > 0 and the
     synthesis filter inside the loop; ``out`` gets the samples); with ``w_back`` of no rows the
-    rest is not read.
+    rest is not read. Five taps without a phase input, the period inputs of four streams whose
+    frames all have a lag are made together (:func:`_period_inputs4`, a third less time than one
+    by one at the shipped voice's size), the same values.
     """
     w_in, b_hh, R, O1, b1, O2, b2, O3, b3, O4, b4 = net
     w_back, back_scale, order, hist, mu, ring, head, FB, w_phase, phase = period
@@ -434,15 +477,28 @@ def _generate_streams(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, 
     o += 2 * B
     probs = work[o:o + nc]
     record = logits.shape[1] > 0
+    by_four = n_taps == 5 and w_phase.shape[0] == 0  # the shipped voice's period input: four streams at a time
+    lag_col = 3 * H + order
     for t in range(out.shape[1]):
         fi = (start + t) // hop - frame0
         for q in range(B):
             xc[q] = np.float32(prev[q, 0]) / _BYTE - _ONE
             xf[q] = np.float32(prev[q, 1]) / _BYTE - _ONE
             _copy(b_hh, GH[q])
-            if n_taps:
-                _period_inputs(gi[q, fi], w_back, back_scale, 3 * H + order, ring[q], head[q, 0], FB[q], w_phase,
-                               phase[q])
+        if n_taps:
+            q = 0
+            if by_four:
+                while q + 4 <= B:
+                    if (gi[q, fi, lag_col] >= 1.0 and gi[q + 1, fi, lag_col] >= 1.0 and gi[q + 2, fi, lag_col] >= 1.0
+                            and gi[q + 3, fi, lag_col] >= 1.0):
+                        _period_inputs4(gi, q, fi, w_back, back_scale, lag_col, ring, head, FB)
+                    else:
+                        for s in range(q, q + 4):
+                            _period_inputs(gi[s, fi], w_back, back_scale, lag_col, ring[s], head[s, 0], FB[s],
+                                           w_phase, phase[s])
+                    q += 4
+            for s in range(q, B):
+                _period_inputs(gi[s, fi], w_back, back_scale, lag_col, ring[s], head[s, 0], FB[s], w_phase, phase[s])
         _spmm(R, h, z0, GH)
         for q in range(B):
             _gru_half(FB[q] if n_taps else gi[q, fi], w_in, GH[q], h[q], z0, hh, xc[q], xf[q], _ZERO)

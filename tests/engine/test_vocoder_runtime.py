@@ -773,3 +773,34 @@ def test_declared_sizes_beyond_the_limits_are_refused_before_anything_is_allocat
         Vocoder(dense, sparse, cond_blocks=1)
     with pytest.raises(VoiceFileError, match=rf"cond_blocks must be an integer in \[1, {MAX_COND_BLOCKS}\]"):
         load_vocoder_tensors(tmp_path / "any.safetensors", cond_blocks=MAX_COND_BLOCKS + 1)
+
+
+@pytest.mark.parametrize("phase", [0, 2], ids=["five-taps", "five-taps+phase"])
+def test_a_period_voice_batch_of_quads_equals_one_stream_each(tmp_path, phase):
+    """Five taps without a phase input, the stream-major kernel makes the period inputs of four
+    streams at once where all four frames have a lag (``kernels._period_inputs4``), one by one
+    where any has none; nine streams, each unvoiced over another stretch, so both ways and the
+    stream left over run, and every stream equals its own one-stream generation."""
+    _, cfg, model = _torch_model(seed=7, lpc_order=10, excitation="linear", ltp=True, ltp_input=True, taps=5,
+                                 phase=phase)
+    path = tmp_path / "vocoder.safetensors"
+    _export(cfg, model, path)
+    voc = Vocoder.load(path, cond_blocks=cfg.cond_blocks, lpc_order=10, excitation="linear", ltp=True,
+                       ltp_input=True, ltp_input_taps=5, phase_input=phase)
+    B, frames = 9, 8
+    rngs = K.rng_states(13, B)
+
+    def feats(seed: int) -> np.ndarray:
+        q = np.full(frames, 0.97)
+        q[seed % frames] = 0.2  # this stream's unvoiced frame: no lag there
+        pitch = np.stack([np.full(frames, np.log2(80 / 120 + seed / 40)), q], axis=1)
+        return np.ascontiguousarray(np.concatenate([naive.random_mel(frames, seed=seed), pitch.astype(np.float32)],
+                                                   axis=1))
+
+    gis = np.stack([voc.frame_inputs(feats(s)) for s in range(B)])
+    lag_col = 3 * cfg.hidden_size + 10
+    assert (gis[:, :, lag_col] == 0).sum() == B and (gis[:, :, lag_col] >= 1).sum() == B * (frames - 1)
+    n = frames * 256
+    batch = voc.generate_batch(gis, voc.new_batch_state(rngs), n)
+    for s in range(B):
+        np.testing.assert_array_equal(batch[s], voc.generate(gis[s], voc.new_state(rng=rngs[s]), n))
