@@ -12,8 +12,9 @@ loaded is the same either way, so no sample changes (tested).
 What a load from the cache still paid and does not need, each skipped here: the NRT's own
 functions compiled from LLVM IR (their machine code is cached beside the loops'), the import of
 numba's hashing module for three symbols (read from CPython directly), numba's listing of every
-installed package's entry points before it types a call (done before a compile instead), and
-numba's start importing scipy and yaml (:func:`import_numba`).
+installed package's entry points before it types a call (done before a compile instead), numpy's
+masked-array package imported to type an array argument, and numba's start importing scipy and
+yaml (:func:`import_numba`).
 """
 
 from __future__ import annotations
@@ -153,9 +154,42 @@ def _add_hash_secrets() -> None:
         ll.add_symbol(f"_numba_hashsecret_{name}", ctypes.addressof(cell))
 
 
+def _type_arrays_without_numpy_ma() -> None:
+    """numba types an ndarray argument (at a function's first call, before the cache is read) with
+    ``typeof_impl``'s ndarray rule, whose first step, refusing a masked array, reads ``np.ma``:
+    numpy imports its masked-array package then (~10 ms). The same rule is registered here with
+    that test made only where numpy.ma is imported already (a masked array cannot exist before);
+    the rest is numba's rule, line for line (tests/wavern/test_numba_cache.py compares the two)."""
+    import numpy as np
+    from numba.core import errors, types
+    from numba.core.typing import typeof as numba_typeof
+    from numba.np import numpy_support
+
+    original = getattr(numba_typeof, "_typeof_ndarray", None)
+    if original is None or numba_typeof.typeof_impl.dispatch(np.ndarray) is not original:
+        return  # another numba, or someone else's rule: leave it
+
+    def _typeof_ndarray(val, c):
+        ma = sys.modules.get("numpy.ma")
+        if ma is not None and isinstance(val, ma.MaskedArray):
+            raise errors.NumbaTypeError("Unsupported array type: numpy.ma.MaskedArray.")
+        try:
+            dtype = numpy_support.from_dtype(val.dtype)
+        except errors.NumbaNotImplementedError:
+            raise errors.NumbaValueError(f"Unsupported array dtype: {val.dtype}") from None
+        layout = numpy_support.map_layout(val)
+        readonly = not val.flags.writeable
+        return types.Array(dtype, val.ndim, layout, readonly=readonly)
+
+    _typeof_ndarray.numba_rule = original  # (for the test)
+    numba_typeof.typeof_impl.register(np.ndarray)(_typeof_ndarray)
+
+
 try:
     import_numba()
     from numba.core.caching import FunctionCache
+
+    _type_arrays_without_numpy_ma()
 
     class LoadOnlyCache(FunctionCache):
         """numba's cache of one function, loading without setting numba's CPU target up first."""

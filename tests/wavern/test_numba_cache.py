@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from wavern.numba_cache import cached_njit
 
@@ -150,3 +151,36 @@ def test_import_numba_leaves_scipy_and_yaml_unimported_unless_a_numba_config_fil
                          cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split() == ["False", "True", "1"]
+
+
+def test_arrays_are_typed_as_numbas_own_rule_types_them_without_importing_numpy_ma():
+    import numba.core.errors as errors
+    from numba.core.typing.typeof import Purpose, typeof, typeof_impl
+
+    import wavern.numba_cache  # noqa: F401 - registers the rule
+
+    ours = typeof_impl.dispatch(np.ndarray)
+    numba_rule = ours.numba_rule
+    base = np.arange(24, dtype=np.float32).reshape(4, 6)
+    frozen = base.copy()
+    frozen.flags.writeable = False
+    cases = [base, base.T, base[:, ::2], base[::2], frozen, np.zeros(3, np.int16), np.zeros((2, 2), np.complex128),
+             np.zeros(0, np.uint64), np.zeros((1, 3, 2), np.float64)[:, :, 0], np.asfortranarray(base),
+             np.zeros(2, "U3"), np.zeros(2, object), np.zeros(2, "M8[s]"), np.zeros(3, np.float16)]
+    for a in cases:
+        assert ours(a, Purpose.argument) == numba_rule(a, Purpose.argument)
+        assert typeof(a, Purpose.argument) == numba_rule(a, Purpose.argument)
+    masked = np.ma.masked_array(base, mask=base > 3)  # (numpy.ma imported now)
+    for rule in (ours, numba_rule):
+        with pytest.raises(errors.NumbaTypeError, match="MaskedArray"):
+            rule(masked, Purpose.argument)
+    for rule in (ours, numba_rule):
+        with pytest.raises(errors.NumbaValueError, match="Unsupported array dtype"):
+            rule(np.zeros(2, dtype="V3"), Purpose.argument)
+    # a process that loads a voice's loops from the cache leaves numpy.ma unimported
+    assert _run("import sys\n"
+                "import numpy as np\n"
+                "from wavern.numba_cache import cached_njit\n"
+                "from wavern.engine.kernels import conv1d\n"
+                "conv1d(np.zeros((8, 2), np.float32), np.zeros((3, 2, 3), np.float32), np.zeros(3, np.float32))\n"
+                "print('numpy.ma' in sys.modules)\n") == "False"
