@@ -10,11 +10,10 @@ compiled as always (numba's compiler sets the target up itself first), and the m
 loaded is the same either way, so no sample changes (tested).
 
 What a load from the cache still paid and does not need, each skipped here: the NRT's own
-functions compiled from LLVM IR (their machine code is cached beside the loops'), the import of
-numba's hashing module for three symbols (read from CPython directly), numba's listing of every
-installed package's entry points before it types a call (done before a compile instead), numpy's
-masked-array package imported to type an array argument, and numba's start importing scipy and
-yaml (:func:`import_numba`).
+functions compiled from LLVM IR (their machine code is cached beside the loops'), numba's listing
+of every installed package's entry points before it types a call (done before a compile instead),
+numpy's masked-array package imported to type an array argument, and numba's start importing
+scipy and yaml (:func:`import_numba`).
 """
 
 from __future__ import annotations
@@ -50,7 +49,6 @@ def import_numba():
 
 
 _READY: set[int] = set()  # ids of the target contexts prepare_runtime has readied
-_HASH_SECRETS: list = []  # the ctypes words LLVM's _numba_hashsecret_* symbols point at (kept alive)
 
 
 def prepare_runtime(target_context, cache_dir: str | None = None) -> None:
@@ -71,7 +69,8 @@ def prepare_runtime(target_context, cache_dir: str | None = None) -> None:
     with global_compiler_lock:
         if not rtsys._init:
             _initialize_nrt(rtsys, target_context, cache_dir)
-    _add_hash_secrets()
+    import numba.cpython.hashing  # noqa: F401 - adds the _numba_hashsecret_* symbols
+
     _READY.add(id(target_context))
 
 
@@ -134,24 +133,6 @@ def _nrt_library(ctx, cache_dir: str | None):
             except OSError:
                 pass
     return library
-
-
-def _add_hash_secrets() -> None:
-    """The ``_numba_hashsecret_*`` symbols numba.cpython.hashing adds when imported (CPython's
-    ``_Py_HashSecret``: SipHash's k0 and k1, and the small-string suffix), without that import,
-    which pulls in numba's string and random implementations (~15 ms)."""
-    if _HASH_SECRETS or "numba.cpython.hashing" in sys.modules:
-        return
-    import ctypes
-
-    import llvmlite.binding as ll
-
-    # _Py_HashSecret_t is a 24-byte union: siphash {k0, k1} in words 0-1, djbx33a.suffix in word 2
-    words = (ctypes.c_uint64 * 3).in_dll(ctypes.pythonapi, "_Py_HashSecret")
-    for name, value in (("siphash_k0", words[0]), ("siphash_k1", words[1]), ("djbx33a_suffix", words[2])):
-        cell = ctypes.c_uint64(value)
-        _HASH_SECRETS.append(cell)
-        ll.add_symbol(f"_numba_hashsecret_{name}", ctypes.addressof(cell))
 
 
 def _type_arrays_without_numpy_ma() -> None:

@@ -120,20 +120,6 @@ def test_the_nrt_machine_code_comes_from_the_cache_folder_and_a_damaged_file_is_
     assert _call_loops(tmp_path, cache) == ["22.5", "0", "False", "1"]
 
 
-def test_the_hash_secrets_are_numbas_own():
-    """prepare_runtime's ``_numba_hashsecret_*`` symbols hold what numba.cpython.hashing reads."""
-    out = _run("import ctypes\n"
-               "import llvmlite.binding as ll\n"
-               "from wavern.numba_cache import _add_hash_secrets\n"
-               "_add_hash_secrets()\n"
-               "names = ('siphash_k0', 'siphash_k1', 'djbx33a_suffix')\n"
-               "ours = [ctypes.c_uint64.from_address(ll.address_of_symbol('_numba_hashsecret_' + n)).value "
-               "for n in names]\n"
-               "from numba.cpython.hashing import _hashsecret\n"
-               "print(ours == [_hashsecret[n].value.value for n in names], len(set(ours)))\n")
-    assert out == "True 3"
-
-
 def test_import_numba_leaves_scipy_and_yaml_unimported_unless_a_numba_config_file_asks(tmp_path):
     code = ("import sys\n"
             "from wavern.numba_cache import import_numba\n"
