@@ -40,7 +40,6 @@ import dataclasses
 import logging
 import math
 import re
-from xml.parsers import expat
 
 import numpy as np
 
@@ -375,6 +374,8 @@ def parse_ssml(source: str, *, lexicon: Lexicon | None = None, pitch: float = 50
     Raises:
         ParameterError: see the module docstring.
     """
+    from xml.parsers import expat  # here, not at import: plain text is checked with looks_like_ssml alone
+
     if not isinstance(source, str):
         raise ParameterError(f"SSML must be a str, found {type(source).__name__}")
     if len(source) > max_chars:
