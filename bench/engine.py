@@ -583,29 +583,15 @@ def main() -> int:
         f"The machine is shared (load average {load_before[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at "
         "the end), so times are CPU time of the generating thread "
         f"(wall time would count the neighbours' slices). Medians of {runs} runs.",
-        "",
-        "One stream, one thread. Effective GFLOP/s counts 2 FLOPs per stored weight of W_hh and "
-        "O1..O4 (non-zero blocks only). Random weights pruned in 16x4 blocks (the VocoderConfig "
-        f"default), stored by the engine as {rows[0][-1][0]}x{rows[0][-1][1]} blocks "
-        "(`choose_block_kind`, by `kernels.MEASURED_GFLOPS`: 16x4 where that layout measured faster, else 8x4; the same products). "
-        "Torch: a straightforward per-sample loop, dense "
-        "weights, `torch.set_num_threads(1)`, same frame inputs, same inverse-CDF sampling; "
-        "`torch n` is how many samples it ran.",
-        "",
-        "| H | density | engine samples/s | RTF @ 22.05 kHz | eff. GFLOP/s | torch samples/s | engine/torch | torch n |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for H, d, sps, rtf, gf, tps, ratio, nt, _ in rows:
-        lines.append(f"| {H} | {d:g} | {sps:,.0f} | {rtf:.3f} | {gf:.1f} | {tps:,.0f} | {ratio:,.0f}x | {nt} |")
     goal = next(r for r in rows if r[0] == 512 and r[1] == 0.1)
     at = {(r[0], r[1]): r[3] for r in rows}
     lines += [
         "",
         f"Goals (H 512, 10 % density): RTF <= 0.12 -> measured {goal[3]:.3f}; effective GFLOP/s >= 30 -> "
-        f"{goal[4]:.1f}. Prototype floor (REFERENCES 7): ~125 k samples/s, RTF 0.18. The default voice's "
-        f"vocoder shapes (issue 7: RTF <= 0.12): H 384 at 10 % (until 2026-12-01) {at[384, 0.1]:.3f}, at 5 % "
-        f"{at[384, 0.05]:.3f}; at 5 %, H 352 {at[352, 0.05]:.3f}, H 320 {at[320, 0.05]:.3f}, "
-        f"H 288 {at[288, 0.05]:.3f} (`training.shrink` takes a trained vocoder down by 32 units at a time).",
+        f"{goal[4]:.1f}. Random vocoders of the voices' shapes (one stream, one thread; the table below): H 384 "
+        f"at 10 % {at[384, 0.1]:.3f}, at 5 % {at[384, 0.05]:.3f}; at 5 %, H 352 {at[352, 0.05]:.3f}, H 320 "
+        f"{at[320, 0.05]:.3f}, H 288 {at[288, 0.05]:.3f}.",
         "",
         f"The goal row on one core, compiled natively and as for AVX2-only CPUs (`--avx2`: LLVM targets "
         f"{' and '.join(AVX2_TARGETS)}, run on this CPU, so AVX2 code with this CPU's caches and clock), "
@@ -629,7 +615,24 @@ def main() -> int:
         f"(`Voice.apply_postfilter`, as rendering runs them) | {vs['stage']:,.0f} | **{SR / vs['stage']:.3f}** | "
         f"{SR / vs['stage_range'][1]:.3f}-{SR / vs['stage_range'][0]:.3f} |",
         "",
-        "### Block shapes, batches, start",
+    ]
+    lines += [
+        "### Random vocoders, block shapes, batches, start",
+        "",
+        "One stream, one thread. Effective GFLOP/s counts 2 FLOPs per stored weight of W_hh and "
+        "O1..O4 (non-zero blocks only). Random weights pruned in 16x4 blocks (the VocoderConfig "
+        f"default), stored by the engine as {rows[0][-1][0]}x{rows[0][-1][1]} blocks "
+        "(`choose_block_kind`, by `kernels.MEASURED_GFLOPS`: 16x4 where that layout measured faster, else 8x4; the same products). "
+        "Torch: a straightforward per-sample loop, dense "
+        "weights, `torch.set_num_threads(1)`, same frame inputs, same inverse-CDF sampling; "
+        "`torch n` is how many samples it ran.",
+        "",
+        "| H | density | engine samples/s | RTF @ 22.05 kHz | eff. GFLOP/s | torch samples/s | engine/torch | torch n |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for H, d, sps, rtf, gf, tps, ratio, nt, _ in rows:
+        lines.append(f"| {H} | {d:g} | {sps:,.0f} | {rtf:.3f} | {gf:.1f} | {tps:,.0f} | {ratio:,.0f}x | {nt} |")
+    lines += [
         "",
         "Block-sparse matvec alone (`kernels._spmv`), 3H x H with H = 512, 10 % of blocks kept at random, per "
         "engine block shape, float32 weights and float16 ones (a voice file's; widened as loaded). The float32 "

@@ -119,13 +119,11 @@ def main() -> int:
     loads = [r["load"] for n in runs for r in runs[n]]
     cmd = " ".join(["bench/no_slower.py", *sys.argv[1:]])
     lines = ["## Nothing else slows: `wavern bench` and stop latency against the commit before", "",
-             f"`.venv/bin/python {cmd}`: {machine.describe()} (load average {min(loads):.1f}-{max(loads):.1f} over "
-             f"the runs), voice `{voice.name}`. {args.rounds} rounds; each round runs both revisions in fresh "
-             "processes, taking turns (order swapped each round): `wavern bench --json` (the shipped sentences, "
-             f"null sink) and a stop probe ({args.stops} stops of a streaming request, each 50-400 ms after its "
-             "first chunk, timed from `StreamControl.stop()` to the end of the stream; `STOP_PROBE` in the "
-             "script). Medians over the rounds; the ratio column is this checkout / the other, round by round "
-             "(median and range).", "",
+             f"`.venv/bin/python {cmd}`: {machine.describe()} (load average {min(loads):.1f}-{max(loads):.1f}), "
+             f"voice `{voice.name}`. {args.rounds} rounds, both revisions in fresh processes taking turns: `wavern "
+             f"bench --json`, and {args.stops} stops of a streaming request 50-400 ms after its first chunk, timed "
+             "from `StreamControl.stop()` to the stream's end. Medians over rounds; ratio: this checkout / the "
+             "other, round by round (median, range).", "",
              f"| figure | this checkout | `{rev}` | ratio (range) |", "|---|---:|---:|---|"]
     for key, label, scale in FIGURES:
         a = [r[key] for r in runs["this checkout"]]

@@ -171,10 +171,9 @@ def main() -> int:
     out = ["## Offline rendering (`wavern render`)\n",
            f"`wavern render` of the first {args.count} sentences of `assets/sentences/sotu.txt` (one item per line) "
            f"with `--jobs {args.jobs}` worker processes, WAV output, folded batched vocoder (40-frame segments, "
-           f"4-frame overlap). Measured by `{cmd}` ({machine.describe()}), which runs the CLI in a "
-           f"subprocess. Wall time includes start-up of every process; CPU time is the whole process tree's. The "
-           f"machine is shared with other jobs (the load average at the start and end of each run is shown), so "
-           f"the CPU column, audio / (CPU s / 2), is what 2 free cores would do.\n",
+           f"4-frame overlap). `{cmd}` ({machine.describe()}) runs the CLI in a subprocess. Wall time includes "
+           f"every process's start-up; CPU time is the whole process tree's, and audio / (CPU s / 2) what 2 free "
+           f"cores would do on this shared machine (load average at each run's start and end).\n",
            "| voice | vocoder weights per sample | code | items ok | audio s | wall s | x real time (wall) | CPU s | "
            "x real time on 2 free cores (CPU) | load avg |",
            "|---|---:|---|---|---|---|---|---|---|---|"]
@@ -195,13 +194,9 @@ def main() -> int:
         out.append(f"\n{short}: {n_same} of {n} WAV files are byte-identical between this checkout and `{rev}`.")
     out.append("\nGoal (issue 41): >= 30x real time on 2 cores for 200 sentences by wall clock, the files valid and "
                "byte-identical to the single-process rendering. Workers render items in groups of about 32 vocoder "
-               "segments (`app/render.py`, `GROUP_SEGMENTS`), generated as shared batches: in lanes (since commit "
-               "b6b5424; until then each item was one batch of its own ~7-22 segments), or stream-major, four "
-               "streams per weight load, for a vocoder that reads the residuals one period back (the shipped "
-               "voice since session 6: its input depends on its own samples, `kernels._generate_streams`). A "
-               "random voice's acoustic model (where one is measured) speaks at its own random durations, so its "
-               "audio seconds differ from a trained voice's; throughput per audio second follows the vocoder's stored weights per sample "
-               "(W_hh and O1-O4 after pruning), given in the second column.\n")
+               "segments (`GROUP_SEGMENTS`), as shared batches: in lanes, or stream-major for a vocoder that reads its "
+               "residuals one period back (the shipped voice; `kernels._generate_streams`). The second column, the "
+               "vocoder's stored weights per sample, is what throughput follows.\n")
     DOC.write_text("\n".join(out) + "\n")
     print(f"wrote {DOC}")
     return 0

@@ -31,8 +31,11 @@ HAND_KEPT = ["intelligibility", "speechd", "attention", "optimizers", "block_sha
 ORDER = [name for name in SECTIONS if name not in HAND_KEPT]  # what `make bench` reruns
 # a section's reference part, kept in docs/bench/<name>.md and left out of BENCHMARKS.md (results only)
 REFERENCE_HEADINGS = {"### JSON schema": "The `--json` schema: docs/bench/latency.md.",
-                      "### Block shapes, batches, start": "Each block shape's GFLOP/s against the core's roofline, "
-                      "batches in lanes, offline rendering of random mel, start-up: docs/bench/engine.md.",
+                      "### Random vocoders, block shapes, batches, start": "Random vocoders of every size against "
+                      "the torch loop, each block shape's GFLOP/s against the core's roofline, batches in lanes, "
+                      "start-up: docs/bench/engine.md.",
+                      "### First audio: wall and CPU time": "First audio in fresh processes, wall and CPU time, and "
+                      "where the first sentence's CPU goes: docs/bench/latency.md.",
                       "### Where the start-up goes": "Where the start-up goes, part by part: docs/bench/cold_start.md.",
                       "### Examples": "What the recogniser heard, and the example WAVs: docs/bench/intelligibility.md."}
 
