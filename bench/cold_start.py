@@ -264,10 +264,9 @@ def _report(args, voice: Path, names: list[str], runs: dict, startup: list[float
         "## Cold start: `wavern say` and Piper's command line, whole processes",
         "",
         f"`.venv/bin/python {cmd}`: {machine.describe()} (load average {min(loads):.1f}-{max(loads):.1f} "
-        f"over the runs), voice `{voice.name}`, text \"{args.text}\" to a WAV file. {args.runs} rounds, the "
-        "programs taking turns (order swapped each round); medians. Wall: the whole process, as a script "
-        "calling it waits; CPU: its user + system time (less disturbed by other work on the machine). "
-        f"Python's own start-up (`python -c pass`): {_med(startup) * 1e3:.0f} ms.",
+        f"over the runs), voice `{voice.name}`, text \"{args.text}\" to a WAV file; {args.runs} rounds, the "
+        "programs taking turns (order swapped each round), medians; CPU: user + system time. Python's own "
+        f"start-up: {_med(startup) * 1e3:.0f} ms.",
         "",
         "| program | command | wall s | CPU s | wall, each run |",
         "|---|---|---:|---:|---|",
@@ -287,9 +286,9 @@ def _report(args, voice: Path, names: list[str], runs: dict, startup: list[float
         lines.append(f"{base} / {other}, wall, round by round: median {_med(ratio):.2f} "
                      f"(range {min(ratio):.2f}-{max(ratio):.2f}).")
     if starts:
-        lines += ["", "A program's start, in a fresh process (`LOAD_PROBE`): `from wavern.engine import Voice`, then "
-                      "`Voice.load` (numba's import and the loops' loads are in it), then the first chunk of "
-                      f"`voice.stream`; median ms of {args.parts_runs} processes.", "",
+        lines += ["", "A program's start in a fresh process (`LOAD_PROBE`): `from wavern.engine import Voice`, "
+                      "`Voice.load` (with numba's import and the loops' loads), the first chunk of `voice.stream`; "
+                      f"median ms of {args.parts_runs} processes.", "",
                   "| revision | import wavern.engine | **Voice.load** | first chunk | total |", "|---|---:|---:|---:|---:|"]
         for c, rs in starts.items():
             med = {k: _med(r[k] for r in rs) * 1e3 for k in ("import", "load", "chunk")}

@@ -579,10 +579,9 @@ def main() -> int:
         "## Engine: numba WaveRNN kernels",
         "",
         f"Command: `{cmd}` ({time.strftime('%Y-%m-%d')}, {cpu}, 2 cores, numba {numba.__version__}, "
-        f"NUMBA_SLP_VECTORIZE active: {K.SLP_ACTIVE}, 512-bit vectors: {K.WIDE_VECTORS}). "
-        f"The machine is shared (load average {load_before[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at "
-        "the end), so times are CPU time of the generating thread "
-        f"(wall time would count the neighbours' slices). Medians of {runs} runs.",
+        f"SLP vectoriser: {K.SLP_ACTIVE}, 512-bit vectors: {K.WIDE_VECTORS}; load average {load_before[0]:.1f} "
+        f"to {os.getloadavg()[0]:.1f}). CPU time of the generating thread (the machine is shared), medians of "
+        f"{runs} runs.",
     ]
     goal = next(r for r in rows if r[0] == 512 and r[1] == 0.1)
     at = {(r[0], r[1]): r[3] for r in rows}
@@ -599,20 +598,19 @@ def main() -> int:
         + "; ".join(f"{t or 'native'} **{statistics.median(v):.3f}** ({', '.join(f'{x:.3f}' for x in v)})"
                     for t, v in avx2.items()) + ". Goal (issue 41): <= 0.12 on AVX2-only CPUs as well as AVX-512 ones.",
         "",
-        f"The shipped voice's own vocoder (`assets/voices/default`: H {vs['hidden']}, "
-        f"{vs['weights']:,.0f} stored weights per sample; LPC order {vs['lpc']}, {vs['taps']} residual taps one "
-        f"period back), one stream on the acoustic model's mel of a {vs['frames']}-frame sentence "
-        f"(`bench/engine.py`'s `VOICE_TEXT`), {vs['seconds']:.1f} s of audio a run, the same CPU-time measure; "
-        f"median of {vs['runs']} runs, the two rows alternating, and the RTF of the slowest and fastest run:",
+        f"The shipped voice's vocoder (H {vs['hidden']}, {vs['weights']:,.0f} stored weights per sample; LPC "
+        f"order {vs['lpc']}, {vs['taps']} residual taps one period back), one stream on the acoustic model's mel "
+        f"of a {vs['frames']}-frame sentence (`VOICE_TEXT`, {vs['seconds']:.1f} s), median of {vs['runs']} "
+        "alternating runs and the fastest-slowest range:",
         "",
         "| what runs | samples/s | RTF @ 22.05 kHz | RTF range |",
         "|---|---:|---:|---:|",
-        f"| `Vocoder.generate` as the voice runs it (network, period inputs, LPC synthesis) | {vs['full']:,.0f} | "
+        f"| `Vocoder.generate` (network, period inputs, LPC synthesis) | {vs['full']:,.0f} | "
         f"**{SR / vs['full']:.3f}** | {SR / vs['full_range'][1]:.3f}-{SR / vs['full_range'][0]:.3f} |",
         f"| its network alone (`kernels._generate`, no period inputs, no synthesis) | {vs['net']:,.0f} | "
         f"{SR / vs['net']:.3f} | {SR / vs['net_range'][1]:.3f}-{SR / vs['net_range'][0]:.3f} |",
-        f"| the voice's whole waveform stage: that, then its post-filter and {vs['passes']} mel-matching passes "
-        f"(`Voice.apply_postfilter`, as rendering runs them) | {vs['stage']:,.0f} | **{SR / vs['stage']:.3f}** | "
+        f"| the whole waveform stage: that, its post-filter and {vs['passes']} mel-matching passes "
+        f"(`Voice.apply_postfilter`) | {vs['stage']:,.0f} | **{SR / vs['stage']:.3f}** | "
         f"{SR / vs['stage_range'][1]:.3f}-{SR / vs['stage_range'][0]:.3f} |",
         "",
     ]
