@@ -266,17 +266,16 @@ def _report(args, voice: Path, names: list[str], runs: dict, startup: list[float
         f"`.venv/bin/python {cmd}`: {machine.describe()} (load average {min(loads):.1f}-{max(loads):.1f} "
         f"over the runs), voice `{voice.name}`, text \"{args.text}\" to a WAV file; {args.runs} rounds, the "
         "programs taking turns (order swapped each round), medians; CPU: user + system time. Python's own "
-        f"start-up: {_med(startup) * 1e3:.0f} ms.",
+        f"start-up: {_med(startup) * 1e3:.0f} ms. wavern: `python -m wavern say TEXT --out a.wav`; piper: "
+        "`python -m piper -m en_US-joe-medium.onnx -f b.wav`, the text on stdin.",
         "",
-        "| program | command | wall s | CPU s | wall, each run |",
-        "|---|---|---:|---:|---|",
+        "| program | wall s | CPU s | wall, each run |",
+        "|---|---:|---:|---|",
     ]
     for n in runs:
         rs = runs[n]
-        what = ("`python -m piper -m en_US-joe-medium.onnx -f out.wav` (text on stdin)" if n == "piper"
-                else "`python -m wavern say TEXT --out out.wav`" + (", the first start after installing: it "
-                                                                    "compiles every kernel" if "empty" in n else ""))
-        lines.append(f"| {n} | {what} | **{_med(r['wall'] for r in rs):.2f}** | {_med(r['cpu'] for r in rs):.2f} | "
+        label = f"{n} (the first start after installing: it compiles every kernel)" if "empty" in n else n
+        lines.append(f"| {label} | **{_med(r['wall'] for r in rs):.2f}** | {_med(r['cpu'] for r in rs):.2f} | "
                      + " ".join(f"{r['wall']:.2f}" for r in rs) + " |")
     lines += ["", GOAL]
     base = names[0]

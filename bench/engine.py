@@ -584,17 +584,14 @@ def main() -> int:
         f"{runs} runs.",
     ]
     goal = next(r for r in rows if r[0] == 512 and r[1] == 0.1)
-    at = {(r[0], r[1]): r[3] for r in rows}
     lines += [
         "",
         f"Goals (H 512, 10 % density): RTF <= 0.12 -> measured {goal[3]:.3f}; effective GFLOP/s >= 30 -> "
-        f"{goal[4]:.1f}. Random vocoders of the voices' shapes (one stream, one thread; the table below): H 384 "
-        f"at 10 % {at[384, 0.1]:.3f}, at 5 % {at[384, 0.05]:.3f}; at 5 %, H 352 {at[352, 0.05]:.3f}, H 320 "
-        f"{at[320, 0.05]:.3f}, H 288 {at[288, 0.05]:.3f}.",
+        f"{goal[4]:.1f}.",
         "",
-        f"The goal row on one core, compiled natively and as for AVX2-only CPUs (`--avx2`: LLVM targets "
-        f"{' and '.join(AVX2_TARGETS)}, run on this CPU, so AVX2 code with this CPU's caches and clock), "
-        f"{len(avx2[None])} fresh processes each taking turns, median RTF (each run): "
+        f"The goal row compiled natively and for AVX2-only CPUs (`--avx2`: LLVM targets "
+        f"{' and '.join(AVX2_TARGETS)}, run on this CPU), {len(avx2[None])} processes taking turns, median RTF "
+        "(each run): "
         + "; ".join(f"{t or 'native'} **{statistics.median(v):.3f}** ({', '.join(f'{x:.3f}' for x in v)})"
                     for t, v in avx2.items()) + ". Goal (issue 41): <= 0.12 on AVX2-only CPUs as well as AVX-512 ones.",
         "",

@@ -82,9 +82,8 @@ def measure(env: dict, cwd: str, voice: Path, tmp: Path, stops: int) -> dict:
             "stop_p90": statistics.quantiles(lat, n=10)[-1], "load": os.getloadavg()[0]}
 
 
-FIGURES = (("first_p50", "first audio p50, ms", 1e3), ("first_p90", "first audio p90, ms", 1e3),
-           ("rtf_p50", "RTF p50 (per sentence)", 1.0), ("stop_p50", "stop latency p50, ms", 1e3),
-           ("stop_p90", "stop latency p90, ms", 1e3))
+FIGURES = (("first_p50", "first audio p50, ms", 1e3), ("rtf_p50", "RTF p50 (per sentence)", 1.0),
+           ("stop_p50", "stop latency p50, ms", 1e3), ("stop_p90", "stop latency p90, ms", 1e3))
 
 
 def main() -> int:
@@ -120,10 +119,9 @@ def main() -> int:
     cmd = " ".join(["bench/no_slower.py", *sys.argv[1:]])
     lines = ["## Nothing else slows: `wavern bench` and stop latency against the commit before", "",
              f"`.venv/bin/python {cmd}`: {machine.describe()} (load average {min(loads):.1f}-{max(loads):.1f}), "
-             f"voice `{voice.name}`. {args.rounds} rounds, both revisions in fresh processes taking turns: `wavern "
-             f"bench --json`, and {args.stops} stops of a streaming request 50-400 ms after its first chunk, timed "
-             "from `StreamControl.stop()` to the stream's end. Medians over rounds; ratio: this checkout / the "
-             "other, round by round (median, range).", "",
+             f"{args.rounds} rounds, both revisions in fresh processes taking turns: `wavern bench --json`, and "
+             f"{args.stops} stops of a stream 50-400 ms after its first chunk (`StreamControl.stop()` to the "
+             "stream's end). Medians over rounds; ratio: this checkout / the other, round by round.", "",
              f"| figure | this checkout | `{rev}` | ratio (range) |", "|---|---:|---:|---|"]
     for key, label, scale in FIGURES:
         a = [r[key] for r in runs["this checkout"]]
