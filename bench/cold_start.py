@@ -269,14 +269,15 @@ def _report(args, voice: Path, names: list[str], runs: dict, startup: list[float
         f"start-up: {_med(startup) * 1e3:.0f} ms. wavern: `python -m wavern say TEXT --out a.wav`; piper: "
         "`python -m piper -m en_US-joe-medium.onnx -f b.wav`, the text on stdin.",
         "",
-        "| program | wall s | CPU s | wall, each run |",
+        "| program | wall s | CPU s | wall, fastest-slowest run |",
         "|---|---:|---:|---|",
     ]
     for n in runs:
         rs = runs[n]
         label = f"{n} (the first start after installing: it compiles every kernel)" if "empty" in n else n
-        lines.append(f"| {label} | **{_med(r['wall'] for r in rs):.2f}** | {_med(r['cpu'] for r in rs):.2f} | "
-                     + " ".join(f"{r['wall']:.2f}" for r in rs) + " |")
+        walls = [r["wall"] for r in rs]
+        lines.append(f"| {label} | **{_med(walls):.2f}** | {_med(r['cpu'] for r in rs):.2f} | "
+                     f"{min(walls):.2f}-{max(walls):.2f} |")
     lines += ["", GOAL]
     base = names[0]
     for other in names[1:]:

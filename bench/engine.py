@@ -591,8 +591,8 @@ def main() -> int:
         "",
         f"The goal row compiled natively and for AVX2-only CPUs (`--avx2`: LLVM targets "
         f"{' and '.join(AVX2_TARGETS)}, run on this CPU), {len(avx2[None])} processes taking turns, median RTF "
-        "(each run): "
-        + "; ".join(f"{t or 'native'} **{statistics.median(v):.3f}** ({', '.join(f'{x:.3f}' for x in v)})"
+        "(fastest-slowest): "
+        + "; ".join(f"{t or 'native'} **{statistics.median(v):.3f}** ({min(v):.3f}-{max(v):.3f})"
                     for t, v in avx2.items()) + ". Goal (issue 41): <= 0.12 on AVX2-only CPUs as well as AVX-512 ones.",
         "",
         f"The shipped voice's vocoder (H {vs['hidden']}, {vs['weights']:,.0f} stored weights per sample; LPC "
