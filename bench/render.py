@@ -183,13 +183,12 @@ def main() -> int:
                    f"{r['xrt_wall']:.1f} | {r['cpu_s']:.0f} | **{r['xrt_2cores_cpu']:.1f}** | "
                    f"{r['load_start']:.1f} / {r['load']:.1f} |")
     if args.rounds > 1:
-        out.append(f"\nEach row: the run of median wall-clock speed of {args.rounds}; x real time (wall) of every run: "
-                   + "; ".join(f"{label}: " + ", ".join(f"{x:.1f}" for x in r["all_xrt_wall"]) for _, _, label, r in rows)
+        out.append(f"\nEach row: the median run of {args.rounds} by wall clock; all ({args.rounds}): "
+                   + "; ".join(f"{label} " + ", ".join(f"{x:.1f}" for x in r["all_xrt_wall"]) for _, _, label, r in rows)
                    + ".")
     for short, n, valid, n_same in checks:
-        out.append(f"\n{short}, this checkout: {valid} of {n} WAV files valid (mono 16-bit, the length results.jsonl "
-                   f"gives) and {n_same} of {n} byte-identical to a `--jobs 1` rendering (one process) of the same "
-                   "lines.")
+        out.append(f"\n{short}, this checkout: {valid} of {n} WAV files valid (mono 16-bit, results.jsonl's length), "
+                   f"{n_same} of {n} byte-identical to a `--jobs 1` rendering.")
     for short, n_same, n in same:
         out.append(f"\n{short}: {n_same} of {n} WAV files are byte-identical between this checkout and `{rev}`.")
     out.append("\nGoal (issue 41): >= 30x real time on 2 cores for 200 sentences by wall clock, the files valid and "

@@ -87,12 +87,10 @@ def gather() -> Path:
     """docs/BENCHMARKS.md from the sections in SECTIONS (each script's current result; git keeps older ones)."""
     out = ROOT / "docs" / "BENCHMARKS.md"
     parts = ["# Benchmarks\n",
-             "The current result of each benchmark: its command, machine, date and table. Every figure was measured "
-             "by the command shown, on the project's 2-core development machine of that day, shared with other "
-             "jobs, so compare a rerun only with a section that names the same CPU. Assembled from "
-             "`docs/bench/<name>.md` (each written by `bench/<name>.py`) by `bench/run_all.py --gather-only`; "
-             f"`make bench` reruns {', '.join(ORDER)} first ({', '.join(HAND_KEPT)} by hand). Several need the "
-             "corpus (`wavern corpus build data/corpus --utterances 2000`). The voice's quality: docs/VOICE.md.\n"]
+             "The current result of each benchmark, with the command, machine and date that reproduce it; the "
+             "machine is the project's shared 2-core one of that day, so compare a rerun only with a section naming "
+             "the same CPU. Gathered from `docs/bench/<name>.md` by `bench/run_all.py`; `make bench` reruns all "
+             f"but {', '.join(HAND_KEPT)} (run by hand: see their commands). The voice's quality: docs/VOICE.md.\n"]
     for name in SECTIONS:
         p = ROOT / "docs" / "bench" / f"{name}.md"
         if p.is_file():
