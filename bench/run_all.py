@@ -90,7 +90,7 @@ def gather() -> Path:
              "The current result of each benchmark, with the command, machine and date that reproduce it; the "
              "machine is the project's shared 2-core one of that day, so compare a rerun only with a section naming "
              "the same CPU. Gathered from `docs/bench/<name>.md` by `bench/run_all.py`; `make bench` reruns all "
-             f"but {', '.join(HAND_KEPT)} (by hand, with the commands they give). The voice's quality: docs/VOICE.md.\n"]
+             f"but {', '.join(HAND_KEPT)} (by hand). The voice's quality: docs/VOICE.md.\n"]
     for name in SECTIONS:
         p = ROOT / "docs" / "bench" / f"{name}.md"
         if p.is_file():
