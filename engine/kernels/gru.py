@@ -302,6 +302,14 @@ def _period_inputs(row, w_back, back_scale, lag_col, ring, hd, fb, w_phase, ph):
 
 
 @kernel(inline="always", **_JIT)
+def _five_taps(ring, hd, lag, back_scale):
+    """The five tap inputs of :func:`_period_inputs` (offsets -2 .. 2), in tap order."""
+    return (_tap_input(ring, hd, lag, -2, back_scale), _tap_input(ring, hd, lag, -1, back_scale),
+            _tap_input(ring, hd, lag, 0, back_scale), _tap_input(ring, hd, lag, 1, back_scale),
+            _tap_input(ring, hd, lag, 2, back_scale))
+
+
+@kernel(inline="always", **_JIT)
 def _period_inputs4(gi, q, fi, w_back, back_scale, lag_col, ring, head, FB):
     """:func:`_period_inputs` of five taps for streams q .. q+3 at once, each with a lag and no phase
     input: ``FB[q + s] = gi[q + s, fi, :3H]`` plus the taps, each weight loaded (and widened) once for
@@ -312,26 +320,10 @@ def _period_inputs4(gi, q, fi, w_back, back_scale, lag_col, ring, head, FB):
     g0, g1, g2, g3 = ring[q], ring[q + 1], ring[q + 2], ring[q + 3]
     h0, h1, h2, h3 = head[q, 0], head[q + 1, 0], head[q + 2, 0], head[q + 3, 0]
     l0, l1, l2, l3 = int(r0[lag_col]), int(r1[lag_col]), int(r2[lag_col]), int(r3[lag_col])
-    a0 = _tap_input(g0, h0, l0, -2, back_scale)
-    a1 = _tap_input(g0, h0, l0, -1, back_scale)
-    a2 = _tap_input(g0, h0, l0, 0, back_scale)
-    a3 = _tap_input(g0, h0, l0, 1, back_scale)
-    a4 = _tap_input(g0, h0, l0, 2, back_scale)
-    b0 = _tap_input(g1, h1, l1, -2, back_scale)
-    b1 = _tap_input(g1, h1, l1, -1, back_scale)
-    b2 = _tap_input(g1, h1, l1, 0, back_scale)
-    b3 = _tap_input(g1, h1, l1, 1, back_scale)
-    b4 = _tap_input(g1, h1, l1, 2, back_scale)
-    c0 = _tap_input(g2, h2, l2, -2, back_scale)
-    c1 = _tap_input(g2, h2, l2, -1, back_scale)
-    c2 = _tap_input(g2, h2, l2, 0, back_scale)
-    c3 = _tap_input(g2, h2, l2, 1, back_scale)
-    c4 = _tap_input(g2, h2, l2, 2, back_scale)
-    d0 = _tap_input(g3, h3, l3, -2, back_scale)
-    d1 = _tap_input(g3, h3, l3, -1, back_scale)
-    d2 = _tap_input(g3, h3, l3, 0, back_scale)
-    d3 = _tap_input(g3, h3, l3, 1, back_scale)
-    d4 = _tap_input(g3, h3, l3, 2, back_scale)
+    a0, a1, a2, a3, a4 = _five_taps(g0, h0, l0, back_scale)
+    b0, b1, b2, b3, b4 = _five_taps(g1, h1, l1, back_scale)
+    c0, c1, c2, c3, c4 = _five_taps(g2, h2, l2, back_scale)
+    d0, d1, d2, d3, d4 = _five_taps(g3, h3, l3, back_scale)
     f0, f1, f2, f3 = FB[q], FB[q + 1], FB[q + 2], FB[q + 3]
     w0, w1, w2, w3, w4 = w_back[0], w_back[1], w_back[2], w_back[3], w_back[4]
     for i in range(n):
