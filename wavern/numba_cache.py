@@ -30,13 +30,17 @@ def import_numba():
     never uses: scipy, imported only for a version check (numba's BLAS support imports
     ``scipy.linalg`` itself when it compiles), and yaml, for a ``.numba_config.yaml`` in the working
     folder (kept where that file exists). About 17 ms of a voice's start (docs/bench/cold_start.md).
-    Either module imports as usual afterwards."""
+    Either module imports as usual afterwards. With other threads running, a plain ``import numba``:
+    one of them could be importing scipy at that moment."""
     if "numba" in sys.modules:
         return sys.modules["numba"]
     import os
+    import threading
 
+    # (only while this is the process's one thread: another could be importing scipy meanwhile)
+    alone = threading.active_count() == 1
     skipped = [name for name, wanted in (("scipy", False), ("yaml", os.path.isfile(".numba_config.yaml")))
-               if name not in sys.modules and not wanted]
+               if alone and name not in sys.modules and not wanted]
     for name in skipped:
         sys.modules[name] = None  # type: ignore[assignment]  # `import name` raises ImportError
     try:

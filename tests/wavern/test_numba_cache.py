@@ -170,3 +170,18 @@ def test_arrays_are_typed_as_numbas_own_rule_types_them_without_importing_numpy_
                 "from wavern.engine.kernels import conv1d\n"
                 "conv1d(np.zeros((8, 2), np.float32), np.zeros((3, 2, 3), np.float32), np.zeros(3, np.float32))\n"
                 "print('numpy.ma' in sys.modules)\n") == "False"
+
+
+def test_import_numba_with_other_threads_running_imports_numba_as_usual(tmp_path):
+    code = ("import sys, threading\n"
+            "stop = threading.Event()\n"
+            "t = threading.Thread(target=stop.wait)\n"
+            "t.start()\n"
+            "from wavern.numba_cache import import_numba\n"
+            "import_numba()\n"
+            "stop.set()\n"
+            "print('scipy' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=_ENV,
+                         cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["True"]  # numba's own start, scipy's version check included
