@@ -426,7 +426,7 @@ def batch_lines(this: dict[str, float], ref: dict[str, float] | None, ref_name: 
     return lines
 
 
-# ---- cold / warm start -----------------------------------------------------------------------------
+# ---- the goal row as AVX2 code ---------------------------------------------------------------------
 
 #: LLVM CPU targets without AVX-512, for the goal row compiled as an AVX2-only CPU gets it:
 #: Intel's Haswell (AVX2, FMA) and AMD's Zen 2. They run on this CPU: the code is the AVX2 code
@@ -463,6 +463,8 @@ def avx2_rows(rounds: int, seconds: float) -> dict:
             got[t].append(goal_rtf(t, 5, seconds))
     return got
 
+
+# ---- cold / warm start -----------------------------------------------------------------------------
 
 def start_times() -> list[tuple[float, float]]:
     """(wall, CPU) seconds to import the kernels and run warmup() with an empty numba cache, then

@@ -86,6 +86,11 @@ def _median_run(rs: list[dict]) -> dict:
     return dict(r, all_xrt_wall=[x["xrt_wall"] for x in rs])
 
 
+def identical_wavs(out: Path, other: Path) -> int:
+    """How many of ``out``'s WAV files ``other`` holds with the same name and bytes."""
+    return sum((other / w.name).is_file() and (other / w.name).read_bytes() == w.read_bytes() for w in out.glob("*.wav"))
+
+
 def check_files(out: Path, single: Path) -> tuple[int, int, int]:
     """(WAV files in ``out``, of them readable as results.jsonl describes them, of them the same bytes
     as ``single``'s file of the same name)."""
@@ -93,16 +98,14 @@ def check_files(out: Path, single: Path) -> tuple[int, int, int]:
 
     rows = {r["id"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
     wavs = sorted(out.glob("*.wav"))
-    valid = same = 0
+    valid = 0
     for w in wavs:
         info = sf.info(str(w))
         r = rows.get(w.stem)
         if (r is not None and info.channels == 1 and info.subtype == "PCM_16" and info.frames > 0
                 and abs(info.frames / info.samplerate - r["duration_s"]) < 1e-3):
             valid += 1
-        other = single / w.name
-        same += other.exists() and other.read_bytes() == w.read_bytes()
-    return len(wavs), valid, same
+    return len(wavs), valid, identical_wavs(out, single)
 
 
 def main() -> int:
@@ -160,9 +163,8 @@ def main() -> int:
             render_once(voice, src, single, 1)
             checks.append((short, *check_files(tmp / f"out_{v}_0", single)))
             if rev:  # same seeds, same folding: the audio should be the same bytes
-                wavs = sorted(p.name for p in (tmp / f"out_{v}_0").glob("*.wav"))
-                same.append((short, sum((tmp / f"out_{v}_0" / w).read_bytes() == (tmp / f"out_{v}_1" / w).read_bytes()
-                                       for w in wavs), len(wavs)))
+                same.append((short, identical_wavs(tmp / f"out_{v}_0", tmp / f"out_{v}_1"),
+                             len(list((tmp / f"out_{v}_0").glob("*.wav")))))
     cmd = f".venv/bin/python bench/render.py --count {args.count} --jobs {args.jobs}" + (
         f" --rounds {args.rounds}" if args.rounds != 1 else "") + (
         f" --voice {args.voice}" if args.voice else "") + (

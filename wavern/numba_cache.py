@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["cached_njit", "LoadOnlyCache", "prepare_runtime", "import_numba"]
 
+
 def import_numba():
     """``import numba``, less two imports its start makes that a process loading cached kernels
     never uses: scipy, imported only for a version check (numba's BLAS support imports

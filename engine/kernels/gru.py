@@ -477,20 +477,15 @@ def _generate_streams(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, 
             xc[q] = np.float32(prev[q, 0]) / _BYTE - _ONE
             xf[q] = np.float32(prev[q, 1]) / _BYTE - _ONE
             _copy(b_hh, GH[q])
-        if n_taps:
-            q = 0
-            if by_four:
-                while q + 4 <= B:
-                    if (gi[q, fi, lag_col] >= 1.0 and gi[q + 1, fi, lag_col] >= 1.0 and gi[q + 2, fi, lag_col] >= 1.0
-                            and gi[q + 3, fi, lag_col] >= 1.0):
-                        _period_inputs4(gi, q, fi, w_back, back_scale, lag_col, ring, head, FB)
-                    else:
-                        for s in range(q, q + 4):
-                            _period_inputs(gi[s, fi], w_back, back_scale, lag_col, ring[s], head[s, 0], FB[s],
-                                           w_phase, phase[s])
-                    q += 4
-            for s in range(q, B):
+        s = 0
+        while s < B and n_taps:  # four streams at once where the next four all have a lag, else one
+            if (by_four and s + 4 <= B and gi[s, fi, lag_col] >= 1.0 and gi[s + 1, fi, lag_col] >= 1.0
+                    and gi[s + 2, fi, lag_col] >= 1.0 and gi[s + 3, fi, lag_col] >= 1.0):
+                _period_inputs4(gi, s, fi, w_back, back_scale, lag_col, ring, head, FB)
+                s += 4
+            else:
                 _period_inputs(gi[s, fi], w_back, back_scale, lag_col, ring[s], head[s, 0], FB[s], w_phase, phase[s])
+                s += 1
         _spmm(R, h, z0, GH)
         for q in range(B):
             _gru_half(FB[q] if n_taps else gi[q, fi], w_in, GH[q], h[q], z0, hh, xc[q], xf[q], _ZERO)

@@ -14,8 +14,10 @@ from wavern.numba_cache import cached_njit
 _ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
 
 
-def _run(code: str) -> str:
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900, env=_ENV)
+def _run(code: str, *, cwd=None, env: dict | None = None) -> str:
+    """Run ``code`` in a fresh process (``env`` on top of this one's); its last line of output."""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900,
+                         env={**_ENV, **(env or {})}, cwd=cwd)
     assert out.returncode == 0, out.stderr[-3000:]
     return out.stdout.strip().splitlines()[-1]
 
@@ -99,11 +101,7 @@ _CALL = ("import sys\n"
 
 
 def _call_loops(tmp_path, cache) -> list[str]:
-    env = {**_ENV, "NUMBA_CACHE_DIR": str(cache)}
-    out = subprocess.run([sys.executable, "-c", _CALL.format(folder=str(tmp_path))], capture_output=True, text=True,
-                         timeout=900, env=env, cwd=tmp_path)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return out.stdout.strip().splitlines()[-1].split()
+    return _run(_CALL.format(folder=str(tmp_path)), cwd=tmp_path, env={"NUMBA_CACHE_DIR": str(cache)}).split()
 
 
 def test_the_nrt_machine_code_comes_from_the_cache_folder_and_a_damaged_file_is_replaced(tmp_path):
@@ -128,15 +126,9 @@ def test_import_numba_leaves_scipy_and_yaml_unimported_unless_a_numba_config_fil
             "import scipy, yaml  # both import as usual afterwards\n"
             "import numba.core.config as c\n"
             "print(c.BOUNDSCHECK)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=_ENV,
-                         cwd=tmp_path)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.split() == ["False", "False", "None"]
+    assert _run(code, cwd=tmp_path).split() == ["False", "False", "None"]
     (tmp_path / ".numba_config.yaml").write_text("boundscheck: 1\n")  # numba reads it with yaml
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=_ENV,
-                         cwd=tmp_path)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.split() == ["False", "True", "1"]
+    assert _run(code, cwd=tmp_path).split() == ["False", "True", "1"]
 
 
 def test_arrays_are_typed_as_numbas_own_rule_types_them_without_importing_numpy_ma():
@@ -166,7 +158,6 @@ def test_arrays_are_typed_as_numbas_own_rule_types_them_without_importing_numpy_
     # a process that loads a voice's loops from the cache leaves numpy.ma unimported
     assert _run("import sys\n"
                 "import numpy as np\n"
-                "from wavern.numba_cache import cached_njit\n"
                 "from wavern.engine.kernels import conv1d\n"
                 "conv1d(np.zeros((8, 2), np.float32), np.zeros((3, 2, 3), np.float32), np.zeros(3, np.float32))\n"
                 "print('numpy.ma' in sys.modules)\n") == "False"
@@ -181,7 +172,4 @@ def test_import_numba_with_other_threads_running_imports_numba_as_usual(tmp_path
             "import_numba()\n"
             "stop.set()\n"
             "print('scipy' in sys.modules)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=_ENV,
-                         cwd=tmp_path)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.split() == ["True"]  # numba's own start, scipy's version check included
+    assert _run(code, cwd=tmp_path).split() == ["True"]  # numba's own start, scipy's version check included
