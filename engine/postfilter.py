@@ -181,8 +181,9 @@ class Postfilter:
         is_int = x.dtype == np.int16
         xf = x.astype(np.float64) / 32768.0 if is_int else x.astype(np.float64)
         out = np.empty_like(xf)
+        rings = np.empty((2, 2 * self.config.order))
         _filter(xf, out, np.ascontiguousarray(coefs, np.float64), int(frame0), int(state.position), self.hop,
-                state.x, state.w, state.z, state.past, int(state.seen))
+                state.x, state.w, state.z, state.past, int(state.seen), rings[0], rings[1])
         state.position += xf.size
         state.seen += xf.size
         if is_int:
@@ -190,15 +191,17 @@ class Postfilter:
         return out.astype(np.float32)
 
 
-def _filter_py(x, out, coefs, frame0, pos0, hop, hx, hw, z, past, seen0):  # pragma: no cover - compiled below
+def _filter_py(x, out, coefs, frame0, pos0, hop, hx, hw, z, past, seen0, rx, rw):  # pragma: no cover - compiled below
     n_frames, _, p1 = coefs.shape
     p = p1 - 1
     n_past = past.size
-    # the memories newest first, in rings written twice (at r and r + p) so that the p newest are
-    # always the run rx[r:r + p]: nothing is shifted a sample
-    rx = np.empty(2 * p)
-    rw = np.empty(2 * p)
-    rx[:p], rx[p:], rw[:p], rw[p:] = hx, hx, hw, hw
+    # the memories newest first, in rings rx, rw (2p, the caller's scratch) written twice (at r and
+    # r + p) so that the p newest are always the run rx[r:r + p]: nothing is shifted a sample.
+    # Element loops, no array allocation or slice assignment: those would tie numba's array and
+    # string helpers to the cached loop, imported with it in every process (~14 ms of Voice.load).
+    for k in range(p):
+        rx[k] = rx[k + p] = hx[k]
+        rw[k] = rw[k + p] = hw[k]
     r = 0
     for i in range(x.size):
         f = (pos0 + i) // hop - frame0
@@ -235,8 +238,9 @@ def _filter_py(x, out, coefs, frame0, pos0, hop, hx, hw, z, past, seen0):  # pra
         z[0] = w
         r = r - 1 if r > 0 else p - 1
         rx[r], rx[r + p], rw[r], rw[r + p] = xi, xi, w, w
-    hx[:] = rx[r:r + p]
-    hw[:] = rw[r:r + p]
+    for k in range(p):
+        hx[k] = rx[r + k]
+        hw[k] = rw[r + k]
 
 
 class LazyJit(dsp.LazyJit):

@@ -164,9 +164,10 @@ class LazyJit:
         return self.fn(*args)
 
 
-def _levinson_py(r, a):  # pragma: no cover - compiled by LazyJit
+def _levinson_py(r, a, prev):  # pragma: no cover - compiled by LazyJit
+    # (``prev``, p + 1 scratch, comes from the caller: an np.empty here would tie numba's array
+    # helpers to the cached loop, imported with it in every process, ~14 ms)
     t, p1 = r.shape
-    prev = np.empty(p1)
     for row in range(t):
         a[row, 0] = 1.0
         for j in range(1, p1):
@@ -194,7 +195,7 @@ def levinson(r: np.ndarray) -> np.ndarray:
     if r.ndim != 2 or r.shape[1] < 1:
         raise ParameterError(f"autocorrelations must have shape (frames, order + 1), found {r.shape}")
     a = np.empty_like(r)
-    _levinson(r, a)
+    _levinson(r, a, np.empty(r.shape[1]))
     return a
 
 
@@ -234,7 +235,7 @@ def load_loops() -> None:
     post-filter)."""
     r = np.zeros((1, 2))
     r[0, 0] = 1.0
-    _levinson(r, np.empty_like(r))
+    _levinson(r, np.empty_like(r), np.empty(2))
     idx, w = _band_interpolation_sparse(DEFAULT_MEL)
     _band_power(np.ones((1, DEFAULT_MEL.n_mels)), idx, w, np.empty((1, idx.shape[0])))
 

@@ -15,20 +15,20 @@ __all__ = ["conv_taps", "conv1d_taps", "conv1d"]
 # Dense products for the conditioning: one output row at a time, inputs in a fixed order.
 
 @kernel(**_JIT)
-def _conv_rows(x, wt, b, taps, out):
-    """out (T, Co) <- b + sum over taps k, then inputs i, of x[t + k - pad, i] wt[k, i, :].
+def _conv_rows(xf, T, Ci, wt, b, taps, of):
+    """of (T * Co) <- b + sum over taps k, then inputs i, of x[t + k - pad, i] wt[k, i, :].
 
-    x (T, Ci) float32; wt (taps * Ci * Co) float32 = the Conv1d weight (Co, Ci, taps) transposed
-    to (taps, Ci, Co); pad = (taps - 1) / 2, rows outside x are skipped (zero padding). Every
-    output is one chain of fused multiply-adds in (tap, input) order, so row t depends only on
-    x[t - pad : t + pad + 1], not on T, on threads or on alignment.
+    xf (T * Ci) float32 = x (T, Ci) flattened; wt (taps * Ci * Co) float32 = the Conv1d weight
+    (Co, Ci, taps) transposed to (taps, Ci, Co); of = out (T, Co) flattened; pad = (taps - 1) / 2,
+    rows outside x are skipped (zero padding). Every output is one chain of fused multiply-adds in
+    (tap, input) order, so row t depends only on x[t - pad : t + pad + 1], not on T, on threads or
+    on alignment. (Flat arrays in: a reshape here would tie numba's array helpers to the cached
+    loop, imported with it in every process.)
     """
-    T = U(x.shape[0])
-    Ci = U(x.shape[1])
-    Co = U(out.shape[1])
+    T = U(T)
+    Ci = U(Ci)
+    Co = U(b.shape[0])
     pad = (U(taps) - U(1)) // U(2)
-    xf = x.reshape(-1)
-    of = out.reshape(-1)
     for t in range(T):
         for o in range(Co):
             of[t * Co + o] = b[o]
@@ -78,7 +78,7 @@ def conv1d_taps(x: np.ndarray, taps: tuple[np.ndarray, np.ndarray, int]) -> np.n
     if x.ndim != 2 or x.shape[1] != c_in:
         raise ParameterError(f"conv1d input must be (T, {c_in}), found {x.shape}")
     out = np.empty((x.shape[0], c_out), np.float32)
-    _conv_rows(x, wt, b, k, out)
+    _conv_rows(x.reshape(-1), x.shape[0], c_in, wt, b, k, out.reshape(-1))
     return out
 
 

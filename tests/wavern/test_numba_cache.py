@@ -5,6 +5,7 @@ its numba is set up already)."""
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -161,6 +162,22 @@ def test_arrays_are_typed_as_numbas_own_rule_types_them_without_importing_numpy_
                 "from wavern.engine.kernels import conv1d\n"
                 "conv1d(np.zeros((8, 2), np.float32), np.zeros((3, 2, 3), np.float32), np.zeros(3, np.float32))\n"
                 "print('numpy.ma' in sys.modules)\n") == "False"
+
+
+def test_the_shipped_voice_loads_and_speaks_without_numbas_array_and_string_helpers():
+    """A cached loop that allocates an array, reshapes one or assigns a slice ties numba's array
+    and string helpers to its code: loading it imports numba.np.arrayobj and numba.cpython.unicode
+    (~14 ms of a voice's start). The shipped voice's loops (kernels, post-filter, LPC, mel matching)
+    take their scratch from the caller instead."""
+    voice = Path(__file__).resolve().parents[2] / "assets" / "voices" / "default"
+    code = ("import sys\n"
+            "from wavern.engine import Voice\n"
+            f"with Voice.load({str(voice)!r}) as v:\n"
+            "    for chunk in v.stream('Hello there.', seed=1):\n"
+            "        pass\n"
+            "print(*(m in sys.modules for m in ('numba.np.arrayobj', 'numba.cpython.unicode')))\n")
+    _run(code)  # fills the cache with what this voice needs (if a test has not)
+    assert _run(code).split() == ["False", "False"]
 
 
 def test_import_numba_with_other_threads_running_imports_numba_as_usual(tmp_path):
