@@ -13,7 +13,7 @@ What a load from the cache still paid and does not need, each skipped here: the 
 functions compiled from LLVM IR (their machine code is cached beside the loops'), numba's listing
 of every installed package's entry points before it types a call (done before a compile instead),
 numpy's masked-array package imported to type an array argument, and numba's start importing
-scipy and yaml (:func:`import_numba`).
+scipy, yaml and ``importlib.metadata`` (:func:`import_numba`).
 """
 
 from __future__ import annotations
@@ -27,30 +27,56 @@ __all__ = ["cached_njit", "LoadOnlyCache", "prepare_runtime", "import_numba"]
 
 
 def import_numba():
-    """``import numba``, less two imports its start makes that a process loading cached kernels
+    """``import numba``, less three imports its start makes that a process loading cached kernels
     never uses: scipy, imported only for a version check (numba's BLAS support imports
-    ``scipy.linalg`` itself when it compiles), and yaml, for a ``.numba_config.yaml`` in the working
-    folder (kept where that file exists). About 17 ms of a voice's start (docs/bench/cold_start.md).
-    Either module imports as usual afterwards. With other threads running, a plain ``import numba``:
-    one of them could be importing scipy at that moment."""
+    ``scipy.linalg`` itself when it compiles), yaml, for a ``.numba_config.yaml`` in the working
+    folder (kept where that file exists), and ``importlib.metadata`` (with the email and socket
+    packages it imports), which numba reads only to list the installed packages' extensions before
+    a compile: it is imported then (:class:`_LazyMetadata`). About 30 ms of a voice's start
+    (docs/bench/cold_start.md). Each module imports as usual afterwards. With other threads
+    running, a plain ``import numba``: one of them could be importing these modules meanwhile."""
     if "numba" in sys.modules:
         return sys.modules["numba"]
     import os
     import threading
+    import types
 
-    # (only while this is the process's one thread: another could be importing scipy meanwhile)
+    # (only while this is the process's one thread: another could be importing one meanwhile)
     alone = threading.active_count() == 1
     skipped = [name for name, wanted in (("scipy", False), ("yaml", os.path.isfile(".numba_config.yaml")))
                if alone and name not in sys.modules and not wanted]
     for name in skipped:
         sys.modules[name] = None  # type: ignore[assignment]  # `import name` raises ImportError
+    stub = None
+    if alone and _METADATA not in sys.modules:  # numba.core.entrypoints binds it at import: a stand-in
+        stub = sys.modules[_METADATA] = types.ModuleType(_METADATA)
     try:
         import numba
     finally:
         for name in skipped:
             if sys.modules.get(name, 0) is None:
                 del sys.modules[name]
+        if stub is not None and sys.modules.get(_METADATA) is stub:
+            del sys.modules[_METADATA]
+    if stub is not None:
+        from numba.core import entrypoints
+
+        if entrypoints.importlib_metadata is stub:
+            entrypoints.importlib_metadata = _LazyMetadata()
     return numba
+
+
+_METADATA = "importlib.metadata"
+
+
+class _LazyMetadata:
+    """Stands for ``importlib.metadata`` in numba's entry-point module: imports it when numba first
+    reads from it (listing the extensions before a compile)."""
+
+    def __getattr__(self, name: str):
+        import importlib.metadata
+
+        return getattr(importlib.metadata, name)
 
 
 _READY: set[int] = set()  # ids of the target contexts prepare_runtime has readied

@@ -132,6 +132,21 @@ def test_import_numba_leaves_scipy_and_yaml_unimported_unless_a_numba_config_fil
     assert _run(code, cwd=tmp_path).split() == ["False", "True", "1"]
 
 
+def test_import_numba_leaves_importlib_metadata_until_numba_lists_its_extensions(tmp_path):
+    """numba reads the installed packages' entry points (importlib.metadata) only before a compile;
+    the import waits for that, and the list numba then reads is the real one."""
+    code = ("import sys\n"
+            "from wavern.numba_cache import import_numba\n"
+            "numba = import_numba()\n"
+            "from numba.core import entrypoints\n"
+            "print('importlib.metadata' in sys.modules, 'email' in sys.modules, end=' ')\n"
+            "triple = numba.njit(lambda x: 3 * x)  # not cached: registers numba's extensions first\n"
+            "print(triple(2), entrypoints._already_initialized, 'importlib.metadata' in sys.modules, end=' ')\n"
+            "import importlib.metadata as m\n"
+            "print(entrypoints.importlib_metadata.entry_points is m.entry_points)\n")
+    assert _run(code, cwd=tmp_path).split() == ["False", "False", "6", "True", "True", "True"]
+
+
 def test_arrays_are_typed_as_numbas_own_rule_types_them_without_importing_numpy_ma():
     import numba.core.errors as errors
     from numba.core.typing.typeof import Purpose, typeof, typeof_impl
