@@ -686,6 +686,57 @@ def test_a_period_voice_batch_runs_in_stream_groups_that_each_equal_one_stream(t
         np.testing.assert_array_equal(batch[s], voc.generate(gis[s], voc.new_state(rng=rngs[s]), n))
 
 
+def test_a_period_voice_renders_only_the_samples_its_items_keep(tmp_path, monkeypatch):
+    """render_many of a period-input vocoder: an item's last segment, and a short item riding in
+    the batch, stop where the item ends rather than at O + S frames; every item still equals its
+    segments made one by one at full length and crossfaded (the samples kept depend only on the
+    frames before them), across stream groups and threads."""
+    import naive
+    import wavern.engine.vocoder as V
+
+    _, cfg, model = _torch_model(seed=7, lpc_order=10, excitation="linear", ltp=True, ltp_input=True, taps=5,
+                                 phase=0)
+    path = tmp_path / "vocoder.safetensors"
+    _export(cfg, model, path)
+    voc = Vocoder.load(path, cond_blocks=cfg.cond_blocks, lpc_order=10, excitation="linear", ltp=True,
+                       ltp_input=True, ltp_input_taps=5)
+    monkeypatch.setattr(V, "STREAM_GROUP", 3)
+    made = []
+    real = K._generate_streams
+    monkeypatch.setattr(K, "_generate_streams", lambda gi, *a: (made.append(a[8].size), real(gi, *a))[1])
+
+    def feats(frames: int, seed: int) -> np.ndarray:  # mel and pitch (an f0 around 90 Hz; one unvoiced frame)
+        q = np.full(frames, 0.97)
+        q[frames // 3] = 0.3
+        pitch = np.stack([np.full(frames, np.log2(90 / 120 + seed / 50)), q], axis=1)
+        return np.ascontiguousarray(np.concatenate([naive.random_mel(frames, seed=seed), pitch.astype(np.float32)],
+                                                   axis=1))
+
+    S, O, hop = 4, 2, voc.hop
+    lengths = [13, 3, 9, 8, 17]  # 13, 9, 17: a short last segment; 3: rides along (2 T >= O + S); 8: two whole
+    gis = [voc.frame_inputs(feats(T, 30 + T)) for T in lengths]
+    seeds = [50 + i for i in range(len(gis))]
+    expect = []
+    for g, seed in zip(gis, seeds):
+        T = g.shape[0]
+        if T <= S:
+            expect.append(voc.generate(g, voc.new_state(seed=seed), T * hop))
+            continue
+        segs = fold_frame_inputs(g, S, O)
+        rngs = K.rng_states(seed, segs.shape[0])
+        singles = np.stack([voc.generate(np.ascontiguousarray(segs[i]), voc.new_state(rng=rngs[i]), (O + S) * hop)
+                            for i in range(segs.shape[0])])
+        expect.append(naive.crossfade(singles, S * hop, O * hop, T * hop))
+    for threads in (1, 2):
+        made.clear()
+        got = voc.render_many(gis, seeds, fold_frames=S, overlap_frames=O, threads=threads)
+        for g, e in zip(got, expect):
+            np.testing.assert_array_equal(g, e)
+        streams = 4 + 1 + 3 + 2 + 5  # ceil(T / S) segments of O + S frames a folded item, one the short item
+        kept = sum(-(-T // S) * O + T for T in (13, 9, 8, 17)) + 3  # each segment's O lead frames, then T
+        assert sum(made) == kept * hop < streams * (O + S) * hop
+
+
 def test_a_period_voice_compiles_nothing_after_warmup(tmp_path):
     """The first chunk of a stream must not wait for numba: after ``kernels.warmup()`` a period-input
     voice's one-stream and batch paths run with the signatures warmup compiled."""
