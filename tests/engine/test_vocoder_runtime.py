@@ -656,21 +656,27 @@ def test_ltp_chunks_and_batches_equal_one_stream(tmp_path, excitation, ltp_input
     np.testing.assert_array_equal(one[0], batch[0])
 
 
-def test_a_period_voice_batch_runs_in_stream_groups_that_each_equal_one_stream(tmp_path, monkeypatch):
-    """Streams of a period-input vocoder go through the kernel a group at a time (hundreds of
-    streams at once left the cache); each still equals its own stream, across chunks and groups."""
+def _grouped_period_voice(tmp_path, monkeypatch, record) -> Vocoder:
+    """A period-input vocoder (five taps) whose batches go through the stream-major kernel in groups
+    of 3 streams; ``record(gi, args)`` sees every kernel call."""
     import wavern.engine.vocoder as V
 
     _, cfg, model = _torch_model(seed=7, lpc_order=10, excitation="linear", ltp=True, ltp_input=True, taps=5,
                                  phase=0)
     path = tmp_path / "vocoder.safetensors"
     _export(cfg, model, path)
-    voc = Vocoder.load(path, cond_blocks=cfg.cond_blocks, lpc_order=10, excitation="linear", ltp=True,
-                       ltp_input=True, ltp_input_taps=5)
     monkeypatch.setattr(V, "STREAM_GROUP", 3)
-    calls = []
     real = K._generate_streams
-    monkeypatch.setattr(K, "_generate_streams", lambda gi, *a: (calls.append(gi.shape[0]), real(gi, *a))[1])
+    monkeypatch.setattr(K, "_generate_streams", lambda gi, *a: (record(gi, a), real(gi, *a))[1])
+    return Vocoder.load(path, cond_blocks=cfg.cond_blocks, lpc_order=10, excitation="linear", ltp=True,
+                        ltp_input=True, ltp_input_taps=5)
+
+
+def test_a_period_voice_batch_runs_in_stream_groups_that_each_equal_one_stream(tmp_path, monkeypatch):
+    """Streams of a period-input vocoder go through the kernel a group at a time (hundreds of
+    streams at once left the cache); each still equals its own stream, across chunks and groups."""
+    calls = []
+    voc = _grouped_period_voice(tmp_path, monkeypatch, lambda gi, args: calls.append(gi.shape[0]))
     B, n = 7, 4 * 256
     rngs = K.rng_states(11, B)
 
@@ -692,18 +698,9 @@ def test_a_period_voice_renders_only_the_samples_its_items_keep(tmp_path, monkey
     segments made one by one at full length and crossfaded (the samples kept depend only on the
     frames before them), across stream groups and threads."""
     import naive
-    import wavern.engine.vocoder as V
 
-    _, cfg, model = _torch_model(seed=7, lpc_order=10, excitation="linear", ltp=True, ltp_input=True, taps=5,
-                                 phase=0)
-    path = tmp_path / "vocoder.safetensors"
-    _export(cfg, model, path)
-    voc = Vocoder.load(path, cond_blocks=cfg.cond_blocks, lpc_order=10, excitation="linear", ltp=True,
-                       ltp_input=True, ltp_input_taps=5)
-    monkeypatch.setattr(V, "STREAM_GROUP", 3)
-    made = []
-    real = K._generate_streams
-    monkeypatch.setattr(K, "_generate_streams", lambda gi, *a: (made.append(a[8].size), real(gi, *a))[1])
+    made = []  # the samples of each kernel call (its ``out``)
+    voc = _grouped_period_voice(tmp_path, monkeypatch, lambda gi, args: made.append(args[8].size))
 
     def feats(frames: int, seed: int) -> np.ndarray:  # mel and pitch (an f0 around 90 Hz; one unvoiced frame)
         q = np.full(frames, 0.97)
