@@ -174,8 +174,8 @@ def main() -> int:
            f"`wavern render` of the first {args.count} sentences of `assets/sentences/sotu.txt` (one item per line) "
            f"with `--jobs {args.jobs}` worker processes, WAV output, folded batched vocoder (40-frame segments, "
            f"4-frame overlap). `{cmd}` ({machine.describe()}) runs the CLI in a subprocess. Wall time includes "
-           f"every process's start-up; CPU time is the whole process tree's, and audio / (CPU s / 2) what 2 free "
-           f"cores would do on this shared machine (load average at each run's start and end).\n",
+           f"every process's start-up; CPU: the whole process tree's, audio / (CPU s / 2) what 2 free cores would "
+           f"do (load average at each run's start and end).\n",
            "| voice | vocoder weights per sample | code | items ok | audio s | wall s | x real time (wall) | CPU s | "
            "x real time on 2 free cores (CPU) | load avg |",
            "|---|---:|---|---|---|---|---|---|---|---|"]
@@ -188,16 +188,16 @@ def main() -> int:
         out.append(f"\nEach row: the median run of {args.rounds} by wall clock; all ({args.rounds}): "
                    + "; ".join(f"{label} " + ", ".join(f"{x:.1f}" for x in r["all_xrt_wall"]) for _, _, label, r in rows)
                    + ".")
+    against = {short: n_same for short, n_same, _ in same}
     for short, n, valid, n_same in checks:
         out.append(f"\n{short}, this checkout: {valid} of {n} WAV files valid (mono 16-bit, results.jsonl's length), "
-                   f"{n_same} of {n} byte-identical to a `--jobs 1` rendering.")
-    for short, n_same, n in same:
-        out.append(f"\n{short}: {n_same} of {n} WAV files are byte-identical between this checkout and `{rev}`.")
+                   f"{n_same} of {n} byte-identical to a `--jobs 1` rendering"
+                   + (f", {against[short]} of {n} to `{rev}`'s." if short in against else "."))
     out.append("\nGoal (issue 41): >= 30x real time on 2 cores for 200 sentences by wall clock, the files valid and "
                "byte-identical to the single-process rendering. Workers render items in groups of about 32 vocoder "
                "segments (`GROUP_SEGMENTS`), as shared batches: in lanes, or stream-major for a vocoder that reads its "
-               "residuals one period back (the shipped voice; `kernels._generate_streams`). The second column, the "
-               "vocoder's stored weights per sample, is what throughput follows.\n")
+               "residuals one period back (the shipped voice; `kernels._generate_streams`; its streams stop where "
+               "their item ends, `Vocoder.render_many`). Throughput follows the vocoder's weights per sample.\n")
     DOC.write_text("\n".join(out) + "\n")
     print(f"wrote {DOC}")
     return 0

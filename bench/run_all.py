@@ -31,6 +31,8 @@ HAND_KEPT = ["intelligibility", "speechd", "attention", "optimizers", "block_sha
 ORDER = [name for name in SECTIONS if name not in HAND_KEPT]  # what `make bench` reruns
 # a section's reference part, kept in docs/bench/<name>.md and left out of BENCHMARKS.md (results only)
 REFERENCE_HEADINGS = {"### JSON schema": "The `--json` schema: docs/bench/latency.md.",
+                      "### Ten minutes in real time": "Ten minutes of audio into a sink paced like a sound card, "
+                      "the other core busy (underruns, headroom): docs/bench/latency.md.",
                       "### Random vocoders, block shapes, batches, start": "Random vocoders of every size against "
                       "the torch loop, each block shape's GFLOP/s against the core's roofline, batches in lanes, "
                       "start-up: docs/bench/engine.md.",
