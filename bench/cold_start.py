@@ -263,7 +263,7 @@ def _report(args, voice: Path, names: list[str], runs: dict, startup: list[float
     lines = [
         "## Cold start: `wavern say` and Piper's command line, whole processes",
         "",
-        f"`.venv/bin/python {cmd}`: {machine.describe()} (load average {min(loads):.1f}-{max(loads):.1f} "
+        f"`.venv/bin/python {cmd}`: {machine.describe()} ({min(loads):.1f}-{max(loads):.1f} "
         f"over the runs), voice `{voice.name}`, text \"{args.text}\" to a WAV file; {args.runs} rounds, the "
         "programs taking turns (order swapped each round), medians; CPU: user + system time. Python's own "
         f"start-up: {_med(startup) * 1e3:.0f} ms. wavern: `python -m wavern say TEXT --out a.wav`; piper: "
@@ -280,11 +280,12 @@ def _report(args, voice: Path, names: list[str], runs: dict, startup: list[float
                      f"{min(walls):.2f}-{max(walls):.2f} |")
     lines += ["", GOAL]
     base = names[0]
+    ratios = []
     for other in names[1:]:
         ratio = [a["wall"] / b["wall"] for a, b in zip(runs[base], runs[other])]
-        lines.append("")
-        lines.append(f"{base} / {other}, wall, round by round: median {_med(ratio):.2f} "
-                     f"(range {min(ratio):.2f}-{max(ratio):.2f}).")
+        ratios.append(f"{base} / {other} {_med(ratio):.2f} ({min(ratio):.2f}-{max(ratio):.2f})")
+    if ratios:
+        lines += ["", "Wall, round by round, median (range): " + "; ".join(ratios) + "."]
     if starts:
         lines += ["", "A program's start in a fresh process (`LOAD_PROBE`): `from wavern.engine import Voice`, "
                       "`Voice.load` (with numba's import and the loops' loads), the first chunk of `voice.stream`; "

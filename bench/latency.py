@@ -130,12 +130,10 @@ def results_section(runs: dict[str, dict], voice_desc: str, cmds: dict[str, str]
     feats = ", ".join(k for k, v in sy["cpu_features"].items() if v)
     lines = [
         f"Voice: {voice_desc}. Requests: the {first['summary']['sentences']} lines of "
-        f"`assets/bench/sentences.txt` ({_word_range()} words), each its own request through `Voice.stream` into a "
-        f"null sink; the multi-sentence run speaks the lines joined into texts of 5, 10, 20 and 40 lines. "
-        f"Machine: {sy['cpu_count']} CPUs ({feats}), Python {sy['python']}, BLAS threads "
-        f"{sy['threads']['blas']}, numba threads {sy['threads']['numba']}; {machine.describe()}. The machine is "
-        f"shared with other jobs (1-minute load average at the end of each run in the last column), so wall times "
-        f"measure contention as much as wavern; `--load 1` adds a spinning process on the other core.\n",
+        f"`assets/bench/sentences.txt` ({_word_range()} words), each through `Voice.stream` into a null sink; the "
+        f"multi-sentence run joins them into texts of 5, 10, 20 and 40 lines. {machine.describe()} ({feats}), "
+        f"Python {sy['python']}, BLAS threads {sy['threads']['blas']}, numba threads {sy['threads']['numba']}; "
+        f"shared (load average at each run's end, last column); `--load 1` spins a process on the other core.\n",
         "| run | requests | load s | warm-up s | first audio ms p50 / p90 / max | RTF p50 / p90 | "
         "chunk load p50 / p99 | headroom s min / p10 | underruns (simulated) | peak RSS MiB | load avg |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
@@ -143,6 +141,12 @@ def results_section(runs: dict[str, dict], voice_desc: str, cmds: dict[str, str]
     lines += [row(name, r) for name, r in runs.items()]
     lines.append("")
     lines += [f"- {name}: `{cmd}`" for name, cmd in cmds.items()]
+    c = next((r["compare"] for r in runs.values() if r["compare"]), None)
+    if c:
+        lines.append(f"\nEngine vs torch reference loop (same weights, mel and uniforms, {c['samples']} samples, one "
+                     f"run): engine {c['engine_samples_per_s']:.0f} samples/s, torch {c['torch_samples_per_s']:.0f} "
+                     f"samples/s, **{c['speedup']:.0f}x**; {100 * c['matching_fraction']:.1f}% of samples identical "
+                     "(once float rounding flips a draw, the streams diverge).")
     if realtime is not None:
         r, cmd = realtime
         rt, s = r["realtime"], r["summary"]
@@ -176,11 +180,6 @@ def results_section(runs: dict[str, dict], voice_desc: str, cmds: dict[str, str]
         ]
     if realtime is None and realtime_text:
         lines += ["", realtime_text.rstrip("\n")]
-    c = next((r["compare"] for r in runs.values() if r["compare"]), None)
-    if c:
-        lines.append(f"\nEngine vs torch reference loop (same weights, mel and uniforms, {c['samples']} samples, one "
-                     f"run): engine {c['engine_samples_per_s']:.0f} samples/s, torch {c['torch_samples_per_s']:.0f} "
-                     f"samples/s, **{c['speedup']:.0f}x**; {100 * c['matching_fraction']:.1f}% of samples identical.")
     lines.append("\n![latency per request and headroom](latency.png)\n")
     return "\n".join(lines)
 
@@ -435,10 +434,8 @@ def main() -> int:
         print(f"wrote {DOC}")
         return 0
     head = ("## Live latency (`wavern bench`)\n\n"
-            "Through the real streaming path: time to first audio, RTF (compute / audio), chunk load (a chunk's "
-            "compute time / its audio duration), buffer headroom of a simulated real-time player (audio still "
-            "queued when each chunk arrives; below 0 is an underrun) and peak memory; then ten minutes of audio "
-            "through a sink paced like a sound card. Measured by "
+            "Through the real streaming path; chunk load: a chunk's compute time / its audio; headroom: the audio "
+            "a simulated player holds as each chunk arrives (below 0 an underrun). Measured by "
             f"`.venv/bin/python bench/latency.py{'' if args.hidden is None else f' --hidden {args.hidden}'}` "
             "(which runs the `wavern bench` commands below).\n\n")
     if args.schema_only:

@@ -117,7 +117,7 @@ def main() -> int:
     loads = [r["load"] for n in runs for r in runs[n]]
     cmd = " ".join(["bench/no_slower.py", *sys.argv[1:]])
     lines = ["## Nothing else slows: `wavern bench` and stop latency against the commit before", "",
-             f"`.venv/bin/python {cmd}`: {machine.describe()} (load average {min(loads):.1f}-{max(loads):.1f}), "
+             f"`.venv/bin/python {cmd}`: {machine.describe()} ({min(loads):.1f}-{max(loads):.1f} over the runs), "
              f"{args.rounds} rounds, both revisions in fresh processes taking turns: `wavern bench --json`, and "
              f"{args.stops} stops of a stream 50-400 ms after its first chunk (`StreamControl.stop()` to the "
              "stream's end). Medians over rounds; ratio: this checkout / the other, round by round.", "",

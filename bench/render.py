@@ -197,7 +197,7 @@ def main() -> int:
                "byte-identical to the single-process rendering. Workers render items in groups of about 32 vocoder "
                "segments (`GROUP_SEGMENTS`), as shared batches: in lanes, or stream-major for a vocoder that reads its "
                "residuals one period back (the shipped voice; `kernels._generate_streams`; its streams stop where "
-               "their item ends, `Vocoder.render_many`). Throughput follows the vocoder's weights per sample.\n")
+               "their item ends, `Vocoder.render_many`).\n")
     DOC.write_text("\n".join(out) + "\n")
     print(f"wrote {DOC}")
     return 0

@@ -31,13 +31,13 @@ HAND_KEPT = ["intelligibility", "speechd", "attention", "optimizers", "block_sha
 ORDER = [name for name in SECTIONS if name not in HAND_KEPT]  # what `make bench` reruns
 # a section's reference part, kept in docs/bench/<name>.md and left out of BENCHMARKS.md (results only)
 REFERENCE_HEADINGS = {"### JSON schema": "The `--json` schema: docs/bench/latency.md.",
-                      "### Ten minutes in real time": "Ten minutes of audio into a sink paced like a sound card, "
-                      "the other core busy (underruns, headroom): docs/bench/latency.md.",
+                      "### Ten minutes in real time": "Ten minutes into a sink paced like a sound card with the "
+                      "other core busy, and first audio in fresh processes (wall, CPU, where it goes): "
+                      "docs/bench/latency.md.",
                       "### Random vocoders, block shapes, batches, start": "Random vocoders of every size against "
                       "the torch loop, each block shape's GFLOP/s against the core's roofline, batches in lanes, "
                       "start-up: docs/bench/engine.md.",
-                      "### First audio: wall and CPU time": "First audio in fresh processes, wall and CPU time, and "
-                      "where the first sentence's CPU goes: docs/bench/latency.md.",
+                      "### First audio: wall and CPU time": "",  # (in the ten-minute run's pointer)
                       "### Where the start-up goes": "Where the start-up goes, part by part: docs/bench/cold_start.md.",
                       "### Examples": "What the recogniser heard, and the example WAVs: docs/bench/intelligibility.md."}
 
@@ -81,7 +81,7 @@ def _results_only(name: str, md: str) -> str:
         if heading in md:
             before, rest = md.split(heading, 1)
             after = rest[rest.index("\n### "):] if "\n### " in rest else ""
-            md = before.rstrip() + "\n\n" + pointer + "\n" + after
+            md = before.rstrip() + ("\n\n" + pointer if pointer else "") + "\n" + after
     return md
 
 
