@@ -86,8 +86,9 @@ def prepare_runtime(target_context, cache_dir: str | None = None) -> None:
     """Ready numba's runtime in ``target_context`` to run machine code from the cache: its NRT
     (reference counting, allocation) with the symbols of it that compiled code calls, and the hash
     secrets compiled hashing reads. These are the symbols numba adds as it sets its target up
-    (tests/wavern/test_numba_cache.py checks that no other is missing); the rest of that set-up
-    only compiles.
+    (tests/wavern/test_numba_cache.py checks that no other is missing), the secrets without
+    importing numba's hashing module (:func:`_add_hash_secrets`); the rest of that set-up only
+    compiles.
 
     numba compiles the NRT's own functions from LLVM IR in every process (~20 ms); with
     ``cache_dir`` (the folder of the function's cache) their machine code comes from a file there
@@ -100,9 +101,29 @@ def prepare_runtime(target_context, cache_dir: str | None = None) -> None:
     with global_compiler_lock:
         if not rtsys._init:
             _initialize_nrt(rtsys, target_context, cache_dir)
-    import numba.cpython.hashing  # noqa: F401 - adds the _numba_hashsecret_* symbols
-
+        _add_hash_secrets()
     _READY.add(id(target_context))
+
+
+# numba.cpython.hashing adds these symbols as it is imported (~4 ms of a voice's start, its imports
+# with it): CPython's hash secrets, which compiled string hashing reads. The same three values
+# from CPython's ``_Py_HashSecret`` (24 bytes: SipHash's k0 and k1, then the suffix of its
+# small-string hash after 16 bytes of padding), kept alive here; numba adds them again, the same
+# values, if it imports that module later.
+_HASH_SECRETS: dict = {}
+
+
+def _add_hash_secrets() -> None:
+    if _HASH_SECRETS or "numba.cpython.hashing" in sys.modules:
+        return
+    import ctypes
+
+    import llvmlite.binding as ll
+
+    raw = (ctypes.c_uint64 * 3).in_dll(ctypes.pythonapi, "_Py_HashSecret")
+    for name, value in (("siphash_k0", raw[0]), ("siphash_k1", raw[1]), ("djbx33a_suffix", raw[2])):
+        cell = _HASH_SECRETS[name] = ctypes.c_uint64(value)
+        ll.add_symbol(f"_numba_hashsecret_{name}", ctypes.addressof(cell))
 
 
 def _initialize_nrt(rtsys, ctx, cache_dir: str | None) -> None:

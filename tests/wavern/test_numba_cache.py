@@ -68,6 +68,37 @@ def test_the_runtime_set_up_adds_every_symbol_numbas_set_up_adds():
     assert missing == "missing []"
 
 
+def test_the_hash_secrets_are_cpythons_and_cached_string_hashing_matches_python(tmp_path):
+    """prepare_runtime adds CPython's three hash secrets itself (numba's hashing module would add
+    them as it is imported): the same values numba reads, and a cached loop that hashes a string,
+    loaded without that module, gives Python's own hash (random per process)."""
+    secrets = _run("import ctypes, sys\n"
+                   "import llvmlite.binding as ll\n"
+                   "import wavern.engine.kernels\n"
+                   "from numba.core.registry import cpu_target\n"
+                   "from wavern.numba_cache import prepare_runtime\n"
+                   "prepare_runtime(cpu_target.target_context)\n"
+                   "names = ('siphash_k0', 'siphash_k1', 'djbx33a_suffix')\n"
+                   "ours = {n: ctypes.c_uint64.from_address(ll.address_of_symbol('_numba_hashsecret_' + n)).value\n"
+                   "        for n in names}\n"
+                   "print('numba.cpython.hashing' in sys.modules, end=' ')\n"
+                   "import numba.cpython.hashing as h\n"
+                   "print(all(ours[n] == h._hashsecret[n].value.value for n in names))\n")
+    assert secrets.split() == ["False", "True"]
+    (tmp_path / "hashes.py").write_text("from wavern.numba_cache import cached_njit\n"
+                                        "def _h(s):\n"
+                                        "    return hash(s)\n"
+                                        "h = cached_njit(_h)\n")
+    code = ("import sys\n"
+            f"sys.path.insert(0, {str(tmp_path)!r})\n"
+            "import hashes\n"
+            "word = 'wavern' + str(len(sys.argv))\n"
+            "print(hashes.h(word) == hash(word), len(hashes.h.overloads))\n")
+    env = {"NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    assert _run(code, cwd=tmp_path, env=env).split() == ["True", "1"]  # compiled, saved
+    assert _run(code, cwd=tmp_path, env=env).split() == ["True", "1"]  # from the cache
+
+
 def test_cached_njit_compiles_the_function():
     def double_plus(a, b):  # pragma: no cover - compiled
         out = np.empty_like(a)
@@ -179,20 +210,21 @@ def test_arrays_are_typed_as_numbas_own_rule_types_them_without_importing_numpy_
                 "print('numpy.ma' in sys.modules)\n") == "False"
 
 
-def test_the_shipped_voice_loads_and_speaks_without_numbas_array_and_string_helpers():
+def test_the_shipped_voice_loads_and_speaks_without_numbas_array_string_and_hashing_modules():
     """A cached loop that allocates an array, reshapes one or assigns a slice ties numba's array
     and string helpers to its code: loading it imports numba.np.arrayobj and numba.cpython.unicode
     (~14 ms of a voice's start). The shipped voice's loops (kernels, post-filter, LPC, mel matching)
-    take their scratch from the caller instead."""
+    take their scratch from the caller instead. numba's hashing module is not needed either."""
     voice = Path(__file__).resolve().parents[2] / "assets" / "voices" / "default"
     code = ("import sys\n"
             "from wavern.engine import Voice\n"
             f"with Voice.load({str(voice)!r}) as v:\n"
             "    for chunk in v.stream('Hello there.', seed=1):\n"
             "        pass\n"
-            "print(*(m in sys.modules for m in ('numba.np.arrayobj', 'numba.cpython.unicode')))\n")
+            "print(*(m in sys.modules for m in ('numba.np.arrayobj', 'numba.cpython.unicode',\n"
+            "                                    'numba.cpython.hashing')))\n")
     _run(code)  # fills the cache with what this voice needs (if a test has not)
-    assert _run(code).split() == ["False", "False"]
+    assert _run(code).split() == ["False", "False", "False"]  # (hashing: the secrets, _add_hash_secrets)
 
 
 def test_import_numba_with_other_threads_running_imports_numba_as_usual(tmp_path):
