@@ -43,8 +43,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 import machine  # noqa: E402
 
 TEXT = "Hello there, how are you today?"
-GOAL = ("Goals (issue 41): `wavern say` for one sentence, as a whole process, no slower than Piper's command line on "
-        "the same machine (paired runs); `Voice.load` <= 250 ms from a filled numba cache.")
+GOAL = ("Goals (issue 41): `wavern say` as a whole process no slower than Piper's command line (paired runs); "
+        "`Voice.load` <= 250 ms from a filled numba cache.")
 
 # One `wavern say TEXT --out F` step by step, each step timed; prints one JSON line. Written against
 # the engine's names as of 2026-12 (and before): a name a revision lacks is skipped, not an error.
