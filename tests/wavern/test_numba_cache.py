@@ -99,6 +99,19 @@ def test_the_hash_secrets_are_cpythons_and_cached_string_hashing_matches_python(
     assert _run(code, cwd=tmp_path, env=env).split() == ["True", "1"]  # from the cache
 
 
+def test_each_cache_folder_is_checked_once_a_process():
+    """numba checks a cache folder by writing a temporary file there, for every function it
+    caches; the kernels' ~50 functions share a folder, checked once."""
+    out = _run("import tempfile\n"
+               "folders = []\n"
+               "real = tempfile.TemporaryFile\n"
+               "tempfile.TemporaryFile = lambda *a, **k: (folders.append(k.get('dir')), real(*a, **k))[1]\n"
+               "import wavern.engine.kernels as K\n"
+               "print(len(folders), len(set(folders)), len(K._generate.stats.cache_path or ''))\n")
+    checks, folders, path = map(int, out.split())
+    assert path > 0 and checks == folders >= 1
+
+
 def test_cached_njit_compiles_the_function():
     def double_plus(a, b):  # pragma: no cover - compiled
         out = np.empty_like(a)
