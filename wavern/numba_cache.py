@@ -220,11 +220,9 @@ def _type_arrays_without_numpy_ma() -> None:
 
 try:
     import_numba()
-    from numba.core.caching import FunctionCache
+    from numba.core.caching import CompileResultCacheImpl, FunctionCache
 
     _type_arrays_without_numpy_ma()
-
-    from numba.core.caching import CompileResultCacheImpl
 
     _WRITABLE: set[str] = set()  # cache folders already found writable in this process
 
