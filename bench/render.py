@@ -13,8 +13,8 @@ second (x real time), and per CPU second of the whole process tree (the machine 
 the CPU figure says what 2 free cores would do: audio / (CPU s / 2)). Process start-up (Python,
 numba cache, voice load in each worker; before 013625a, importing torch too) is included in both.
 With ``--against REV`` the package folders of REV are exported to a temp folder and run the
-same way (PYTHONPATH), after this checkout for each voice; each checkout first renders two lines
-once so its numba cache is filled (not timed).
+same way (PYTHONPATH), the checkouts taking turns round by round (the order reversed every
+round); each checkout first renders two lines once so its numba cache is filled (not timed).
 
 The checkout's own files are then checked against one ``--jobs 1`` rendering of the same lines
 (a single process): every WAV must read back (soundfile: the voice's rate, mono, int16, as long as
@@ -152,13 +152,14 @@ def main() -> int:
             render_once(voices[0][0], warm, tmp / f"warm_{k}", 1, env)
         same, checks = [], []
         for v, (voice, desc, short, weights) in enumerate(voices):
-            for k, (label, env) in enumerate(checkouts):
-                rs = []
-                for i in range(args.rounds):
+            rs: dict[int, list] = {k: [] for k in range(len(checkouts))}
+            for i in range(args.rounds):  # the checkouts take turns, the order reversed every round
+                for k in range(len(checkouts)) if i % 2 == 0 else reversed(range(len(checkouts))):
+                    label, env = checkouts[k]
                     out_dir = tmp / f"out_{v}_{k}" if i == 0 else tmp / f"out_{v}_{k}_{i}"
-                    rs.append(render_once(voice, src, out_dir, args.jobs, env))
-                    print(label, rs[-1], flush=True)
-                rows.append((desc, weights, label, _median_run(rs)))
+                    rs[k].append(render_once(voice, src, out_dir, args.jobs, env))
+                    print(label, rs[k][-1], flush=True)
+            rows += [(desc, weights, label, _median_run(rs[k])) for k, (label, _) in enumerate(checkouts)]
             single = tmp / f"single_{v}"
             render_once(voice, src, single, 1)
             checks.append((short, *check_files(tmp / f"out_{v}_0", single)))
