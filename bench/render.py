@@ -28,6 +28,7 @@ import json
 import os
 import resource
 import shlex
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -189,6 +190,10 @@ def main() -> int:
         out.append(f"\nEach row: the median run of {args.rounds} by wall clock; all ({args.rounds}): "
                    + "; ".join(f"{label} " + ", ".join(f"{x:.1f}" for x in r["all_xrt_wall"]) for _, _, label, r in rows)
                    + ".")
+        for (desc, _, label, r), (_, _, other, o) in zip(rows[::2], rows[1::2]) if rev else ():
+            ratio = [a / b for a, b in zip(r["all_xrt_wall"], o["all_xrt_wall"])]  # round by round: the same spell
+            out.append(f"\n{label} / {other}, round by round: median {statistics.median(ratio):.2f} "
+                       f"({min(ratio):.2f}-{max(ratio):.2f}).")
     against = {short: n_same for short, n_same, _ in same}
     for short, n, valid, n_same in checks:
         out.append(f"\n{short}, this checkout: {valid} of {n} WAV files valid (mono 16-bit, results.jsonl's length), "
@@ -196,9 +201,8 @@ def main() -> int:
                    + (f", {against[short]} of {n} to `{rev}`'s." if short in against else "."))
     out.append("\nGoal (issue 41): >= 30x real time on 2 cores for 200 sentences by wall clock, the files valid and "
                "byte-identical to the single-process rendering. Workers render items in groups of about 32 vocoder "
-               "segments (`GROUP_SEGMENTS`), as shared batches: in lanes, or stream-major for a vocoder that reads its "
-               "residuals one period back (the shipped voice; `kernels._generate_streams`; its streams stop where "
-               "their item ends, `Vocoder.render_many`).\n")
+               "segments (`GROUP_SEGMENTS`) as shared batches: in lanes, or stream-major for a period-input vocoder "
+               "(the shipped voice; `kernels._generate_streams`), whose streams stop where their item ends.\n")
     DOC.write_text("\n".join(out) + "\n")
     print(f"wrote {DOC}")
     return 0
