@@ -310,21 +310,21 @@ def _five_taps(ring, hd, lag, back_scale):
 
 
 @kernel(inline="always", **_JIT)
-def _period_inputs4(gi, q, fi, w_back, back_scale, lag_col, ring, head, FB):
-    """:func:`_period_inputs` of five taps for streams q .. q+3 at once, each with a lag and no phase
-    input: ``FB[q + s] = gi[q + s, fi, :3H]`` plus the taps, each weight loaded (and widened) once for
+def _period_inputs4(gi, q0, q1, q2, q3, fi, w_back, back_scale, lag_col, ring, head, FB):
+    """:func:`_period_inputs` of five taps for streams q0, q1, q2, q3 at once, each with a lag and no
+    phase input: ``FB[q] = gi[q, fi, :3H]`` plus the taps, each weight loaded (and widened) once for
     the four. Every value is the same expression, rounded in the same order, as the one-stream
     code's, so the sums are the same bits (tested)."""
     n = FB.shape[1]
-    r0, r1, r2, r3 = gi[q, fi], gi[q + 1, fi], gi[q + 2, fi], gi[q + 3, fi]
-    g0, g1, g2, g3 = ring[q], ring[q + 1], ring[q + 2], ring[q + 3]
-    h0, h1, h2, h3 = head[q, 0], head[q + 1, 0], head[q + 2, 0], head[q + 3, 0]
+    r0, r1, r2, r3 = gi[q0, fi], gi[q1, fi], gi[q2, fi], gi[q3, fi]
+    g0, g1, g2, g3 = ring[q0], ring[q1], ring[q2], ring[q3]
+    h0, h1, h2, h3 = head[q0, 0], head[q1, 0], head[q2, 0], head[q3, 0]
     l0, l1, l2, l3 = int(r0[lag_col]), int(r1[lag_col]), int(r2[lag_col]), int(r3[lag_col])
     a0, a1, a2, a3, a4 = _five_taps(g0, h0, l0, back_scale)
     b0, b1, b2, b3, b4 = _five_taps(g1, h1, l1, back_scale)
     c0, c1, c2, c3, c4 = _five_taps(g2, h2, l2, back_scale)
     d0, d1, d2, d3, d4 = _five_taps(g3, h3, l3, back_scale)
-    f0, f1, f2, f3 = FB[q], FB[q + 1], FB[q + 2], FB[q + 3]
+    f0, f1, f2, f3 = FB[q0], FB[q1], FB[q2], FB[q3]
     w0, w1, w2, w3, w4 = w_back[0], w_back[1], w_back[2], w_back[3], w_back[4]
     for i in range(n):
         v0, v1, v2, v3, v4 = _w(w0, i), _w(w1, i), _w(w2, i), _w(w3, i), _w(w4, i)
@@ -445,8 +445,8 @@ def _generate_streams(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, 
     (B, 1), FB (B, 3H) float32 scratch, w_phase (2K, 3H), phase (B, 1) float64): with taps > 0
     each stream is :func:`_generate_period` (the period input, the phase input with K > 0 and the
     synthesis filter inside the loop; ``out`` gets the samples); with ``w_back`` of no rows the
-    rest is not read. Five taps without a phase input, the period inputs of four streams whose
-    frames all have a lag are made together (:func:`_period_inputs4`, a third less time than one
+    rest is not read. Five taps without a phase input, the period inputs of the streams whose
+    frames have a lag are made four at a time (:func:`_period_inputs4`, a third less time than one
     by one at the shipped voice's size), the same values.
     """
     w_in, b_hh, R, O1, b1, O2, b2, O3, b3, O4, b4 = net
@@ -477,15 +477,26 @@ def _generate_streams(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, 
             xc[q] = np.float32(prev[q, 0]) / _BYTE - _ONE
             xf[q] = np.float32(prev[q, 1]) / _BYTE - _ONE
             _copy(b_hh, GH[q])
-        s = 0
-        while s < B and n_taps:  # four streams at once where the next four all have a lag, else one
-            if (by_four and s + 4 <= B and gi[s, fi, lag_col] >= 1.0 and gi[s + 1, fi, lag_col] >= 1.0
-                    and gi[s + 2, fi, lag_col] >= 1.0 and gi[s + 3, fi, lag_col] >= 1.0):
-                _period_inputs4(gi, s, fi, w_back, back_scale, lag_col, ring, head, FB)
-                s += 4
-            else:
+        # period inputs: the streams with a lag four at a time (any four), the rest one by one
+        waiting = 0  # streams with a lag not yet made: q0 (, q1, q2)
+        q0 = q1 = q2 = 0
+        for s in range(B if n_taps else 0):
+            if not (by_four and gi[s, fi, lag_col] >= 1.0):
                 _period_inputs(gi[s, fi], w_back, back_scale, lag_col, ring[s], head[s, 0], FB[s], w_phase, phase[s])
-                s += 1
+            elif waiting == 3:
+                _period_inputs4(gi, q0, q1, q2, s, fi, w_back, back_scale, lag_col, ring, head, FB)
+                waiting = 0
+            else:
+                if waiting == 0:
+                    q0 = s
+                elif waiting == 1:
+                    q1 = s
+                else:
+                    q2 = s
+                waiting += 1
+        for k in range(waiting):  # the one to three left over
+            s = q0 if k == 0 else (q1 if k == 1 else q2)
+            _period_inputs(gi[s, fi], w_back, back_scale, lag_col, ring[s], head[s, 0], FB[s], w_phase, phase[s])
         _spmm(R, h, z0, GH)
         for q in range(B):
             _gru_half(FB[q] if n_taps else gi[q, fi], w_in, GH[q], h[q], z0, hh, xc[q], xf[q], _ZERO)

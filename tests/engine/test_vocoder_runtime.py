@@ -825,10 +825,11 @@ def test_declared_sizes_beyond_the_limits_are_refused_before_anything_is_allocat
 
 @pytest.mark.parametrize("phase", [0, 2], ids=["five-taps", "five-taps+phase"])
 def test_a_period_voice_batch_of_quads_equals_one_stream_each(tmp_path, phase):
-    """Five taps without a phase input, the stream-major kernel makes the period inputs of four
-    streams at once where all four frames have a lag (``kernels._period_inputs4``), one by one
-    where any has none; nine streams, each unvoiced over another stretch, so both ways and the
-    stream left over run, and every stream equals its own one-stream generation."""
+    """Five taps without a phase input, the stream-major kernel makes the period inputs of the
+    streams whose frames have a lag four at a time, any four (``kernels._period_inputs4``), the
+    others and the one to three left over one by one; nine streams, each unvoiced over another
+    stretch (so quads skip over it, and frame 0 leaves three over), and every stream equals its
+    own one-stream generation."""
     _, cfg, model = _torch_model(seed=7, lpc_order=10, excitation="linear", ltp=True, ltp_input=True, taps=5,
                                  phase=phase)
     path = tmp_path / "vocoder.safetensors"
