@@ -38,6 +38,8 @@ from wavern.errors import ParameterError
 __all__ = ["PostfilterConfig", "PostfilterState", "postfilter_coefficients", "pitch_stage", "Postfilter", "LazyJit",
            "settings_from_dict"]
 
+U = np.uint64  # unsigned index arithmetic in the compiled loop: no negative-index wraparound
+
 
 def settings_from_dict(cls, d, what: str):
     """A frozen settings dataclass from a ``voice.json`` dict: unknown keys are refused with ``what`` named."""
@@ -203,9 +205,14 @@ def _filter_py(x, out, coefs, frame0, pos0, hop, hx, hw, z, past, seen0, rx, rw)
         rx[k] = rx[k + p] = hx[k]
         rw[k] = rw[k + p] = hw[k]
     r = 0
+    # the frame of sample pos0 + i and the place in ``past`` of input seen0 + i, carried from
+    # sample to sample rather than divided out at every sample
+    fa = pos0 // hop - frame0
+    within = pos0 % hop
+    wp = seen0 % n_past
+    pk = U(p // 4 * 4)
     for i in range(x.size):
-        f = (pos0 + i) // hop - frame0
-        f = 0 if f < 0 else (n_frames - 1 if f >= n_frames else f)
+        f = U(0 if fa < 0 else (n_frames - 1 if fa >= n_frames else fa))
         xi = x[i]
         wt = coefs[f, 3, 1]
         if wt > 0.0:  # the long-term stage: (x[n] + w x[n - T]) / (1 + w), T fractional
@@ -214,30 +221,34 @@ def _filter_py(x, out, coefs, frame0, pos0, hop, hx, hw, z, past, seen0, rx, rw)
             fr = at - j
             if j >= 0:  # the stream's first samples have no past
                 xi = (xi + wt * ((1.0 - fr) * past[j % n_past] + fr * past[(j + 1) % n_past])) / (1.0 + wt)
-        past[(seen0 + i) % n_past] = x[i]
+        past[wp] = x[i]
+        wp = wp + 1 if wp + 1 < n_past else 0
         # four partial sums a chain: one long chain of dependent adds was the loop's whole cost
+        # (unsigned indices: no negative-index wraparound to test)
         a0 = a1 = a2 = a3 = 0.0
         b0 = b1 = b2 = b3 = 0.0
-        k = 0
-        while k + 4 <= p:
-            a0 += coefs[f, 0, k + 1] * rx[r + k]
-            a1 += coefs[f, 0, k + 2] * rx[r + k + 1]
-            a2 += coefs[f, 0, k + 3] * rx[r + k + 2]
-            a3 += coefs[f, 0, k + 4] * rx[r + k + 3]
-            b0 += coefs[f, 1, k + 1] * rw[r + k]
-            b1 += coefs[f, 1, k + 2] * rw[r + k + 1]
-            b2 += coefs[f, 1, k + 3] * rw[r + k + 2]
-            b3 += coefs[f, 1, k + 4] * rw[r + k + 3]
-            k += 4
-        while k < p:
-            a0 += coefs[f, 0, k + 1] * rx[r + k]
-            b0 += coefs[f, 1, k + 1] * rw[r + k]
-            k += 1
+        ur = U(r)
+        for k in range(U(0), pk, U(4)):
+            a0 += coefs[f, 0, k + U(1)] * rx[ur + k]
+            a1 += coefs[f, 0, k + U(2)] * rx[ur + k + U(1)]
+            a2 += coefs[f, 0, k + U(3)] * rx[ur + k + U(2)]
+            a3 += coefs[f, 0, k + U(4)] * rx[ur + k + U(3)]
+            b0 += coefs[f, 1, k + U(1)] * rw[ur + k]
+            b1 += coefs[f, 1, k + U(2)] * rw[ur + k + U(1)]
+            b2 += coefs[f, 1, k + U(3)] * rw[ur + k + U(2)]
+            b3 += coefs[f, 1, k + U(4)] * rw[ur + k + U(3)]
+        for k in range(pk, U(p)):
+            a0 += coefs[f, 0, k + U(1)] * rx[ur + k]
+            b0 += coefs[f, 1, k + U(1)] * rw[ur + k]
         w = coefs[f, 0, 0] * xi + ((a0 + a1) + (a2 + a3)) - ((b0 + b1) + (b2 + b3))
         out[i] = w + coefs[f, 2, 1] * z[0]
         z[0] = w
         r = r - 1 if r > 0 else p - 1
         rx[r], rx[r + p], rw[r], rw[r + p] = xi, xi, w, w
+        within += 1
+        if within == hop:
+            within = 0
+            fa += 1
     for k in range(p):
         hx[k] = rx[r + k]
         hw[k] = rw[r + k]
