@@ -41,6 +41,7 @@ from wavern.vocoder.format import BlockSparse  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import machine  # noqa: E402
 import roofline  # noqa: E402
+import sample_pieces  # noqa: E402
 from checkout import export_checkout  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -154,6 +155,45 @@ def voice_speed(runs: int, seconds: float | None = None) -> dict:
         return out
     finally:
         v.close()
+
+
+# ---- where a sample's time goes ---------------------------------------------------------------------
+
+def pieces_table(runs: int) -> dict:
+    """``sample_pieces`` for the goal row (H 512, 10 %, one stream), the shipped voice as one stream
+    (on :data:`VOICE_TEXT`'s mel) and as 16 streams stream-major, as rendering runs it (16 segments
+    of 40 + 4 frames of that sentence, each from its own place)."""
+    from wavern.engine.voice import Voice
+
+    dense, sparse = random_vocoder(512, 0.1)
+    goal = Vocoder(dense, sparse, cond_blocks=COND_BLOCKS)
+    out = {"goal": sample_pieces.one_stream(goal, goal.frame_inputs(random_mel(400, seed=1)), runs=runs)}
+    v = Voice.load(VOICE)
+    try:
+        parts = v.sentence_parts(VOICE_TEXT, speaker=v.resolve_speaker(None), speed=1.0)
+        voc = v.vocoder
+        gi = voc.frame_inputs(np.concatenate([p.part.mel for p in parts]))
+        out["voice"] = sample_pieces.one_stream(voc, gi, runs=runs)
+        seg, B = 44, 16
+        starts = np.linspace(0, gi.shape[0] - seg, B).astype(int)
+        gis = np.ascontiguousarray(np.stack([gi[a:a + seg] for a in starts]))
+        out["batch"] = sample_pieces.streams(voc, gis, runs=runs)
+        out["hidden"] = voc.hidden_size
+    finally:
+        v.close()
+    return out
+
+
+def pieces_lines(pc: dict) -> list[str]:
+    cols = (("goal", "H 512 / 10 %, one stream"), ("voice", f"shipped voice (H {pc['hidden']}), one stream"),
+            ("batch", "shipped voice, 16 streams stream-major, per stream"))
+    lines = ["| piece | " + " | ".join(label for _, label in cols) + " |", "|---|" + "---:|" * len(cols)]
+    for name in (*sample_pieces.PIECES, "rest", "whole"):
+        cells = [f"{pc[k][name]:.2f} us ({100 * pc[k][name] / pc[k]['whole']:.0f} %)" if name != "whole"
+                 else f"**{pc[k][name]:.2f} us**" for k, _ in cols]
+        label = {"rest": "the rest (period inputs, synthesis, the loop itself)", "whole": "the whole loop"}.get(name, name)
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return lines
 
 
 # ---- the plain torch loop ------------------------------------------------------------------------
@@ -495,6 +535,7 @@ def main() -> int:
     ap.add_argument("--batch-json", action="store_true", help=argparse.SUPPRESS)  # one batch_costs, as JSON
     ap.add_argument("--goal-json", action="store_true", help=argparse.SUPPRESS)  # the goal row's RTF, as JSON
     ap.add_argument("--avx2", action="store_true", help="only the goal row, native and as AVX2 code, printed")
+    ap.add_argument("--pieces", action="store_true", help="only where a sample's time goes, printed")
     ap.add_argument("--runs", type=int, default=5, help=argparse.SUPPRESS)
     ap.add_argument("--samples", type=int, default=4096, help=argparse.SUPPRESS)
     ap.add_argument("--render-s", type=float, default=10.0, help=argparse.SUPPRESS)
@@ -519,6 +560,10 @@ def main() -> int:
         print(f"load average {load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after")
         return 0
     runs = 3 if args.quick else 5
+    if args.pieces:
+        print("\n".join(pieces_lines(pieces_table(runs))))
+        print(f"load average {os.getloadavg()[0]:.1f}")
+        return 0
     batch_kw = dict(runs=runs, n_samples=2048 if args.quick else 4096, render_s=5.0 if args.quick else 10.0)
     load_before = os.getloadavg()
     if args.batch:
@@ -571,6 +616,8 @@ def main() -> int:
     this, ref = (batch_compare(args.against, args.rounds, **batch_kw) if args.against
                  else (batch_costs(**batch_kw), None))
     print("\n".join(batch_lines(this, ref, args.against or "")), flush=True)
+    pieces = pieces_table(runs)
+    print("\n".join(pieces_lines(pieces)), flush=True)
     (cold_w, cold_c), (warm_w, warm_c) = start_times()
     print(f"start: cold {cold_w:.1f} s wall / {cold_c:.1f} s CPU, warm {warm_w:.2f} s / {warm_c:.2f} s", flush=True)
 
@@ -670,6 +717,19 @@ def main() -> int:
         "",
     ]
     lines += batch_lines(this, ref, args.against or "")
+    lines += [
+        "",
+        "#### Where a sample's time goes",
+        "",
+        "Each piece of the per-sample loop in a loop of its own with the vocoder's weights (`bench/sample_pieces.py`): "
+        "W_hh h with its bias, the GRU update, the output layers with their biases and ReLUs, and the two "
+        "draws on logits the vocoder produced; then the whole loop as it runs (`Vocoder.generate`, "
+        "`Vocoder.generate_batch`). The rest is what the pieces leave of the whole. A piece alone has its data "
+        "in cache and the others' out, so its time is a floor. Microseconds per sample (per stream for the "
+        f"batch), CPU time, medians of {runs} alternating runs:",
+        "",
+    ]
+    lines += pieces_lines(pieces)
     lines += [
         "",
         f"Start: importing the kernels and `warmup()` take {cold_c:.1f} s of CPU ({cold_w:.1f} s wall) "

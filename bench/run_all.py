@@ -36,7 +36,7 @@ REFERENCE_HEADINGS = {"### JSON schema": "The `--json` schema: docs/bench/latenc
                       "docs/bench/latency.md.",
                       "### Random vocoders, block shapes, batches, start": "Random vocoders of every size against "
                       "the torch loop, each block shape's GFLOP/s against the core's roofline, batches in lanes, "
-                      "start-up: docs/bench/engine.md.",
+                      "where a sample's time goes, start-up: docs/bench/engine.md.",
                       "### First audio: wall and CPU time": "",  # (in the ten-minute run's pointer)
                       "### Where the start-up goes": "Where the start-up goes, part by part: docs/bench/cold_start.md.",
                       "### Examples": "What the recogniser heard, and the example WAVs: docs/bench/intelligibility.md."}
