@@ -35,8 +35,8 @@ REFERENCE_HEADINGS = {"### JSON schema": "The `--json` schema: docs/bench/latenc
                       "other core busy, and first audio in fresh processes (wall, CPU, where it goes): "
                       "docs/bench/latency.md.",
                       "### Random vocoders, block shapes, batches, start": "Random vocoders of every size against "
-                      "the torch loop, each block shape's GFLOP/s against the core's roofline, batches in lanes, "
-                      "where a sample's time goes, start-up: docs/bench/engine.md.",
+                      "the torch loop, block shapes against the roofline, batches in lanes, a sample by piece, "
+                      "start-up: docs/bench/engine.md.",
                       "### First audio: wall and CPU time": "",  # (in the ten-minute run's pointer)
                       "### Where the start-up goes": "Where the start-up goes, part by part: docs/bench/cold_start.md.",
                       "### Examples": "What the recogniser heard, and the example WAVs: docs/bench/intelligibility.md."}
