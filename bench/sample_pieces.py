@@ -26,18 +26,24 @@ from wavern.engine.kernels.jit import _JIT, _ZERO
 PIECES = ("W_hh h + b_hh", "GRU update (both halves)", "output layers O1-O4", "two draws")
 
 _J = dict(_JIT, cache=False)  # the bench's own loops: compiled in each run, nothing left in the cache
+# (the helpers inlined, so that each piece makes the kernels' own calls and no more)
+
+
+@numba.njit(inline="always", **_J)
+def _product(M, X, xoff, Y):
+    """Y += M X[:, xoff:] as the kernels run it: the matvec for one stream, else four streams a load."""
+    if X.shape[0] == 1:
+        _spmv(M, X[0], xoff, Y[0])
+    else:
+        _spmm(M, X, xoff, Y)
 
 
 @numba.njit(**_J)
 def _t_recurrent(R, b_hh, h, gh, n):
-    z0 = np.int64(0)
     for _ in range(n):
         for q in range(h.shape[0]):
             _copy(b_hh, gh[q])
-        if h.shape[0] == 1:
-            _spmv(R, h[0], z0, gh[0])
-        else:
-            _spmm(R, h, z0, gh)
+        _product(R, h, np.int64(0), gh)
 
 
 @numba.njit(**_J)
@@ -51,38 +57,24 @@ def _t_gru(fr, w_in, gh, h, n):
             _gru_half(fr[q], w_in, gh[q], h[q], hh, H, np.float32(0.1), np.float32(-0.2), np.float32(0.3))
 
 
+@numba.njit(inline="always", **_J)
+def _head(Oa, ba, Ob, bb, h, xoff, a, lg):
+    """One softmax's logits for every stream: a = relu(Oa h[:, xoff:] + ba), lg = Ob a + bb."""
+    for q in range(h.shape[0]):
+        _copy(ba, a[q])
+    _product(Oa, h, xoff, a)
+    for q in range(h.shape[0]):
+        _relu(a[q])
+        _copy(bb, lg[q])
+    _product(Ob, a, np.int64(0), lg)
+
+
 @numba.njit(**_J)
 def _t_outputs(O1, b1, O2, b2, O3, b3, O4, b4, h, a, lg, n):
-    z0 = np.int64(0)
     hh = np.int64(h.shape[1] // 2)
-    B = h.shape[0]
     for _ in range(n):
-        for q in range(B):
-            _copy(b1, a[q])
-        if B == 1:
-            _spmv(O1, h[0], z0, a[0])
-        else:
-            _spmm(O1, h, z0, a)
-        for q in range(B):
-            _relu(a[q])
-            _copy(b2, lg[q])
-        if B == 1:
-            _spmv(O2, a[0], z0, lg[0])
-        else:
-            _spmm(O2, a, z0, lg)
-        for q in range(B):
-            _copy(b3, a[q])
-        if B == 1:
-            _spmv(O3, h[0], hh, a[0])
-        else:
-            _spmm(O3, h, hh, a)
-        for q in range(B):
-            _relu(a[q])
-            _copy(b4, lg[q])
-        if B == 1:
-            _spmv(O4, a[0], z0, lg[0])
-        else:
-            _spmm(O4, a, z0, lg)
+        _head(O1, b1, O2, b2, h, np.int64(0), a, lg)
+        _head(O3, b3, O4, b4, h, hh, a, lg)
 
 
 @numba.njit(**_J)
