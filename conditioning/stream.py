@@ -157,7 +157,9 @@ def stream_mel(model, ids, is_global, sentence_of, *, speaker: str | int, speed:
 
     Sentence ``s`` is synthesised inside a window of sentences ``[s - c, s + c]`` (c =
     ``context_sentences``) so that the encoder's global tokens and the decoder see its
-    neighbours; only sentence ``s``'s frames are kept. Memory is bounded by the window, not the
+    neighbours; only sentence ``s``'s frames are kept. A window longer than the model's
+    ``max_infer_tokens`` drops its farthest sentences until it fits (a sentence alone over the
+    limit is a :class:`ParameterError`). Memory is bounded by the window, not the
     paragraph; compute is ``(2c + 1)`` times a single pass (c = 0: every sentence alone).
 
     Args:
@@ -192,9 +194,18 @@ def stream_mel(model, ids, is_global, sentence_of, *, speaker: str | int, speed:
     starts = np.concatenate([[0], change])
     ends = np.concatenate([change, [ids_a.size]])
     n_sent = starts.size
+    limit = model.config.max_infer_tokens
     for s in range(n_sent):
         lo, hi = max(0, s - context_sentences), min(n_sent - 1, s + context_sentences)
+        while ends[hi] - starts[lo] > limit and (lo < s or hi > s):  # a window over the model's limit
+            if hi - s >= s - lo:  # (long gibberish: 40 words of 100 letters each) loses its farthest side
+                hi -= 1
+            else:
+                lo += 1
         w0, w1 = starts[lo], ends[hi]
+        if w1 - w0 > limit:
+            raise ParameterError(f"sentence {s} alone is {w1 - w0} phoneme tokens, over the acoustic model's "
+                                 f"max_infer_tokens {limit}: split it")
         glob = glob_a[w0:w1].copy()
         glob[starts[s] - w0] = True  # the sentence start anchors its own window
         lazy, frames = model.infer_lazy(ids_a[w0:w1], glob, speaker=speaker, speed=speed, reference=reference,

@@ -20,9 +20,10 @@ Sentence boundaries (documented rules):
   break between two such short lines that ends no sentence is a pause ("milk\neggs") when
   the next line's first word would have fitted on the line (the writer broke it; wrapped
   prose breaks where it would not);
-- forced: a sentence longer than ``MAX_SENTENCE_WORDS`` spoken words is cut at its last
-  comma, semicolon or colon that leaves at least ``MIN_SPLIT_WORDS`` words before it, or,
-  failing that, right at the limit. A single written token longer than
+- forced: a sentence longer than ``MAX_SENTENCE_WORDS`` spoken words, or than
+  ``MAX_SENTENCE_CHARS`` characters of spoken text, is cut at its last comma, semicolon or
+  colon that leaves at least ``MIN_SPLIT_WORDS`` words before it, or, failing that, right
+  at the limit. A single written token longer than
   ``MAX_TOKEN_CHARS`` is cut into pieces of that size first, so every sentence's spoken
   text is bounded.
 
@@ -58,6 +59,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "MAX_SENTENCE_WORDS",
+    "MAX_SENTENCE_CHARS",
     "MIN_SPLIT_WORDS",
     "MAX_TOKEN_CHARS",
     "SHORT_LINE_CHARS",
@@ -70,6 +72,10 @@ __all__ = [
 MAX_SENTENCE_WORDS = 40
 """Most spoken words in one sentence before it is cut (a long sentence read aloud runs
 15-25 words; 40 leaves room while keeping encoder inputs short)."""
+MAX_SENTENCE_CHARS = 1000
+"""Most characters of spoken text in one sentence before it is cut, whatever its word count:
+40 words of long gibberish (100 x's each) made 4930 phoneme tokens, over the acoustic model's
+4096 (``max_infer_tokens``); 40 words of speech run ~250."""
 MIN_SPLIT_WORDS = 10
 """A forced cut at a comma leaves at least this many words before it."""
 MAX_TOKEN_CHARS = 100
@@ -576,20 +582,22 @@ def _force_splits(toks: list[_Token], gaps: list[_Gap], lo: int, hi: int) -> lis
     """Indices k in (lo, hi) before which the sentence toks[lo:hi] is cut for length."""
     cuts = []
     start = lo
-    count = 0
+    count = chars = 0
     last_pause = None
     j = lo
     while j < hi:
         w = _nwords(toks[j])
-        if count + w > MAX_SENTENCE_WORDS and j > start:
+        c = len(toks[j].spoken) + 1
+        if (count + w > MAX_SENTENCE_WORDS or chars + c > MAX_SENTENCE_CHARS) and j > start:
             split = last_pause + 1 if last_pause is not None else j
             cuts.append(split)
             start = split
-            count = 0
+            count = chars = 0
             last_pause = None
             j = split
             continue
         count += w
+        chars += c
         if j < hi - 1 and gaps[j].pause is not None and count >= MIN_SPLIT_WORDS:
             last_pause = j
         j += 1

@@ -291,6 +291,32 @@ def test_stream_mel_windows_are_bounded(monkeypatch):
         list(stream_mel(m, ids, glob, sent[::-1], speaker=0))
 
 
+def test_stream_mel_windows_over_the_token_limit_drop_their_farthest_sentences(monkeypatch):
+    """Each window keeps as many neighbours as fit in max_infer_tokens (dropping the farther side
+    first, the later one on a tie); the sentence's own frames equal those of the same narrower
+    window run directly; a sentence alone over the limit is refused."""
+    m = _model(max_infer_tokens=10)
+    ids, glob, sent = _paragraph()  # sentences of 4, 3, 5 and 2 tokens
+    seen = []
+    real = AcousticModel.infer_lazy
+
+    def spy(self, i, g, **kw):
+        seen.append(len(i))
+        return real(self, i, g, **kw)
+
+    monkeypatch.setattr(AcousticModel, "infer_lazy", spy)
+    parts = list(stream_mel(m, ids, glob, sent, speaker=0, context_sentences=1))
+    # windows [0,1] (7), [0,1,2] (12) -> [0,1] (7), [1,2,3] (10), [2,3] (7)
+    assert seen == [7, 7, 10, 7]
+    monkeypatch.setattr(AcousticModel, "infer_lazy", real)
+    mel, dur = m.infer(ids[:7], glob[:7], speaker=0)  # sentence 1's window after the cut: sentences 0 and 1
+    np.testing.assert_array_equal(parts[1].durations, dur[4:7])
+    np.testing.assert_array_equal(parts[1].mel, mel[dur[:4].sum():])
+    m2 = _model(max_infer_tokens=4)
+    with pytest.raises(ParameterError, match="max_infer_tokens"):  # sentence 2 alone is 5 tokens
+        list(stream_mel(m2, ids, glob, sent, speaker=0, context_sentences=1))
+
+
 # ----------------------------------------------------------------------------- rows on demand
 @pytest.mark.parametrize("layers", [0, 1, 3])
 def test_last_rows_equal_the_whole_decoder(layers):

@@ -7,6 +7,7 @@ import pytest
 
 from wavern.conditioning.frontend.lexicon import Lexicon
 from wavern.conditioning.frontend.sentences import (
+    MAX_SENTENCE_CHARS,
     MAX_SENTENCE_WORDS,
     MAX_TOKEN_CHARS,
     MIN_SPLIT_WORDS,
@@ -223,6 +224,20 @@ def test_long_token_is_cut():
     sentences = segment(text)
     check_spans(text, sentences)
     assert [len(w.text) for s in sentences for w in s.words] == [MAX_TOKEN_CHARS] * 5 + [7]
+
+
+def test_a_sentence_of_long_words_is_cut_by_its_characters():
+    """40 words of 100 letters each is under MAX_SENTENCE_WORDS but made 4930 phoneme tokens, over
+    the acoustic model's limit: such a sentence is cut by its spoken characters too."""
+    words = ["x" * MAX_TOKEN_CHARS] * 2 * MAX_SENTENCE_WORDS
+    text = " ".join(words)
+    sentences = segment(text)
+    check_spans(text, sentences)
+    assert [w.text for s in sentences for w in s.words] == words
+    assert all(len(s.spoken) <= MAX_SENTENCE_CHARS for s in sentences)
+    per = MAX_SENTENCE_CHARS // (MAX_TOKEN_CHARS + 1)  # words a sentence holds, each with its space
+    n = len(words)
+    assert [len(s.words) for s in sentences] == [per] * (n // per) + ([n % per] if n % per else [])
 
 
 def test_many_numbers_bounded():
