@@ -271,9 +271,8 @@ def test_stream_mel_with_no_context_equals_sentence_by_sentence():
         np.testing.assert_array_equal(p.durations, dur)
 
 
-def test_stream_mel_windows_are_bounded(monkeypatch):
-    m = _model()
-    ids, glob, sent = _paragraph()
+def _window_sizes(monkeypatch) -> list[int]:
+    """The token count of every window stream_mel sends to infer_lazy, appended as it runs."""
     seen = []
     real = AcousticModel.infer_lazy
 
@@ -282,6 +281,13 @@ def test_stream_mel_windows_are_bounded(monkeypatch):
         return real(self, i, g, **kw)
 
     monkeypatch.setattr(AcousticModel, "infer_lazy", spy)
+    return seen
+
+
+def test_stream_mel_windows_are_bounded(monkeypatch):
+    m = _model()
+    ids, glob, sent = _paragraph()
+    seen = _window_sizes(monkeypatch)
     parts = list(stream_mel(m, ids, glob, sent, speaker=1, context_sentences=1))
     assert seen == [7, 12, 10, 7]  # sentences [0,1], [0,1,2], [1,2,3], [2,3]
     for p in parts:
@@ -297,18 +303,10 @@ def test_stream_mel_windows_over_the_token_limit_drop_their_farthest_sentences(m
     window run directly; a sentence alone over the limit is refused."""
     m = _model(max_infer_tokens=10)
     ids, glob, sent = _paragraph()  # sentences of 4, 3, 5 and 2 tokens
-    seen = []
-    real = AcousticModel.infer_lazy
-
-    def spy(self, i, g, **kw):
-        seen.append(len(i))
-        return real(self, i, g, **kw)
-
-    monkeypatch.setattr(AcousticModel, "infer_lazy", spy)
+    seen = _window_sizes(monkeypatch)
     parts = list(stream_mel(m, ids, glob, sent, speaker=0, context_sentences=1))
     # windows [0,1] (7), [0,1,2] (12) -> [0,1] (7), [1,2,3] (10), [2,3] (7)
     assert seen == [7, 7, 10, 7]
-    monkeypatch.setattr(AcousticModel, "infer_lazy", real)
     mel, dur = m.infer(ids[:7], glob[:7], speaker=0)  # sentence 1's window after the cut: sentences 0 and 1
     np.testing.assert_array_equal(parts[1].durations, dur[4:7])
     np.testing.assert_array_equal(parts[1].mel, mel[dur[:4].sum():])
