@@ -35,8 +35,8 @@ def read_audio(path: Path, *, sample_rate: int) -> np.ndarray:
     """Read an audio file as mono float32 at ``sample_rate`` (downmixes, resamples).
 
     Raises:
-        ParameterError: missing, unreadable or truncated file, no samples, or a sample rate outside
-            [MIN_INPUT_RATE, MAX_INPUT_RATE].
+        ParameterError: missing, unreadable or truncated file, no samples, NaN or infinite samples,
+            or a sample rate outside [MIN_INPUT_RATE, MAX_INPUT_RATE].
     """
     import soundfile as sf
 
@@ -49,6 +49,8 @@ def read_audio(path: Path, *, sample_rate: int) -> np.ndarray:
         raise ParameterError(f"{path}: not a readable audio file ({e})") from None
     if data.shape[0] == 0:
         raise ParameterError(f"{path}: the file holds no samples")
+    if not np.isfinite(data).all():  # a float file can; it failed later as "mel contains NaN"
+        raise ParameterError(f"{path}: the file holds NaN or infinite samples")
     if not MIN_INPUT_RATE <= sr <= MAX_INPUT_RATE:  # a 6 kB file at 1 Hz resampled to 3000 s asked for GBs
         raise ParameterError(f"{path}: sample rate {sr} Hz is outside [{MIN_INPUT_RATE}, {MAX_INPUT_RATE}] Hz")
     if data.shape[1] > 1:

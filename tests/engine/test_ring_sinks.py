@@ -182,6 +182,10 @@ def test_read_audio_downmixes_resamples_and_rejects_garbage(tmp_path):
         read_audio(tmp_path / "trunc.wav", sample_rate=22050)
     with pytest.raises(ParameterError, match="unsupported audio file type"):
         write_audio(tmp_path / "x.mp3", np.zeros(10, np.float32), 22050)
+    for bad in (np.nan, np.inf):  # a float file can hold them
+        sf.write(tmp_path / "nan.wav", np.r_[np.zeros(100), bad].astype(np.float32), 22050, subtype="FLOAT")
+        with pytest.raises(ParameterError, match="NaN or infinite samples"):
+            read_audio(tmp_path / "nan.wav", sample_rate=22050)
     sf.write(tmp_path / "slow.wav", np.zeros(3000, np.float32), 1)  # 1 Hz: 3000 s once resampled
     with pytest.raises(ParameterError, match=r"sample rate 1 Hz is outside \[4000, 384000\]"):
         read_audio(tmp_path / "slow.wav", sample_rate=22050)
