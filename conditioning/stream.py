@@ -197,8 +197,8 @@ def stream_mel(model, ids, is_global, sentence_of, *, speaker: str | int, speed:
     limit = model.config.max_infer_tokens
     for s in range(n_sent):
         lo, hi = max(0, s - context_sentences), min(n_sent - 1, s + context_sentences)
-        while ends[hi] - starts[lo] > limit and (lo < s or hi > s):  # a window over the model's limit
-            if hi - s >= s - lo:  # (long gibberish: 40 words of 100 letters each) loses its farthest side
+        while ends[hi] - starts[lo] > limit and (lo < s or hi > s):  # over the model's limit (long gibberish):
+            if hi - s >= s - lo:  # drop the farther neighbour, the later one on a tie
                 hi -= 1
             else:
                 lo += 1
