@@ -108,6 +108,12 @@ VOICE_TEXT = ("The old lighthouse keeper walked down to the harbour every mornin
               "long before the fishing boats came back with the tide.")
 
 
+def voice_text_mel(v) -> np.ndarray:
+    """The acoustic model's mel of :data:`VOICE_TEXT` for voice ``v``, its default speaker."""
+    parts = v.sentence_parts(VOICE_TEXT, speaker=v.resolve_speaker(None), speed=1.0)
+    return np.concatenate([p.part.mel for p in parts])
+
+
 def voice_speed(runs: int, seconds: float | None = None) -> dict:
     """The shipped voice's own vocoder, one stream, on the acoustic model's mel of
     :data:`VOICE_TEXT`: samples per CPU-second of ``Vocoder.generate`` as the voice runs it (for an
@@ -122,8 +128,7 @@ def voice_speed(runs: int, seconds: float | None = None) -> dict:
 
     v = Voice.load(VOICE)
     try:
-        parts = v.sentence_parts(VOICE_TEXT, speaker=v.resolve_speaker(None), speed=1.0)
-        mel = np.concatenate([p.part.mel for p in parts])
+        mel = voice_text_mel(v)
         voc = v.vocoder
         gi = voc.frame_inputs(mel)
         g3 = np.ascontiguousarray(gi[:, :3 * voc.hidden_size])
@@ -170,9 +175,8 @@ def pieces_table(runs: int) -> dict:
     out = {"goal": sample_pieces.one_stream(goal, goal.frame_inputs(random_mel(400, seed=1)), runs=runs)}
     v = Voice.load(VOICE)
     try:
-        parts = v.sentence_parts(VOICE_TEXT, speaker=v.resolve_speaker(None), speed=1.0)
         voc = v.vocoder
-        gi = voc.frame_inputs(np.concatenate([p.part.mel for p in parts]))
+        gi = voc.frame_inputs(voice_text_mel(v))
         out["voice"] = sample_pieces.one_stream(voc, gi, runs=runs)
         seg, B = 44, 16
         starts = np.linspace(0, gi.shape[0] - seg, B).astype(int)

@@ -343,6 +343,14 @@ def _no_period_input(row, lag_col, w_phase):
 
 
 @kernel(inline="always", **_JIT)
+def _gate_inputs(gi, q, fi, FB, n_taps, lag_col, w_phase):
+    """Stream q's gate inputs in :func:`_generate_streams` this step: its frame's own row, or
+    ``FB[q]`` where its period inputs were made."""
+    row = gi[q, fi]
+    return row if n_taps == 0 or _no_period_input(row, lag_col, w_phase) else FB[q]
+
+
+@kernel(inline="always", **_JIT)
 def _sample_step(fr, net, inv_temp, h, c, f, rng, work, logits, t):
     """One sample of one stream: the GRU update from (c_{t-1}, f_{t-1}) = (c, f) and the frame's
     gate inputs ``fr``, then both draws; returns (c_t, f_t). ``h`` updated in place, logits
@@ -493,7 +501,7 @@ def _generate_streams(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, 
         for s in range(B if n_taps else 0):
             if _no_period_input(gi[s, fi], lag_col, w_phase):
                 continue  # the GRU reads the frame's inputs themselves
-            if not (by_four and gi[s, fi, lag_col] >= 1.0):
+            if not by_four:  # (by four, every stream left here has a lag)
                 _period_inputs(gi[s, fi], w_back, back_scale, lag_col, ring[s], head[s, 0], FB[s], w_phase, phase[s])
             elif waiting == 3:
                 _period_inputs4(gi, q0, q1, q2, s, fi, w_back, back_scale, lag_col, ring, head, FB)
@@ -511,8 +519,8 @@ def _generate_streams(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, 
             _period_inputs(gi[s, fi], w_back, back_scale, lag_col, ring[s], head[s, 0], FB[s], w_phase, phase[s])
         _spmm(R, h, z0, GH)
         for q in range(B):
-            _gru_half(gi[q, fi] if n_taps == 0 or _no_period_input(gi[q, fi], lag_col, w_phase) else FB[q],
-                      w_in, GH[q], h[q], z0, hh, xc[q], xf[q], _ZERO)
+            _gru_half(_gate_inputs(gi, q, fi, FB, n_taps, lag_col, w_phase), w_in, GH[q], h[q],
+                      z0, hh, xc[q], xf[q], _ZERO)
             _copy(b1, A[q])
         _spmm(O1, h, z0, A)
         for q in range(B):
@@ -525,8 +533,8 @@ def _generate_streams(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, 
             c = _draw(LG[q], inv_temp, _next_uniform(rng, q), probs)
             prev[q, 0] = c
             xct = np.float32(c) / _BYTE - _ONE
-            _gru_half(gi[q, fi] if n_taps == 0 or _no_period_input(gi[q, fi], lag_col, w_phase) else FB[q],
-                      w_in, GH[q], h[q], hh, H, xc[q], xf[q], xct)
+            _gru_half(_gate_inputs(gi, q, fi, FB, n_taps, lag_col, w_phase), w_in, GH[q], h[q],
+                      hh, H, xc[q], xf[q], xct)
             _copy(b3, A[q])
         _spmm(O3, h, hh, A)
         for q in range(B):
