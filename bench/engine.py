@@ -728,8 +728,9 @@ def main() -> int:
         "Each piece of the per-sample loop in a loop of its own with the vocoder's weights (`bench/sample_pieces.py`): "
         "W_hh h with its bias, the GRU update, the output layers with their biases and ReLUs, and the two "
         "draws on logits the vocoder produced; then the whole loop as it runs (`Vocoder.generate`, "
-        "`Vocoder.generate_batch`). The rest is what the pieces leave of the whole. A piece alone has its data "
-        "in cache and the others' out, so its time is a floor. Microseconds per sample (per stream for the "
+        "`Vocoder.generate_batch`). The rest is what the pieces leave of the whole; it may also hold how "
+        "the pieces' data push each other out of the caches, so it moves from run to run (below 0 where the "
+        "pieces alone took longer than in the loop). Microseconds per sample (per stream for the "
         f"batch), CPU time, medians of {runs} alternating runs:",
         "",
     ]

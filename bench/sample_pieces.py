@@ -6,8 +6,10 @@ the four output layers (biases, ReLUs and block products) and the two draws, the
 vocoder itself produced (the scan's length depends on where the probability lies). The whole
 loop is timed as it runs, and what the pieces leave of it is the rest: for a period-input voice,
 its period inputs and synthesis filter, and for every loop, its own bookkeeping (the state's bytes,
-the random numbers, calls). A piece alone runs with its data hot in L1/L2 and the others' out, so
-its time is a floor; where the rest comes out negative, the pieces ran faster alone than together.
+the random numbers, calls). The rest may also hold how the pieces' data push each other out of the
+caches, so it moves from run to run: it came out below 0 in a run where the pieces alone took
+longer than in the loop. On the shared host each number moves too (the goal row's W_hh piece: 2.5 to
+3.8 us over seven runs on 2026-12-06).
 CPU time of this thread, median of alternating runs.
 """
 
