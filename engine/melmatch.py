@@ -16,12 +16,13 @@ its bands drift from the mel's; this puts them back. Streamed, each pass trails 
 from __future__ import annotations
 
 import dataclasses
+import threading
 from typing import Callable
 
 import numpy as np
 
 from wavern.dsp import DEFAULT_MEL, MelConfig, _window, slaney_filterbank, soft_limit
-from wavern.engine.postfilter import LazyJit, settings_from_dict
+from wavern.engine.postfilter import U, LazyJit, settings_from_dict
 from wavern.errors import ParameterError
 
 __all__ = ["MelMatchConfig", "MelMatch", "MelMatchStream"]
@@ -64,9 +65,10 @@ class MelMatch:
     :meth:`stream` for one pushed chunk by chunk."""
 
     def __init__(self, config: MelMatchConfig = MelMatchConfig(), mel_config: MelConfig = DEFAULT_MEL) -> None:
-        if mel_config.win_length != mel_config.n_fft or mel_config.n_fft % 2:
-            raise ParameterError(f"mel matching needs win_length == n_fft (even), found {mel_config.win_length} "
-                                 f"and {mel_config.n_fft}")
+        n_fft = mel_config.n_fft
+        if mel_config.win_length != n_fft or n_fft < 8 or n_fft & (n_fft - 1):
+            raise ParameterError(f"mel matching needs win_length == n_fft, a power of two >= 8, found "
+                                 f"{mel_config.win_length} and {n_fft}")
         self.config, self.mel_config = config, mel_config
         self.n_fft, self.hop, self.n_mels = mel_config.n_fft, mel_config.hop_length, mel_config.n_mels
         fb = slaney_filterbank(mel_config)  # (n_mels, n_bins), float64, librosa's without importing librosa
@@ -74,7 +76,7 @@ class MelMatch:
         spread = fb / np.where(cover > 0, cover, 1.0)  # each bin: weights over its bands, summing to 1
         first = int(np.argmax(cover > 0))
         spread[-1, first:][cover[first:] <= 0] = 1.0  # bins no band covers above fmax: the top band's gain
-        # ... and below the first band (DC): the bottom band's, never above 1 (_filter_frames). No
+        # ... and below the first band (DC): the bottom band's, never above 1 (_spread). No
         # band measures them, so a gain above 1 grew a DC offset pass after pass (it took the top
         # band's gain: at temperature 0.5 the default voice's 8 passes made thumps of 0.6 full scale)
         spread[0, :first] = 1.0
@@ -85,34 +87,49 @@ class MelMatch:
         self._s_band, self._s_bin = (a.astype(np.int64) for a in np.nonzero(spread))
         self._w_spread = spread[self._s_band, self._s_bin]
         self.window = _window(mel_config.win_length, mel_config.n_fft).astype(np.float64)  # log_mel's own
+        self._plan = None  # the transforms' tables (kernels.stft.RealFFTPlan), at the first frames filtered
+        self._local = threading.local()
         self._kernel = _smoothing(self.n_mels, float(config.smooth))
         live = self._kernel > 0  # each band's smoothing weights: a run of bands around it
         self._k_lo = np.argmax(live, axis=1).astype(np.int64) if live.size else np.zeros(0, np.int64)
         self._k_hi = (live.shape[1] - np.argmax(live[:, ::-1], axis=1)).astype(np.int64) if live.size else self._k_lo
 
-    def _filter_frames(self, frames: np.ndarray, mel: np.ndarray) -> np.ndarray:
-        """Windowed frames (k, n_fft) and their mel rows (k, >= n_mels) → the filtered frames (k,
-        n_fft), not yet windowed again (the overlap-add does that). The transcendental functions
-        run on whole blocks in numpy (vectorised), the loops in numba; each frame on its own, in
-        blocks of :data:`FILTER_BLOCK` frames that stay in the core's cache."""
-        if len(frames) <= FILTER_BLOCK:
-            return self._filter_block(frames, mel)
-        return np.concatenate([self._filter_block(frames[i:i + FILTER_BLOCK], mel[i:i + FILTER_BLOCK])
-                               for i in range(0, len(frames), FILTER_BLOCK)])
+    def _filter_into(self, x: np.ndarray, x0: int, n: int, reflect: bool, k0: int, k1: int, mel: np.ndarray,
+                     acc: np.ndarray, norm: np.ndarray, at: int) -> None:
+        """Frames k0..k1 of a segment of ``n`` samples (``x`` from sample ``x0``), filtered by their
+        mel rows (k1 - k0, >= n_mels) and overlap-added into ``acc`` and ``norm`` from ``at``; in
+        blocks of :data:`FILTER_BLOCK` frames (their bins stay in the core's cache), the transforms
+        eight frames at a time (:mod:`wavern.engine.kernels.stft`), the transcendental functions
+        on whole blocks in numpy (vectorised)."""
+        from wavern.engine.kernels import stft
 
-    def _filter_block(self, frames: np.ndarray, mel: np.ndarray) -> np.ndarray:
-        spec = np.fft.rfft(frames, axis=1)  # numpy's: scipy.fft would load a second BLAS into the process
-        k = spec.shape[0]  # the gains are kept bands by frames (transposed): the loops over frames vectorise
-        want_t = np.exp(np.asarray(mel, np.float64)[:, :self.n_mels].T)
-        g_t, scratch = np.empty((self.n_mels, k)), np.empty((spec.shape[1], k))
-        _band_gains(spec, want_t, self._band, self._bin, self._w_fb, float(self.config.floor),
-                    float(self.config.cap), scratch, g_t)
-        if self._kernel.size:
-            lg_t = np.log(g_t)
-            _smooth(lg_t, self._kernel, self._k_lo, self._k_hi, g_t)
-            np.exp(g_t, out=g_t)
-        _spread(spec, g_t, self._s_band, self._s_bin, self._w_spread, self._below, scratch)
-        return np.fft.irfft(spec, n=self.n_fft, axis=1)
+        if self._plan is None:
+            self._plan = stft.RealFFTPlan(self.n_fft)
+        s, p = self._scratch(), self._plan
+        plan = (p.pos, p.cr, p.ci, p.rc, p.rs)
+        hop, width = self.hop, s.width
+        mel = np.asarray(mel, np.float64)
+        for b0 in range(k0, k1, s.block):
+            count = min(s.block, k1 - b0)
+            stft.analyse(x, x0, n, b0, count, hop, reflect, self.window, *plan, s.zr, s.zi, s.xr, s.xi, s.mag, width)
+            want_t = np.exp(mel[b0 - k0:b0 - k0 + count, :self.n_mels].T)  # gains: bands by frames
+            g_t = np.empty((self.n_mels, count))
+            _band_gains(s.mag, width, want_t, self._band, self._bin, self._w_fb, float(self.config.floor),
+                        float(self.config.cap), g_t)
+            if self._kernel.size:
+                lg_t = np.log(g_t)
+                _smooth(lg_t, self._kernel, self._k_lo, self._k_hi, g_t)
+                np.exp(g_t, out=g_t)
+            _spread(g_t, self._s_band, self._s_bin, self._w_spread, self._below, width, s.gain)
+            stft.synthesise(s.xr, s.xi, s.gain, width, count, *plan, s.zr, s.zi, self.window, acc, norm,
+                            at + (b0 - k0) * hop, hop)
+
+    def _scratch(self) -> "_Scratch":
+        """This thread's buffers (a voice's streams may run in several threads)."""
+        s = getattr(self._local, "scratch", None)
+        if s is None or s.block != FILTER_BLOCK:
+            s = self._local.scratch = _Scratch(self._plan, FILTER_BLOCK)
+        return s
 
     def load(self) -> None:
         """Compile (or load from numba's cache) its loops now, not in a request's first chunk."""
@@ -148,8 +165,8 @@ class MelMatch:
                                for _ in range(self.config.iterations)])
 
 
-#: Frames filtered at a time, so that their spectra (32 × 513 complex, 263 kB) and the (bins, frames)
-#: scratch (131 kB) fit in a core's L2 (512 kB on the Zen 3): the frame loops read them column-wise.
+#: Frames filtered at a time, so that their bins (real, imaginary, magnitude and gain: 4 x 513 x 32
+#: float64, 525 kB) stay in a core's L2 between the passes over them.
 FILTER_BLOCK = 32
 
 #: Samples :meth:`MelMatch.apply` pushes at a time (about 3 s at 22050 Hz).
@@ -244,13 +261,6 @@ class _Pass:
             return 0
         return min(self.total_frames, (self.n_in - half) // hop + 1)
 
-    def _windows(self, k0: int, k1: int) -> np.ndarray:
-        """Frames k0..k1 of the segment, windowed (k1 - k0, n_fft): the padded edges as log_mel pads."""
-        mm = self.mm
-        out = np.empty((k1 - k0, mm.n_fft))
-        _frames(self.x, self.x0, self.n, k0, mm.hop, self.reflect, mm.window, out)
-        return out
-
     def push(self, a: np.ndarray) -> np.ndarray:
         """The next float samples of the segment in; the output samples now final out (possibly none)."""
         if self.n_in + a.size > self.n:
@@ -265,12 +275,11 @@ class _Pass:
             if mel.shape[0] != k1 - k0 or mel.ndim != 2 or mel.shape[1] < mm.n_mels:
                 raise ParameterError(f"mel rows {self.frame0 + k0}..{self.frame0 + k1} of the segment: expected "
                                      f"({k1 - k0}, >= {mm.n_mels}), found {mel.shape}")
-            out = mm._filter_frames(self._windows(k0, k1), mel)
             grow = (k1 - 1) * hop + mm.n_fft - self.a0 - self.acc.size
             if grow > 0:
                 self.acc = np.concatenate([self.acc, np.zeros(grow)])
                 self.norm = np.concatenate([self.norm, np.zeros(grow)])
-            _overlap_add(self.acc, self.norm, out, mm.window, k0 * hop - self.a0, hop)
+            mm._filter_into(self.x, self.x0, self.n, self.reflect, k0, k1, mel, self.acc, self.norm, k0 * hop - self.a0)
             self.next_frame = k1
         if self.n_in == self.n:  # every frame is in: the rest is final
             final = self.n
@@ -311,59 +320,18 @@ def _smoothing(n_bands: int, width: float) -> np.ndarray:
     return k / k.sum(axis=1, keepdims=True)
 
 
-def _frames_py(x, x0, n, k0, hop, reflect, window, out):  # pragma: no cover
-    """out[j] = window × the samples of frame k0 + j (centred: sample (k0 + j) hop − n_fft/2 + i),
-    ``x`` holding the segment's samples from ``x0``; outside [0, n) reflected when ``reflect``,
-    else zeros (log_mel's padding)."""
-    n_fft = window.shape[0]
-    half = n_fft // 2
-    for j in range(out.shape[0]):
-        s0 = (k0 + j) * hop - half
-        if s0 >= 0 and s0 + n_fft <= n:  # inside the segment: a plain copy
-            for i in range(n_fft):
-                out[j, i] = window[i] * x[s0 + i - x0]
-            continue
-        for i in range(n_fft):
-            t = s0 + i
-            if reflect:
-                if t < 0:
-                    t = -t
-                if t > n - 1:
-                    t = 2 * (n - 1) - t
-                out[j, i] = window[i] * x[t - x0]
-            elif 0 <= t < n:
-                out[j, i] = window[i] * x[t - x0]
-            else:
-                out[j, i] = 0.0
-
-
-def _overlap_add_py(acc, norm, frames, window, at, hop):  # pragma: no cover
-    """acc[at + j hop + i] += window[i] frames[j, i] and norm[...] += window[i]², frame by frame in
-    order (so a sample's sum is the same whatever the chunking)."""
-    n_fft = window.shape[0]
-    for j in range(frames.shape[0]):
-        a = at + j * hop
-        for i in range(n_fft):
-            w = window[i]
-            acc[a + i] += w * frames[j, i]
-            norm[a + i] += w * w
-
-
-def _band_gains_py(spec, want_t, band, bins, w_fb, floor, cap, mag_t, g_t):  # pragma: no cover
-    """g_t[b, f] = clip(want_t[b, f] / (frame f's magnitude in band b), floor, cap): the band
-    magnitudes of ``spec`` (k, n_bins) through the filterbank's non-zeros (``mag_t``: scratch of
-    (n_bins, k)). Bands by frames, so the loops over the frames vectorise; each sum runs over a
-    band's bins in the same order whatever the chunking."""
-    n_frames = spec.shape[0]
-    for f in range(n_frames):
-        for k in range(spec.shape[1]):
-            re, im = spec[f, k].real, spec[f, k].imag
-            mag_t[k, f] = np.sqrt(re * re + im * im)
+def _band_gains_py(mag, width, want_t, band, bins, w_fb, floor, cap, g_t):  # pragma: no cover
+    """g_t[b, f] = clip(want_t[b, f] / (frame f's magnitude in band b), floor, cap), for the frames
+    f < g_t.shape[1]: the band magnitudes through the filterbank's non-zeros, from ``mag`` (bins by
+    frames, rows of ``width``). Bands by frames, so the loops over the frames vectorise; each sum
+    runs over a band's bins in the same order whatever the blocking."""
+    n_frames = U(g_t.shape[1])
     g_t[:, :] = 0.0
     for j in range(band.size):
         b, k, w = band[j], bins[j], w_fb[j]
+        at = U(k * width)
         for f in range(n_frames):
-            g_t[b, f] += w * mag_t[k, f]
+            g_t[b, f] += w * mag[at + f]
     for b in range(g_t.shape[0]):
         for f in range(n_frames):
             v = want_t[b, f] / max(g_t[b, f], 1e-30)
@@ -382,26 +350,39 @@ def _smooth_py(lg_t, kernel, k_lo, k_hi, out_t):  # pragma: no cover
                 out_t[b, f] += w * lg_t[k, f]
 
 
-def _spread_py(spec, g_t, s_band, s_bin, w_spread, below, g_bins_t):  # pragma: no cover
-    """spec[f] *= the band gains g_t[:, f] spread over the bins by the (band, bin, weight) triples,
-    the bins below ``below`` never above 1; ``g_bins_t``: scratch of (n_bins, k)."""
-    n_frames = spec.shape[0]
-    g_bins_t[:, :] = 0.0
+def _spread_py(g_t, s_band, s_bin, w_spread, below, width, gain):  # pragma: no cover
+    """``gain`` (bins by frames, rows of ``width``) = the band gains g_t (bands by frames) spread
+    over the bins by the (band, bin, weight) triples, the bins below ``below`` never above 1; the
+    columns past g_t's frames 0."""
+    n_frames = U(g_t.shape[1])
+    gain[:] = 0.0
     for j in range(s_band.size):
         b, k, w = s_band[j], s_bin[j], w_spread[j]
+        at = U(k * width)
         for f in range(n_frames):
-            g_bins_t[k, f] += w * g_t[b, f]
+            gain[at + f] += w * g_t[b, f]
     for k in range(below):
+        at = U(k * width)
         for f in range(n_frames):
-            if g_bins_t[k, f] > 1.0:
-                g_bins_t[k, f] = 1.0
-    for f in range(n_frames):
-        for k in range(spec.shape[1]):
-            spec[f, k] *= g_bins_t[k, f]
+            if gain[at + f] > 1.0:
+                gain[at + f] = 1.0
 
 
 _band_gains = LazyJit(_band_gains_py)
 _smooth = LazyJit(_smooth_py)
 _spread = LazyJit(_spread_py)
-_frames = LazyJit(_frames_py)
-_overlap_add = LazyJit(_overlap_add_py)
+
+
+class _Scratch:
+    """One thread's buffers for :meth:`MelMatch._filter_into`: a lane group's complex sequence
+    (``zr``, ``zi``) and the bins of a block of ``block`` frames, bins by frames in rows of
+    ``width`` (whole lane groups): real and imaginary parts, magnitudes, gains."""
+
+    def __init__(self, plan, block: int) -> None:
+        from wavern.engine.kernels.stft import block_width
+
+        self.block = max(1, int(block))
+        self.width = block_width(self.block)
+        self.zr, self.zi = plan.scratch()
+        n = (plan.m + 1) * self.width
+        self.xr, self.xi, self.mag, self.gain = (np.zeros(n) for _ in range(4))

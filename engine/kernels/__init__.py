@@ -9,7 +9,8 @@ kernels take arrays and scalars, write into preallocated buffers and never raise
 The parts: :mod:`.jit` (how they compile, shared constants; imported first), :mod:`.rng`,
 :mod:`.fastexp`, :mod:`.intrinsics` (LLVM code numba does not write), :mod:`.blocks` (the
 block-sparse products and the engine's matrix layout), :mod:`.gru` (one stream, a few streams),
-:mod:`.lanes` (many streams), :mod:`.conv`, :mod:`.warmup` (compile ahead, cache status).
+:mod:`.lanes` (many streams), :mod:`.conv`, :mod:`.stft` (mel matching's transforms, eight frames
+at a time), :mod:`.warmup` (compile ahead, cache status).
 
 Every output value is computed by the same sequence of float operations in the one-stream,
 stream-major and lane layouts (same fused multiply-adds in the same order, sums in fixed chains,
