@@ -4,6 +4,7 @@ them, their settings, what mel matching does in the pauses, and what it costs ->
     .venv/bin/python bench/melmatch.py            # all settings on one draw, none / shipped on a second
     .venv/bin/python bench/melmatch.py --quick    # first draw, seed 0 only
     .venv/bin/python bench/melmatch.py --reuse    # the quality rows from docs/bench/melmatch.json, the rest anew
+    .venv/bin/python bench/melmatch.py --cost-only  # only the cost, put into the page as it is
 
 Every row is the espeak voice (assets/voices/espeak) with only its mel matching (``voice.melmatch``,
 ``voice.melmatch_measured``) or its post-filter's ``pitch_gain`` changed, measured
@@ -95,6 +96,33 @@ def cost(voice, seconds: float = COST_SECONDS, runs: int = COST_RUNS) -> tuple[f
     return float(np.median(times[0])), float(np.median(times[1]))
 
 
+def cost_only(voice_path: Path, out: Path) -> int:
+    """Measure :func:`cost` again and put it into the page in place of its "Cost: ..." sentence and
+    the header's date for it (the rest of the page, the quality tables, stays as it was)."""
+    import re
+
+    from wavern.engine import Voice
+
+    voice = Voice.load(voice_path)
+    passes = voice.melmatch.config.iterations
+    whole, streamed = cost(voice)
+    voice.close()
+    page = out.read_text(encoding="utf-8")
+    today = time.strftime("%Y-%m-%d", time.gmtime())
+    sentence = (f"Cost: {1000 * whole:.1f} ms of CPU per second of audio for a whole segment, {1000 * streamed:.1f} ms "
+                f"in the stream's chunks ({passes} passes, one thread, medians of {COST_RUNS} on {COST_SECONDS:g} s; "
+                f"{today}, `--cost-only`).")
+    page, n = re.subn(r"Cost: [^\n]*?\)\.", lambda _: sentence, page, count=1)
+    if n != 1:
+        print(f"[melmatch] no 'Cost: ...).' sentence in {out}: run the whole benchmark instead")
+        return 1
+    page = re.sub(r"pauses and cost (\d{4}-\d{2}-\d{2}) with `--reuse`", r"pauses \1 with `--reuse`", page)
+    out.write_text(page, encoding="utf-8")
+    print(sentence)
+    print(f"wrote {out}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--voice", type=Path, default=ROOT / "assets" / "voices" / "espeak")
@@ -102,7 +130,11 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "bench" / "melmatch.md")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--reuse", action="store_true", help="take the quality tables from the JSON beside --out")
+    ap.add_argument("--cost-only", action="store_true",
+                    help="measure only the cost and replace the page's cost sentence (no corpus, no torch)")
     args = ap.parse_args()
+    if args.cost_only:
+        return cost_only(args.voice, args.out)
     import torch
 
     torch.set_num_threads(1)
