@@ -121,7 +121,7 @@ class MelMatch:
                 _smooth(lg_t, self._kernel, self._k_lo, self._k_hi, g_t)
                 np.exp(g_t, out=g_t)
             _spread(g_t, self._s_band, self._s_bin, self._w_spread, self._below, width, s.gain)
-            stft.synthesise(s.xr, s.xi, s.gain, width, count, *plan, s.zr, s.zi, self.window, acc, norm,
+            stft.synthesise(s.xr, s.xi, s.gain, width, count, *plan, s.zr, s.zi, s.frames, self.window, acc, norm,
                             at + (b0 - k0) * hop, hop)
 
     def _scratch(self) -> "_Scratch":
@@ -375,7 +375,7 @@ _spread = LazyJit(_spread_py)
 
 class _Scratch:
     """One thread's buffers for :meth:`MelMatch._filter_into`: a lane group's complex sequence
-    (``zr``, ``zi``) and the bins of a block of ``block`` frames, bins by frames in rows of
+    (``zr``, ``zi``) and frames (``frames``), and the bins of a block of ``block`` frames, bins by frames in rows of
     ``width`` (whole lane groups): real and imaginary parts, magnitudes, gains."""
 
     def __init__(self, plan, block: int) -> None:
@@ -383,6 +383,6 @@ class _Scratch:
 
         self.block = max(1, int(block))
         self.width = block_width(self.block)
-        self.zr, self.zi = plan.scratch()
+        self.zr, self.zi, self.frames = plan.scratch()
         n = (plan.m + 1) * self.width
         self.xr, self.xi, self.mag, self.gain = (np.zeros(n) for _ in range(4))

@@ -63,9 +63,10 @@ class RealFFTPlan:
         self.rc, self.rs = np.cos(np.pi * k / m), np.sin(np.pi * k / m)
         self.rc[0], self.rs[0], self.rc[m], self.rs[m] = 1.0, 0.0, -1.0, 0.0  # X[0], X[m] exactly real
 
-    def scratch(self) -> tuple[np.ndarray, np.ndarray]:
-        """The two arrays (real, imaginary) of one lane group's complex sequence."""
-        return np.empty(self.m * LANES), np.empty(self.m * LANES)
+    def scratch(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The two arrays (real, imaginary) of one lane group's complex sequence, and one for its
+        frames in sample order (:func:`synthesise`)."""
+        return np.empty(self.m * LANES), np.empty(self.m * LANES), np.empty(self.n * LANES)
 
 
 # --------------------------------------------------------------------------------------------
@@ -266,6 +267,92 @@ else:
 
 
 # --------------------------------------------------------------------------------------------
+# Frames to lane rows and back, eight frames by sixteen samples at a time: two 8 x 8 transposes in
+# registers (three rounds of shuffles), the even and odd samples split or merged around them.
+
+def _shuffle(builder, a, b, mask):
+    return builder.shuffle_vector(a, b, llir.Constant(llir.VectorType(llir.IntType(32), len(mask)), mask))
+
+
+def _transpose8(builder, rows):
+    """Columns of the 8 x 8 matrix whose rows are the eight 8-vectors ``rows``."""
+    t = []
+    for p in range(4):  # pairs of elements, then pairs of pairs, then halves
+        t += [_shuffle(builder, rows[2 * p], rows[2 * p + 1], [0, 8, 2, 10, 4, 12, 6, 14]),
+              _shuffle(builder, rows[2 * p], rows[2 * p + 1], [1, 9, 3, 11, 5, 13, 7, 15])]
+    u = [None] * 8
+    for b in (0, 4):
+        for j in (0, 1):
+            u[b + j] = _shuffle(builder, t[b + j], t[b + j + 2], [0, 1, 8, 9, 4, 5, 12, 13])
+            u[b + j + 2] = _shuffle(builder, t[b + j], t[b + j + 2], [2, 3, 10, 11, 6, 7, 14, 15])
+    return ([_shuffle(builder, u[j], u[j + 4], [0, 1, 2, 3, 8, 9, 10, 11]) for j in range(4)]
+            + [_shuffle(builder, u[j], u[j + 4], [4, 5, 6, 7, 12, 13, 14, 15]) for j in range(4)])
+
+
+_EVENS, _ODDS = list(range(0, 16, 2)), list(range(1, 16, 2))
+
+if numba.config.DISABLE_JIT:
+    def _frames_to_lanes(x, xo, xs, window, wo, zr, zi, zo):
+        for f in range(LANES):
+            v = window[wo:wo + 16] * x[xo + f * xs:xo + f * xs + 16]
+            zr[zo + f:zo + f + 8 * LANES:LANES], zi[zo + f:zo + f + 8 * LANES:LANES] = v[0::2], v[1::2]
+
+    def _lanes_to_frames(zr, zi, zo, y, yo, ys):
+        for f in range(LANES):
+            y[yo + f * ys:yo + f * ys + 16:2] = zr[zo + f:zo + f + 8 * LANES:LANES]
+            y[yo + f * ys + 1:yo + f * ys + 16:2] = zi[zo + f:zo + f + 8 * LANES:LANES]
+else:
+    @intrinsic
+    def _frames_to_lanes(typingctx, x, xo, xs, window, wo, zr, zi, zo):
+        """Eight frames' sixteen samples, frame f's from ``x[xo + f xs]``, times ``window[wo ..]``,
+        into lane rows: row j of zr (at ``zo + j LANES``) holds the frames' samples 2j, of zi 2j + 1."""
+        sig = types.void(x, xo, xs, window, wo, zr, zi, zo)
+
+        def codegen(context, builder, signature, args):
+            st = signature.args
+            xp, wp, rp, ip = (context.make_array(st[j])(context, builder, args[j]).data for j in (0, 3, 5, 6))
+            xo_, xs_, wo_, zo_ = (context.cast(builder, args[j], st[j], types.int64) for j in (1, 2, 4, 7))
+            i64 = llir.IntType(64)
+            w = [builder.load(_vec_ptr(builder, wp, builder.add(wo_, llir.Constant(i64, h))), align=8) for h in (0, 8)]
+            evens, odds = [], []
+            for f in range(LANES):
+                at = builder.add(xo_, builder.mul(xs_, llir.Constant(i64, f)))
+                a, b = (builder.fmul(w[h], builder.load(_vec_ptr(builder, xp, builder.add(at, llir.Constant(i64, 8 * h))),
+                                                        align=8)) for h in (0, 1))
+                evens.append(_shuffle(builder, a, b, _EVENS))
+                odds.append(_shuffle(builder, a, b, _ODDS))
+            for base, rows in ((rp, evens), (ip, odds)):
+                for j, col in enumerate(_transpose8(builder, rows)):
+                    builder.store(col, _vec_ptr(builder, base, builder.add(zo_, llir.Constant(i64, j * LANES))), align=8)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    @intrinsic
+    def _lanes_to_frames(typingctx, zr, zi, zo, y, yo, ys):
+        """The way back: eight lane rows of zr and of zi from ``zo`` into the frames' sixteen
+        samples, frame f's at ``y[yo + f ys]`` (row j of zr its sample 2j, of zi 2j + 1)."""
+        sig = types.void(zr, zi, zo, y, yo, ys)
+
+        def codegen(context, builder, signature, args):
+            st = signature.args
+            rp, ip, yp = (context.make_array(st[j])(context, builder, args[j]).data for j in (0, 1, 3))
+            zo_, yo_, ys_ = (context.cast(builder, args[j], st[j], types.int64) for j in (2, 4, 5))
+            i64 = llir.IntType(64)
+            cols = [_transpose8(builder, [builder.load(_vec_ptr(builder, base, builder.add(zo_, llir.Constant(i64, j * LANES))),
+                                                       align=8) for j in range(8)]) for base in (rp, ip)]
+            for f in range(LANES):
+                at = builder.add(yo_, builder.mul(ys_, llir.Constant(i64, f)))
+                e, o = cols[0][f], cols[1][f]
+                builder.store(_shuffle(builder, e, o, [0, 8, 1, 9, 2, 10, 3, 11]), _vec_ptr(builder, yp, at), align=8)
+                builder.store(_shuffle(builder, e, o, [4, 12, 5, 13, 6, 14, 7, 15]),
+                              _vec_ptr(builder, yp, builder.add(at, llir.Constant(i64, 8))), align=8)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+
+# --------------------------------------------------------------------------------------------
 # The transforms, on one lane group (m rows of LANES).
 
 _OPTS = dict(cache=True, nogil=True, error_model="numpy", boundscheck=False)
@@ -354,6 +441,13 @@ def analyse(x, x0, n, k0, count, hop, reflect, window, pos, cr, ci, rc, rs, zr, 
     m = pos.size
     half = m  # n_fft / 2
     for g0 in range(0, count, LANES):
+        s0 = (k0 + g0) * hop - half
+        if m % 8 == 0 and g0 + LANES <= count and s0 >= 0 and s0 + (LANES - 1) * hop + 2 * m <= n:
+            for u in range(m // 8):  # eight whole frames inside the segment: sixteen samples at a time
+                _frames_to_lanes(x, s0 - x0 + 16 * u, hop, window, 16 * u, zr, zi, 8 * LANES * u)
+            dif(zr, zi, m, cr, ci)
+            rfft_post(zr, zi, pos, rc, rs, xr, xi, mag, g0, width)
+            continue
         for f in range(LANES):
             if g0 + f >= count:  # lanes past the last frame: zeros
                 for t in range(m):
@@ -387,16 +481,27 @@ def analyse(x, x0, n, k0, count, hop, reflect, window, pos, cr, ci, rc, rs, zr, 
 
 
 @kernel(**_OPTS)
-def synthesise(xr, xi, g, width, count, pos, cr, ci, rc, rs, zr, zi, window, acc, norm, at, hop):
+def synthesise(xr, xi, g, width, count, pos, cr, ci, rc, rs, zr, zi, frames, window, acc, norm, at, hop):
     """The ``count`` frames of bins g X (bin k of frame j of ``xr``, ``xi``, ``g`` at k width + j)
     transformed back, windowed and added frame by frame in order: frame j's sample i into
     ``acc[at + j hop + i]``, its window squared into ``norm`` (so a sample's sums do not depend on
-    how the frames were grouped)."""
+    how the frames were grouped). ``frames``: scratch of LANES n_fft."""
     m = pos.size
+    n_fft = U(2 * m)
     scale = 1.0 / m
     for g0 in range(0, count, LANES):
         irfft_pre(xr, xi, g, g0, width, pos, rc, rs, zr, zi)
         dit(zr, zi, m, cr, ci)
+        if m % 8 == 0:  # the frames back in sample order, then added in order
+            for u in range(m // 8):
+                _lanes_to_frames(zr, zi, 8 * LANES * u, frames, 16 * u, 2 * m)
+            for f in range(min(LANES, count - g0)):
+                a, y = U(at + (g0 + f) * hop), U(f) * n_fft
+                for i in range(n_fft):
+                    w = window[i]
+                    acc[a + i] += w * (frames[y + i] * scale)
+                    norm[a + i] += w * w
+            continue
         for f in range(min(LANES, count - g0)):
             a, fu = U(at + (g0 + f) * hop), U(f)
             for t in range(U(m)):

@@ -98,7 +98,7 @@ def test_analyse_and_synthesise_equal_a_numpy_stft_and_overlap_add(n_samples, k0
     x = rng.standard_normal(n_samples)
     width = stft.block_width(count)
     xr, xi, mag = (np.zeros((plan.m + 1) * width) for _ in range(3))
-    zr, zi = plan.scratch()
+    zr, zi, frames = plan.scratch()
     tables = (plan.pos, plan.cr, plan.ci, plan.rc, plan.rs)
     from wavern.dsp import _window
 
@@ -112,7 +112,7 @@ def test_analyse_and_synthesise_equal_a_numpy_stft_and_overlap_add(n_samples, k0
     np.testing.assert_allclose(cols(mag), np.abs(want), rtol=0, atol=tol)
     g = rng.uniform(0.5, 2.0, xr.size)
     acc, norm = np.zeros(n_fft + (count + 2) * hop), np.zeros(n_fft + (count + 2) * hop)
-    stft.synthesise(xr, xi, g, width, count, *tables, zr, zi, window, acc, norm, 7, hop)
+    stft.synthesise(xr, xi, g, width, count, *tables, zr, zi, frames, window, acc, norm, 7, hop)
     frames = np.fft.irfft(want * cols(g), n=n_fft, axis=1)
     want_acc, want_norm = np.zeros_like(acc), np.zeros_like(norm)
     for j in range(count):
@@ -135,7 +135,7 @@ def test_a_frames_result_does_not_depend_on_its_lane_or_its_group():
     for k0, count, lane in ((10, 8, 0), (5, 6, 5)):  # frame 10 either way
         width = stft.block_width(count)
         xr, xi, mag = (np.zeros((plan.m + 1) * width) for _ in range(3))
-        zr, zi = plan.scratch()
+        zr, zi, frames = plan.scratch()
         stft.analyse(x, 0, x.size, k0, count, hop, True, window, *tables, zr, zi, xr, xi, mag, width)
         out.append(np.stack([a.reshape(plan.m + 1, width)[:, lane] for a in (xr, xi, mag)]))
     assert np.array_equal(out[0], out[1])
@@ -152,8 +152,8 @@ def test_plans_and_mel_matching_refuse_sizes_that_are_not_powers_of_two():
 
 
 def test_the_uncompiled_twins_give_numpys_bins():
-    """Under NUMBA_DISABLE_JIT the butterflies are plain Python (coverage, debugging): the same
-    transform."""
+    """Under NUMBA_DISABLE_JIT the butterflies and the transposes are plain Python (coverage,
+    debugging): the same transforms."""
     code = (
         "import numpy as np\n"
         "from wavern.engine.kernels import stft\n"
@@ -168,10 +168,19 @@ def test_the_uncompiled_twins_give_numpys_bins():
         "stft.irfft_pre(xr, xi, g, 0, L, p.pos, p.rc, p.rs, zr, zi)\n"
         "stft.dit(zr, zi, p.m, p.cr, p.ci)\n"
         "y = np.empty((L, 32)); y[:, 0::2] = zr.reshape(p.m, L).T / p.m; y[:, 1::2] = zi.reshape(p.m, L).T / p.m\n"
-        "print(np.abs(X - np.fft.rfft(x, axis=1)).max(), np.abs(y - x).max())\n"
+        "x2 = np.random.default_rng(1).standard_normal(400); w = np.hanning(33)[:-1]\n"
+        "xr2, xi2, mag2 = (np.zeros((p.m + 1) * L) for _ in range(3)); zr, zi, fr = p.scratch()\n"
+        "stft.analyse(x2, 0, 400, 2, L, 16, True, w, p.pos, p.cr, p.ci, p.rc, p.rs, zr, zi, xr2, xi2, mag2, L)\n"
+        "ref = np.fft.rfft(np.stack([x2[(2 + j) * 16 - 16:(2 + j) * 16 + 16] for j in range(L)]) * w, axis=1)\n"
+        "acc, nrm = np.zeros(400), np.zeros(400)\n"
+        "stft.synthesise(xr2, xi2, np.ones_like(xr2), L, L, p.pos, p.cr, p.ci, p.rc, p.rs, zr, zi, fr, w, acc, nrm, 0, 16)\n"
+        "want = np.zeros(400)\n"
+        "for j in range(L): want[j * 16:j * 16 + 32] += w * np.fft.irfft(ref[j], n=32)\n"
+        "print(np.abs(X - np.fft.rfft(x, axis=1)).max(), np.abs(y - x).max(),\n"
+        "      np.abs((xr2 + 1j * xi2).reshape(p.m + 1, L).T - ref).max(), np.abs(acc - want).max())\n"
     )
     env = dict(os.environ, NUMBA_DISABLE_JIT="1")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    err_bins, err_back = (float(v) for v in out.stdout.split())
-    assert err_bins < 1e-12 and err_back < 1e-12
+    errs = [float(v) for v in out.stdout.split()]  # bins, round trip, a block's bins, its overlap-add
+    assert len(errs) == 4 and max(errs) < 1e-12, errs
