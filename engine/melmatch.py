@@ -167,7 +167,7 @@ class MelMatch:
 
 #: Frames filtered at a time. A block costs ten Python-level calls; 64 frames ran 5-10 % faster than
 #: 32 and as fast as 128 or 256 (8 passes on 20 s, alternating in one process), with its bins
-#: (real, imaginary, magnitude and gain: 4 x 513 x 64 float64, 1 MB a thread) still in a core's L2.
+#: (real, imaginary, magnitude and gain: 4 x 513 x 64 float64, 1 MB a thread).
 FILTER_BLOCK = 64
 
 #: Samples :meth:`MelMatch.apply` pushes at a time (about 3 s at 22050 Hz).
