@@ -98,9 +98,9 @@ class MelMatch:
                      acc: np.ndarray, norm: np.ndarray, at: int) -> None:
         """Frames k0..k1 of a segment of ``n`` samples (``x`` from sample ``x0``), filtered by their
         mel rows (k1 - k0, >= n_mels) and overlap-added into ``acc`` and ``norm`` from ``at``; in
-        blocks of :data:`FILTER_BLOCK` frames (their bins stay in the core's cache), the transforms
-        eight frames at a time (:mod:`wavern.engine.kernels.stft`), the transcendental functions
-        on whole blocks in numpy (vectorised)."""
+        blocks of :data:`FILTER_BLOCK` frames, the transforms eight frames at a time
+        (:mod:`wavern.engine.kernels.stft`), the transcendental functions on a whole block in
+        numpy (vectorised)."""
         from wavern.engine.kernels import stft
 
         if self._plan is None:

@@ -2,8 +2,8 @@
 
 Mel matching transforms every frame of the output forth and back in each of its passes (16
 transforms a frame for the default voice's 8 passes). numpy's FFT takes one frame at a time; these
-take :data:`LANES` frames side by side, one frame a vector lane, so every operation is one vector
-operation and no shuffles are needed.
+take :data:`LANES` frames side by side, one frame a vector lane, so every step of a transform is one
+vector operation on whole rows, without shuffles.
 
 Layout: a complex sequence of length m over the lanes is two float64 arrays (real, imaginary) of
 ``m * LANES``, element ``t`` of lane ``f`` at ``t * LANES + f``. An n-sample real frame is
@@ -13,12 +13,14 @@ its transform into the real frame's n/2 + 1 bins; :func:`irfft_pre` the way back
 The complex transform (:func:`dif`) is an in-place radix-4 decimation in frequency (a radix-2
 stage last when log2 m is odd), whose output lies in digit-reversed order (:func:`digit_reversal`);
 its inverse (:func:`dit`, unnormalised) runs the transposed stages in reverse, from digit-reversed
-input to natural order, so neither ever permutes. Each butterfly is LLVM vector code written here
-(numba cannot prove the four rows it reads and writes distinct, and gives up vectorising), with
-separate multiplies and adds (no fused ones): every lane computes the same operations, so a frame's
-result does not depend on its lane or on the CPU's vector width.
-"""
+input to natural order, so neither ever permutes. :func:`analyse` and :func:`synthesise` move eight
+frames into lane rows and back with 8 x 8 transposes in registers, and overlap-add.
 
+The butterflies, the real-FFT steps and the transposes are LLVM vector code written here: numba's
+own loops were no faster (it cannot prove the rows a butterfly reads and writes distinct, and
+checks at run time). Multiplies and adds stay separate (no fused ones) and every lane computes the
+same operations, so a frame's result does not depend on its lane or on the CPU's vector width.
+"""
 from __future__ import annotations
 
 import numba
@@ -89,6 +91,15 @@ def _splat(builder, value):
                                   undef, mask)
 
 
+def _unpack(context, builder, signature, args, arrays=(), offsets=(), scalars=()):
+    """An intrinsic's arguments by position: the data pointers of ``arrays``, ``offsets`` as int64,
+    ``scalars`` as float64 broadcast to vectors."""
+    st = signature.args
+    return ([context.make_array(st[j])(context, builder, args[j]).data for j in arrays],
+            [context.cast(builder, args[j], st[j], types.int64) for j in offsets],
+            [_splat(builder, context.cast(builder, args[j], st[j], types.float64)) for j in scalars])
+
+
 def _cmul(builder, ar, ai, br, bi):
     """(ar + i ai)(br + i bi), as (ar br - ai bi, ar bi + ai br)."""
     return (builder.fsub(builder.fmul(ar, br), builder.fmul(ai, bi)),
@@ -128,11 +139,7 @@ def _butterfly4(inverse: bool):
         sig = types.void(re, im, o0, o1, o2, o3, w1r, w1i, w2r, w2i, w3r, w3i)
 
         def codegen(context, builder, signature, args):
-            st = signature.args
-            rp = context.make_array(st[0])(context, builder, args[0]).data
-            ip = context.make_array(st[1])(context, builder, args[1]).data
-            offs = [context.cast(builder, args[2 + j], st[2 + j], types.int64) for j in range(4)]
-            w = [_splat(builder, context.cast(builder, args[6 + j], st[6 + j], types.float64)) for j in range(6)]
+            (rp, ip), offs, w = _unpack(context, builder, signature, args, (0, 1), range(2, 6), range(6, 12))
             pr, pi = [_vec_ptr(builder, rp, o) for o in offs], [_vec_ptr(builder, ip, o) for o in offs]
             xr, xi = [builder.load(p, align=8) for p in pr], [builder.load(p, align=8) for p in pi]
             add, sub = builder.fadd, builder.fsub
@@ -195,10 +202,8 @@ else:
         sig = types.void(re, im, o0, o1)
 
         def codegen(context, builder, signature, args):
-            st = signature.args
-            o = [context.cast(builder, args[2 + j], st[2 + j], types.int64) for j in range(2)]
-            for a in range(2):
-                base = context.make_array(st[a])(context, builder, args[a]).data
+            bases, o, _ = _unpack(context, builder, signature, args, (0, 1), (2, 3))
+            for base in bases:
                 p0, p1 = _vec_ptr(builder, base, o[0]), _vec_ptr(builder, base, o[1])
                 x0, x1 = builder.load(p0, align=8), builder.load(p1, align=8)
                 builder.store(builder.fadd(x0, x1), p0, align=8)
@@ -216,10 +221,7 @@ else:
         sig = types.void(zr, zi, ok, oc, xr, xi, mag, ox, c, s)
 
         def codegen(context, builder, signature, args):
-            st = signature.args
-            data = [context.make_array(st[j])(context, builder, args[j]).data for j in (0, 1, 4, 5, 6)]
-            ok_, oc_, ox_ = (context.cast(builder, args[j], st[j], types.int64) for j in (2, 3, 7))
-            c_, s_ = (_splat(builder, context.cast(builder, args[j], st[j], types.float64)) for j in (8, 9))
+            data, (ok_, oc_, ox_), (c_, s_) = _unpack(context, builder, signature, args, (0, 1, 4, 5, 6), (2, 3, 7), (8, 9))
             half = _splat(builder, llir.Constant(llir.DoubleType(), 0.5))
             add, sub, mul = builder.fadd, builder.fsub, builder.fmul
             ar, ai = (builder.load(_vec_ptr(builder, data[j], ok_), align=8) for j in (0, 1))
@@ -246,10 +248,7 @@ else:
         sig = types.void(xr, xi, g, ok, oc, zr, zi, oz, c, s)
 
         def codegen(context, builder, signature, args):
-            st = signature.args
-            data = [context.make_array(st[j])(context, builder, args[j]).data for j in (0, 1, 2, 5, 6)]
-            ok_, oc_, oz_ = (context.cast(builder, args[j], st[j], types.int64) for j in (3, 4, 7))
-            c_, s_ = (_splat(builder, context.cast(builder, args[j], st[j], types.float64)) for j in (8, 9))
+            data, (ok_, oc_, oz_), (c_, s_) = _unpack(context, builder, signature, args, (0, 1, 2, 5, 6), (3, 4, 7), (8, 9))
             half = _splat(builder, llir.Constant(llir.DoubleType(), 0.5))
             add, sub, mul = builder.fadd, builder.fsub, builder.fmul
             gk, gc = (builder.load(_vec_ptr(builder, data[2], o), align=8) for o in (ok_, oc_))
@@ -309,9 +308,8 @@ else:
         sig = types.void(x, xo, xs, window, wo, zr, zi, zo)
 
         def codegen(context, builder, signature, args):
-            st = signature.args
-            xp, wp, rp, ip = (context.make_array(st[j])(context, builder, args[j]).data for j in (0, 3, 5, 6))
-            xo_, xs_, wo_, zo_ = (context.cast(builder, args[j], st[j], types.int64) for j in (1, 2, 4, 7))
+            (xp, wp, rp, ip), (xo_, xs_, wo_, zo_), _ = _unpack(context, builder, signature, args, (0, 3, 5, 6),
+                                                                (1, 2, 4, 7))
             i64 = llir.IntType(64)
             w = [builder.load(_vec_ptr(builder, wp, builder.add(wo_, llir.Constant(i64, h))), align=8) for h in (0, 8)]
             evens, odds = [], []
@@ -335,9 +333,7 @@ else:
         sig = types.void(zr, zi, zo, y, yo, ys)
 
         def codegen(context, builder, signature, args):
-            st = signature.args
-            rp, ip, yp = (context.make_array(st[j])(context, builder, args[j]).data for j in (0, 1, 3))
-            zo_, yo_, ys_ = (context.cast(builder, args[j], st[j], types.int64) for j in (2, 4, 5))
+            (rp, ip, yp), (zo_, yo_, ys_), _ = _unpack(context, builder, signature, args, (0, 1, 3), (2, 4, 5))
             i64 = llir.IntType(64)
             cols = [_transpose8(builder, [builder.load(_vec_ptr(builder, base, builder.add(zo_, llir.Constant(i64, j * LANES))),
                                                        align=8) for j in range(8)]) for base in (rp, ip)]
@@ -358,47 +354,56 @@ else:
 _OPTS = dict(cache=True, nogil=True, error_model="numpy", boundscheck=False)
 
 
+@kernel(inline="always", nogil=True, error_model="numpy", boundscheck=False)
+def _radix4_stage(zr, zi, m, size, cr, ci, inverse):
+    """Every block of ``size`` rows through its radix-4 butterflies: :func:`dif`'s stage of that
+    size, or (``inverse``) its conjugate transpose, with conjugate twiddles."""
+    q = size // 4
+    step = m // size
+    for base in range(0, m, size):
+        for p in range(q):
+            t = p * step
+            r = (base + p) * LANES
+            if inverse:
+                _dit4(zr, zi, r, r + q * LANES, r + 2 * q * LANES, r + 3 * q * LANES,
+                      cr[t], -ci[t], cr[2 * t], -ci[2 * t], cr[3 * t], -ci[3 * t])
+            else:
+                _dif4(zr, zi, r, r + q * LANES, r + 2 * q * LANES, r + 3 * q * LANES,
+                      cr[t], ci[t], cr[2 * t], ci[2 * t], cr[3 * t], ci[3 * t])
+
+
+@kernel(inline="always", nogil=True, error_model="numpy", boundscheck=False)
+def _radix2_stage(zr, zi, m):
+    """The radix-2 butterflies of neighbouring rows (the last stage of an odd log2 m, its own inverse)."""
+    for base in range(0, m, 2):
+        _butterfly2(zr, zi, base * LANES, (base + 1) * LANES)
+
+
 @kernel(**_OPTS)
 def dif(zr, zi, m, cr, ci):
     """The forward DFT of the m-row sequence (zr, zi), in place, into digit-reversed rows
     (:func:`digit_reversal`); ``cr``, ``ci``: cos, -sin of 2 pi t / m."""
     size = m
     while size >= 4:
-        q = size // 4
-        step = m // size
-        for base in range(0, m, size):
-            for p in range(q):
-                t = p * step
-                r = (base + p) * LANES
-                _dif4(zr, zi, r, r + q * LANES, r + 2 * q * LANES, r + 3 * q * LANES,
-                      cr[t], ci[t], cr[2 * t], ci[2 * t], cr[3 * t], ci[3 * t])
-        size = q
+        _radix4_stage(zr, zi, m, size, cr, ci, False)
+        size //= 4
     if size == 2:
-        for base in range(0, m, 2):
-            _butterfly2(zr, zi, base * LANES, (base + 1) * LANES)
+        _radix2_stage(zr, zi, m)
 
 
 @kernel(**_OPTS)
 def dit(zr, zi, m, cr, ci):
     """The inverse of :func:`dif` times m (the unnormalised inverse DFT), in place: digit-reversed
-    rows in, natural order out."""
+    rows in, natural order out (dif's stages, transposed, in reverse)."""
     size = 1
     while size * 4 <= m:
         size *= 4
-    if m // size == 2:  # dif's last stage first
-        for base in range(0, m, 2):
-            _butterfly2(zr, zi, base * LANES, (base + 1) * LANES)
-    block = 4 * (m // size)  # then the radix-4 stages from the smallest blocks to the whole
-    while block <= m:
-        q = block // 4
-        step = m // block
-        for base in range(0, m, block):
-            for p in range(q):
-                t = p * step
-                r = (base + p) * LANES
-                _dit4(zr, zi, r, r + q * LANES, r + 2 * q * LANES, r + 3 * q * LANES,
-                      cr[t], -ci[t], cr[2 * t], -ci[2 * t], cr[3 * t], -ci[3 * t])
-        block *= 4
+    if m // size == 2:
+        _radix2_stage(zr, zi, m)
+    size = 4 * (m // size)  # the radix-4 stages from the smallest blocks to the whole
+    while size <= m:
+        _radix4_stage(zr, zi, m, size, cr, ci, True)
+        size *= 4
 
 
 @kernel(**_OPTS)
