@@ -85,14 +85,15 @@ def _stft_reference(x, n_fft, hop, k0, count, reflect):
     return np.fft.rfft(frames, axis=1), w
 
 
-@pytest.mark.parametrize("n_samples, k0, count, reflect", [
-    (4000, 0, 11, True),  # the left edge, a partial lane group
-    (4000, 5, 8, True),  # inside: one whole group
-    (4000, 9, 7, True),  # to the right edge
-    (300, 0, 2, False),  # shorter than half a window: zeros, no reflection
+@pytest.mark.parametrize("n_fft, n_samples, k0, count, reflect", [
+    (512, 4000, 0, 11, True),  # the left edge, a partial lane group
+    (512, 4000, 5, 8, True),  # inside: one whole group (the transposes)
+    (512, 4000, 9, 7, True),  # to the right edge
+    (512, 300, 0, 2, False),  # shorter than half a window: zeros, no reflection
+    (8, 200, 3, 16, True),  # n/2 = 4, not a multiple of 8: element by element throughout
 ])
-def test_analyse_and_synthesise_equal_a_numpy_stft_and_overlap_add(n_samples, k0, count, reflect):
-    n_fft, hop = 512, 128
+def test_analyse_and_synthesise_equal_a_numpy_stft_and_overlap_add(n_fft, n_samples, k0, count, reflect):
+    hop = n_fft // 4
     plan = stft.RealFFTPlan(n_fft)
     rng = np.random.default_rng(n_samples + k0)
     x = rng.standard_normal(n_samples)
@@ -111,7 +112,7 @@ def test_analyse_and_synthesise_equal_a_numpy_stft_and_overlap_add(n_samples, k0
     np.testing.assert_allclose(cols(xr) + 1j * cols(xi), want, rtol=0, atol=tol)
     np.testing.assert_allclose(cols(mag), np.abs(want), rtol=0, atol=tol)
     g = rng.uniform(0.5, 2.0, xr.size)
-    acc, norm = np.zeros(n_fft + (count + 2) * hop), np.zeros(n_fft + (count + 2) * hop)
+    acc, norm = np.zeros(7 + n_fft + count * hop), np.zeros(7 + n_fft + count * hop)
     stft.synthesise(xr, xi, g, width, count, *tables, zr, zi, frames, window, acc, norm, 7, hop)
     frames = np.fft.irfft(want * cols(g), n=n_fft, axis=1)
     want_acc, want_norm = np.zeros_like(acc), np.zeros_like(norm)
