@@ -21,8 +21,8 @@ from typing import Callable
 
 import numpy as np
 
-from wavern.dsp import DEFAULT_MEL, MelConfig, _window, slaney_filterbank, soft_limit
-from wavern.engine.postfilter import U, LazyJit, settings_from_dict
+from wavern.dsp import DEFAULT_MEL, MelConfig, U, _window, slaney_filterbank, soft_limit
+from wavern.engine.postfilter import LazyJit, settings_from_dict
 from wavern.errors import ParameterError
 
 __all__ = ["MelMatchConfig", "MelMatch", "MelMatchStream"]
@@ -105,8 +105,7 @@ class MelMatch:
 
         if self._plan is None:
             self._plan = stft.RealFFTPlan(self.n_fft)
-        s, p = self._scratch(), self._plan
-        plan = (p.pos, p.cr, p.ci, p.rc, p.rs)
+        s, plan = self._scratch(), self._plan.tables
         hop, width = self.hop, s.width
         mel = np.asarray(mel, np.float64)
         for b0 in range(k0, k1, s.block):
@@ -165,9 +164,9 @@ class MelMatch:
                                for _ in range(self.config.iterations)])
 
 
-#: Frames filtered at a time. A block costs ten Python-level calls; 64 frames ran 5-10 % faster than
-#: 32 and as fast as 128 or 256 (8 passes on 20 s, alternating in one process), with its bins
-#: (real, imaginary, magnitude and gain: 4 x 513 x 64 float64, 1 MB a thread).
+#: Frames filtered at a time. A block costs about ten Python-level calls; 64 frames ran 1-14 % faster
+#: than 32 and as fast as 128 or 256 (8 passes on 20 s, the sizes alternating in one process, three
+#: runs), with its bins (real, imaginary, magnitude and gain: 4 x 513 x 64 float64, 1 MB a thread).
 FILTER_BLOCK = 64
 
 #: Samples :meth:`MelMatch.apply` pushes at a time (about 3 s at 22050 Hz).

@@ -31,14 +31,12 @@ import dataclasses
 import numpy as np
 
 from wavern import dsp
-from wavern.dsp import (PITCH_REFERENCE_HZ, MelConfig, lpc_from_power, mel_power_spectrum,  # noqa: F401
+from wavern.dsp import (PITCH_REFERENCE_HZ, MelConfig, U, lpc_from_power, mel_power_spectrum,  # noqa: F401
                         slaney_filterbank)
 from wavern.errors import ParameterError
 
 __all__ = ["PostfilterConfig", "PostfilterState", "postfilter_coefficients", "pitch_stage", "Postfilter", "LazyJit",
            "settings_from_dict"]
-
-U = np.uint64  # unsigned index arithmetic in the compiled loop: no negative-index wraparound
 
 
 def settings_from_dict(cls, d, what: str):

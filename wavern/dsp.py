@@ -146,6 +146,11 @@ def _band_interpolation(cfg: MelConfig) -> tuple[np.ndarray, np.ndarray]:
     return interp, freqs
 
 
+#: Unsigned index arithmetic for the compiled loops (here and in the engine): numba then skips the
+#: negative-index wraparound of every index.
+U = np.uint64
+
+
 class LazyJit:
     """``py_fn`` compiled by numba (cached on disk) at its first call, so importing the module
     costs nothing: here :func:`levinson`'s and :func:`mel_power_spectrum`'s loops (a stream window

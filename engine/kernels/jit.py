@@ -30,7 +30,7 @@ numba = import_numba()  # (without its start's scipy and yaml imports)
 import numpy as np  # noqa: E402
 from numba import njit  # noqa: E402
 
-from wavern.dsp import PHASE_INPUT_GAIN  # noqa: E402
+from wavern.dsp import PHASE_INPUT_GAIN, U  # noqa: E402,F401  (U: unsigned index arithmetic, the kernels' import)
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +88,6 @@ _PHASE_GAIN = 8.0
 if _PHASE_GAIN != PHASE_INPUT_GAIN:
     raise ImportError(f"engine/kernels/jit.py's _PHASE_GAIN {_PHASE_GAIN} differs from wavern.dsp.PHASE_INPUT_GAIN "
                       f"{PHASE_INPUT_GAIN}: change both")
-
-U = np.uint64  # unsigned index arithmetic: numba then skips the negative-index wraparound
 
 #: Block shapes the kernels support, by ``kind``: (rows, cols) of one block.
 BLOCK_SHAPES: tuple[tuple[int, int], ...] = ((8, 4), (4, 4), (8, 1), (16, 4))

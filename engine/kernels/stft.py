@@ -64,6 +64,8 @@ class RealFFTPlan:
         k = np.arange(m + 1)
         self.rc, self.rs = np.cos(np.pi * k / m), np.sin(np.pi * k / m)
         self.rc[0], self.rs[0], self.rc[m], self.rs[m] = 1.0, 0.0, -1.0, 0.0  # X[0], X[m] exactly real
+        #: the tables in the order :func:`analyse` and :func:`synthesise` take them
+        self.tables = (self.pos, self.cr, self.ci, self.rc, self.rs)
 
     def scratch(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The two arrays (real, imaginary) of one lane group's complex sequence, and one for its

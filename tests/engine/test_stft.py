@@ -100,7 +100,7 @@ def test_analyse_and_synthesise_equal_a_numpy_stft_and_overlap_add(n_fft, n_samp
     width = stft.block_width(count)
     xr, xi, mag = (np.zeros((plan.m + 1) * width) for _ in range(3))
     zr, zi, frames = plan.scratch()
-    tables = (plan.pos, plan.cr, plan.ci, plan.rc, plan.rs)
+    tables = plan.tables
     from wavern.dsp import _window
 
     window = _window(n_fft, n_fft).astype(np.float64)
@@ -129,7 +129,7 @@ def test_a_frames_result_does_not_depend_on_its_lane_or_its_group():
     its frames were blocked)."""
     n_fft, hop = 256, 64
     plan = stft.RealFFTPlan(n_fft)
-    tables = (plan.pos, plan.cr, plan.ci, plan.rc, plan.rs)
+    tables = plan.tables
     x = np.random.default_rng(1).standard_normal(3000)
     window = np.hanning(n_fft + 1)[:-1]
     out = []
