@@ -21,6 +21,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse  # noqa: E402
 import json  # noqa: E402
 import shlex  # noqa: E402
+import shutil  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -36,72 +37,18 @@ import numba  # noqa: E402
 import numpy as np  # noqa: E402
 
 import wavern  # noqa: E402
-from wavern.vocoder.format import BlockSparse  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import machine  # noqa: E402
 import roofline  # noqa: E402
 import sample_pieces  # noqa: E402
 from checkout import export_checkout  # noqa: E402
+from goal_row import COND_BLOCKS, SR, engine_speed, random_mel, random_vocoder  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-SR = 22050
-C, COND_BLOCKS = 128, 3  # VocoderConfig defaults
-
-
-def random_vocoder(H: int, density: float, *, block=(16, 4), seed: int = 0):
-    """Vocoder tensors in the file's form with blocks kept at random (fraction ``density``): float16
-    values, as a voice file stores them (so the engine runs them as a voice's, ``Vocoder.half_weights``)."""
-    rng = np.random.default_rng(seed)
-    hh = H // 2
-    g = lambda *s, sc: (rng.standard_normal(s) * sc).astype(np.float16).astype(np.float32)  # noqa: E731
-    dense = {"cond.conv_in.weight": g(C, 80, 5, sc=0.05), "cond.conv_in.bias": g(C, sc=0.1)}
-    for i in range(COND_BLOCKS):
-        dense |= {f"cond.blocks.{i}.conv1.weight": g(C, C, 3, sc=1 / np.sqrt(3 * C)),
-                  f"cond.blocks.{i}.conv1.bias": g(C, sc=0.1),
-                  f"cond.blocks.{i}.conv2.weight": g(C, C, 1, sc=0.5 / np.sqrt(C)),
-                  f"cond.blocks.{i}.conv2.bias": g(C, sc=0.1)}
-    w_ih = g(3 * H, 3 + C, sc=1.5 / np.sqrt(3 + C))
-    for gate in range(3):
-        w_ih[gate * H:gate * H + hh, 2] = 0.0
-    dense |= {"gru.weight_ih": w_ih, "gru.bias_ih": g(3 * H, sc=0.3), "gru.bias_hh": g(3 * H, sc=0.3)}
-
-    def sparse_mat(rows: int, cols: int, sc: float) -> BlockSparse:
-        br, bc = block
-        keep = rng.random((rows // br, cols // bc)) < density
-        m = g(rows, cols, sc=sc / np.sqrt(cols * density)) * np.kron(keep, np.ones(block, np.float32))
-        return BlockSparse.from_dense(m, block)
-
-    sparse = {"gru.weight_hh": sparse_mat(3 * H, H, 1.5)}
-    for name, rows in (("O1", hh), ("O2", 256), ("O3", hh), ("O4", 256)):
-        sparse[name] = sparse_mat(rows, hh, 1.5)
-        dense[f"{name}.bias"] = g(rows, sc=0.1)
-    return dense, sparse
-
-
-def random_mel(frames: int, seed: int = 0) -> np.ndarray:
-    walk = np.cumsum(np.random.default_rng(seed).standard_normal((frames, 80)) * 0.5, axis=0)
-    return (np.tanh(walk / 4.0) * 4.0 - 5.0).astype(np.float32)
 
 
 # ---- engine -------------------------------------------------------------------------------------
-
-def engine_speed(voc: Vocoder, gi: np.ndarray, runs: int, seconds: float) -> float:
-    """Median samples per CPU-second of one stream, each run ``seconds`` long (estimated)."""
-    st = voc.new_state(seed=1)
-    voc.generate(gi, st, 256)  # compiled already; warms caches
-    t = time.thread_time()
-    voc.generate(gi, voc.new_state(seed=1), 1024)
-    per = max(time.thread_time() - t, 1e-6) / 1024
-    n = int(min(max(seconds / per, 1024), gi.shape[0] * voc.hop))
-    rates = []
-    for _ in range(runs):
-        st = voc.new_state(seed=1)
-        t = time.thread_time()
-        voc.generate(gi, st, n)
-        rates.append(n / (time.thread_time() - t))
-    return float(np.median(rates))
-
 
 VOICE = ROOT / "assets" / "voices" / "default"
 VOICE_TEXT = ("The old lighthouse keeper walked down to the harbour every morning, "
@@ -478,34 +425,85 @@ def batch_lines(this: dict[str, float], ref: dict[str, float] | None, ref_name: 
 AVX2_TARGETS = ("haswell", "znver2")
 
 
-def goal_rtf(target: str | None, runs: int, seconds: float) -> float:
-    """RTF of the goal shape (H 512, 10 %, one stream, CPU time, median of ``runs``) with the kernels
-    compiled for LLVM CPU ``target`` (NUMBA_CPU_NAME; None: this CPU, as wavern compiles by
-    default), in a fresh process with a numba cache of that target's own."""
+#: The last run of the goal row on an AVX2-only CPU: (revision, RTF, date, CPU). ``--avx2 --against``
+#: that revision says how its goal row's speed compares with this checkout's on this CPU.
+AVX2_CPU_RUN = ("58f9e0b", 0.149, "2026-12-02", "an AVX2-only AMD EPYC (Zen 3, family 25 model 1)")
+
+
+def goal_rtf(target: str | None, runs: int, seconds: float, pythonpath: Path | None = None) -> float:
+    """RTF of the goal shape (``bench/goal_row.py``: H 512, 10 %, one stream, CPU time, median of
+    ``runs``) with the kernels compiled for LLVM CPU ``target`` (NUMBA_CPU_NAME; None: this CPU, as
+    wavern compiles by default), in a fresh process with a numba cache of that target's own; with
+    ``pythonpath``, the wavern exported there (:func:`checkout.export_checkout`) instead of this one."""
     env = dict(os.environ)
+    if env.get("NUMBA_CPU_FEATURES") == wavern.wide_vector_features():
+        del env["NUMBA_CPU_FEATURES"]  # this process's import set it: let the child decide its own
     if target is not None:
         env.pop("NUMBA_CPU_FEATURES", None)
         env.pop("WAVERN_NUMBA_CPU_FEATURES", None)
         env["NUMBA_CPU_NAME"] = target
         env["NUMBA_CACHE_DIR"] = str(Path(tempfile.gettempdir()) / f"wavern-numba-cache-{target}")
-    res = subprocess.run([sys.executable, __file__, "--goal-json", "--runs", str(runs), "--render-s", str(seconds)],
-                         env=env, capture_output=True, text=True)
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
+    res = subprocess.run([sys.executable, str(Path(__file__).resolve().parent / "goal_row.py"), "--runs", str(runs),
+                          "--seconds", str(seconds)], env=env, capture_output=True, text=True,
+                         cwd=tempfile.gettempdir())  # not the repository: its folders would shadow an export
     if res.returncode:
         raise RuntimeError(f"goal row for {target}: {res.stderr[-2000:]}")
     return json.loads(res.stdout.strip().splitlines()[-1])["rtf"]
 
 
-def avx2_rows(rounds: int, seconds: float) -> dict:
+def avx2_rows(rounds: int, seconds: float, against: str | None = None) -> dict:
     """The goal row's RTF natively and for each of :data:`AVX2_TARGETS`, ``rounds`` fresh processes
-    each, the targets taking turns (order reversed every round); each process the median of 5 runs."""
+    each, the targets taking turns (order reversed every round); each process the median of 5 runs.
+    Keys ``(target, "this")`` (target None: native), and with ``against`` (a git revision) also
+    ``(target, against)``: the two checkouts taking turns too."""
     targets = [None, *AVX2_TARGETS]
-    for t in targets:  # compile (or load) each target's kernels once, not timed
-        goal_rtf(t, 1, 0.05)
-    got: dict = {t: [] for t in targets}
+    sides: list[tuple[str | None, Path | None]] = [(None, None)]
+    if against:
+        # a path that stays the same from run to run, so numba's cache of the export is reused
+        sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", f"{against}^{{commit}}"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        dest = Path(tempfile.gettempdir()) / f"wavern-export-{sha[:12]}"
+        if not (dest / "complete").exists():
+            shutil.rmtree(dest, ignore_errors=True)
+            export_checkout(sha, dest, folders=("wavern", "engine", "vocoder", "conditioning"))
+            (dest / "complete").touch()
+        sides.append((against, dest / "pkg"))
+    runs = [(t, side, path) for t in targets for side, path in sides]
+    for t, _, path in runs:  # compile (or load) each target's kernels once, not timed
+        goal_rtf(t, 1, 0.05, path)
+    got: dict = {(t, side or "this"): [] for t, side, _ in runs}
     for i in range(rounds):
-        for t in targets if i % 2 == 0 else targets[::-1]:
-            got[t].append(goal_rtf(t, 5, seconds))
+        for t, side, path in runs if i % 2 == 0 else runs[::-1]:
+            got[(t, side or "this")].append(goal_rtf(t, 5, seconds, path))
     return got
+
+
+def avx2_lines(got: dict, against: str | None) -> list[str]:
+    """Sentences of :func:`avx2_rows`: each target's median RTF, and with ``against`` the round-by-round
+    ratio of this checkout's RTF to that revision's (below 1: this checkout is faster)."""
+    def rtfs(rs: list[float]) -> str:
+        return f"**{statistics.median(rs):.3f}** ({min(rs):.3f}-{max(rs):.3f})"
+
+    targets = [None, *AVX2_TARGETS]
+    out = [f"The goal row compiled natively and for AVX2-only CPUs (`--avx2`: LLVM targets {' and '.join(AVX2_TARGETS)}, "
+           f"run on this CPU), {len(got[(None, 'this')])} processes taking turns, median RTF (fastest-slowest): "
+           + "; ".join(f"{t or 'native'} {rtfs(got[(t, 'this')])}" for t in targets)
+           + ". Goal (issue 41): <= 0.12 on AVX2-only CPUs as well as AVX-512 ones."]
+    if against:
+        ratio = {t: [a / b for a, b in zip(got[(t, "this")], got[(t, against)])] for t in targets}
+        out.append(f"{against} in the same rounds: " + "; ".join(f"{t or 'native'} {rtfs(got[(t, against)])}" for t in targets)
+                   + "; this checkout's RTF over its, round by round (median, range): "
+                   + "; ".join(f"{t or 'native'} {statistics.median(r):.2f} ({min(r):.2f}-{max(r):.2f})"
+                               for t, r in ratio.items()) + ".")
+        rev, rtf, day, cpu = AVX2_CPU_RUN
+        if against == rev:
+            avx = statistics.median([x for t in AVX2_TARGETS for x in ratio[t]])
+            out.append(f"The last run on an AVX2-only CPU: {cpu} measured this row at {rtf} on {day}, at {rev}. "
+                       f"If that CPU sped up as this one does from {rev} to this checkout (median AVX2 ratio {avx:.2f}), "
+                       f"it would run this checkout's at about {rtf * avx:.3f}: an estimate, not a measurement.")
+    return out
 
 
 # ---- cold / warm start -----------------------------------------------------------------------------
@@ -534,10 +532,9 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "bench" / "engine.md")
     ap.add_argument("--batch", action="store_true", help="only the batch table, printed")
     ap.add_argument("--voice", action="store_true", help="only the shipped voice's rows, printed")
-    ap.add_argument("--against", metavar="REV", help="also measure the batch table at git revision REV")
+    ap.add_argument("--against", metavar="REV", help="also measure the batch table (or with --avx2 the goal row) at git revision REV")
     ap.add_argument("--rounds", type=int, default=3, help="processes per checkout for --against")
     ap.add_argument("--batch-json", action="store_true", help=argparse.SUPPRESS)  # one batch_costs, as JSON
-    ap.add_argument("--goal-json", action="store_true", help=argparse.SUPPRESS)  # the goal row's RTF, as JSON
     ap.add_argument("--avx2", action="store_true", help="only the goal row, native and as AVX2 code, printed")
     ap.add_argument("--pieces", action="store_true", help="only where a sample's time goes, printed")
     ap.add_argument("--runs", type=int, default=5, help=argparse.SUPPRESS)
@@ -547,20 +544,14 @@ def main() -> int:
     if args.batch_json:
         print(json.dumps(batch_costs(args.runs, args.samples, args.render_s)))
         return 0
-    if args.goal_json:
-        dense, sparse = random_vocoder(512, 0.1)
-        voc = Vocoder(dense, sparse, cond_blocks=COND_BLOCKS)
-        sps = engine_speed(voc, voc.frame_inputs(random_mel(400, seed=1)), args.runs, args.render_s)
-        print(json.dumps({"rtf": SR / sps, "cpu_features": numba.core.config.CPU_FEATURES,
-                          "cpu_name": numba.core.config.CPU_NAME}))
-        return 0
     if args.avx2:
         load_before = os.getloadavg()
         rounds = 3 if args.quick else 5
-        got = avx2_rows(rounds, 0.4)
-        for target, rtfs in got.items():
-            print(f"H 512 / 10 %, {target or 'native'}: RTF median {statistics.median(rtfs):.3f} "
+        got = avx2_rows(rounds, 0.4, args.against)
+        for (target, side), rtfs in got.items():
+            print(f"H 512 / 10 %, {target or 'native'}, {side}: RTF median {statistics.median(rtfs):.3f} "
                   f"({', '.join(f'{r:.3f}' for r in rtfs)})")
+        print("\n".join(avx2_lines(got, args.against)))
         print(f"load average {load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after")
         return 0
     runs = 3 if args.quick else 5
@@ -608,9 +599,9 @@ def main() -> int:
                      voc.block_shapes["gru.weight_hh"]))
         print(f"H={H} density={density}: {sps:,.0f} samples/s RTF {SR / sps:.3f} "
               f"{flops * sps / 1e9:.1f} GFLOP/s | torch {tps:,.0f} samples/s (x{sps / tps:.0f})", flush=True)
-    avx2 = avx2_rows(3 if args.quick else 5, 0.15 if args.quick else 0.4)
-    for t, v in avx2.items():
-        print(f"H=512 density=0.1, {t or 'native'} code: RTF median {statistics.median(v):.3f}", flush=True)
+    avx2 = avx2_rows(3 if args.quick else 5, 0.15 if args.quick else 0.4, AVX2_CPU_RUN[0])
+    for (t, side), v in avx2.items():
+        print(f"H=512 density=0.1, {t or 'native'} code, {side}: RTF median {statistics.median(v):.3f}", flush=True)
     vs = voice_speed(3 if args.quick else 11, 1.0 if args.quick else None)
     print(f"shipped voice: {vs['full']:,.0f} samples/s RTF {SR / vs['full']:.3f} | network alone "
           f"{vs['net']:,.0f} samples/s RTF {SR / vs['net']:.3f} | waveform stage {SR / vs['stage']:.3f}", flush=True)
@@ -642,12 +633,7 @@ def main() -> int:
         f"Goals (H 512, 10 % density): RTF <= 0.12 -> measured {goal[3]:.3f}; effective GFLOP/s >= 30 -> "
         f"{goal[4]:.1f}.",
         "",
-        f"The goal row compiled natively and for AVX2-only CPUs (`--avx2`: LLVM targets "
-        f"{' and '.join(AVX2_TARGETS)}, run on this CPU), {len(avx2[None])} processes taking turns, median RTF "
-        "(fastest-slowest): "
-        + "; ".join(f"{t or 'native'} **{statistics.median(v):.3f}** ({min(v):.3f}-{max(v):.3f})"
-                    for t, v in avx2.items()) + ". Goal (issue 41): <= 0.12 on AVX2-only CPUs as well as AVX-512 ones.",
-        "",
+        *(x for line in avx2_lines(avx2, AVX2_CPU_RUN[0]) for x in (line, "")),
         f"The shipped voice's vocoder (H {vs['hidden']}, {vs['weights']:,.0f} stored weights per sample; LPC "
         f"order {vs['lpc']}, {vs['taps']} residual taps one period back), one stream on the acoustic model's mel "
         f"of a {vs['frames']}-frame sentence (`VOICE_TEXT`, {vs['seconds']:.1f} s), median of {vs['runs']} "
