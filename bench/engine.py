@@ -481,28 +481,30 @@ def avx2_rows(rounds: int, seconds: float, against: str | None = None) -> dict:
 
 
 def avx2_lines(got: dict, against: str | None) -> list[str]:
-    """Sentences of :func:`avx2_rows`: each target's median RTF, and with ``against`` the round-by-round
-    ratio of this checkout's RTF to that revision's (below 1: this checkout is faster)."""
-    def rtfs(rs: list[float]) -> str:
-        return f"**{statistics.median(rs):.3f}** ({min(rs):.3f}-{max(rs):.3f})"
-
+    """Sentences of :func:`avx2_rows`: each target's median RTF (fastest-slowest), and with ``against``
+    that revision's beside it and the round-by-round ratio of this checkout's RTF to its (below 1:
+    this checkout is faster); against :data:`AVX2_CPU_RUN`'s revision, what that CPU's figure
+    scales to."""
     targets = [None, *AVX2_TARGETS]
-    out = [f"The goal row compiled natively and for AVX2-only CPUs (`--avx2`: LLVM targets {' and '.join(AVX2_TARGETS)}, "
-           f"run on this CPU), {len(got[(None, 'this')])} processes taking turns, median RTF (fastest-slowest): "
-           + "; ".join(f"{t or 'native'} {rtfs(got[(t, 'this')])}" for t in targets)
-           + ". Goal (issue 41): <= 0.12 on AVX2-only CPUs as well as AVX-512 ones."]
-    if against:
-        ratio = {t: [a / b for a, b in zip(got[(t, "this")], got[(t, against)])] for t in targets}
-        out.append(f"{against} in the same rounds: " + "; ".join(f"{t or 'native'} {rtfs(got[(t, against)])}" for t in targets)
-                   + "; this checkout's RTF over its, round by round (median, range): "
-                   + "; ".join(f"{t or 'native'} {statistics.median(r):.2f} ({min(r):.2f}-{max(r):.2f})"
-                               for t, r in ratio.items()) + ".")
-        rev, rtf, day, cpu = AVX2_CPU_RUN
-        if against == rev:
-            avx = statistics.median([x for t in AVX2_TARGETS for x in ratio[t]])
-            out.append(f"The last run on an AVX2-only CPU: {cpu} measured this row at {rtf} on {day}, at {rev}. "
-                       f"If that CPU sped up as this one does from {rev} to this checkout (median AVX2 ratio {avx:.2f}), "
-                       f"it would run this checkout's at about {rtf * avx:.3f}: an estimate, not a measurement.")
+    this = {t: got[(t, "this")] for t in targets}
+    head = (f"The goal row natively and as AVX2-only code (`--avx2`: LLVM targets {' and '.join(AVX2_TARGETS)}, on "
+            f"this CPU), {len(this[None])} rounds of fresh processes taking turns, median RTF (fastest-slowest)")
+    goal = "Goal (issue 41): <= 0.12 on AVX2-only CPUs as well as AVX-512 ones."
+    if not against:
+        return [head + ": " + "; ".join(f"{t or 'native'} **{statistics.median(r):.3f}** ({min(r):.3f}-{max(r):.3f})"
+                                        for t, r in this.items()) + ". " + goal]
+    ratio = {t: statistics.median(a / b for a, b in zip(this[t], got[(t, against)])) for t in targets}
+    out = [head + f", this checkout / {against}: " + "; ".join(
+        f"{t or 'native'} **{statistics.median(r):.3f}** ({min(r):.3f}-{max(r):.3f}) / "
+        f"{statistics.median(got[(t, against)]):.3f}" for t, r in this.items())
+        + "; this checkout's time over its, median of the rounds: " + ", ".join(f"{ratio[t]:.2f}" for t in targets)
+        + ". " + goal]
+    rev, rtf, day, cpu = AVX2_CPU_RUN
+    if against == rev:
+        avx = statistics.median([a / b for t in AVX2_TARGETS for a, b in zip(this[t], got[(t, against)])])
+        out.append(f"{rev} is the last revision run on an AVX2-only CPU: {cpu} measured {rtf} on {day}. Scaled by "
+                   f"the AVX2 code's ratio here ({avx:.2f}, both targets), it would run this checkout's at about "
+                   f"{rtf * avx:.3f}: an estimate, not a measurement.")
     return out
 
 
