@@ -1,5 +1,5 @@
-"""Compile ahead (:func:`warmup`: every kernel on tiny shapes of the runtime types) and say what
-numba's cache holds (:func:`cache_status`)."""
+"""Compile ahead (:func:`warmup`: every kernel on tiny shapes of the runtime types, mel matching's
+transforms too) and say what numba's cache holds (:func:`cache_status`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 
-from wavern.engine.kernels import blocks, conv, fastexp, gru, jit, rng
+from wavern.engine.kernels import blocks, conv, fastexp, gru, jit, rng, stft
 from wavern.engine.kernels import lanes as lanes_module
 from wavern.engine.kernels.blocks import _spmm, spmv
 from wavern.engine.kernels.conv import conv1d
@@ -34,7 +34,7 @@ def cache_status() -> tuple[str | None, int]:
         from numba.core.registry import cpu_target
 
         magic = cpu_target.target_context.codegen().magic_tuple()
-        kernels = {id(obj): obj for module in (rng, fastexp, blocks, gru, lanes_module, conv)
+        kernels = {id(obj): obj for module in (rng, fastexp, blocks, gru, lanes_module, conv, stft)
                    for obj in list(vars(module).values()) if getattr(obj, "py_func", None) is not None}
         n = 0
         for obj in kernels.values():
@@ -69,6 +69,23 @@ def warmup(*, half: bool | None = None) -> None:
         _warm_weights(rs, H, hh, nc, h)
     _lpc_synthesis(np.zeros(2, np.int16), np.zeros((1, 3 * H + 2), np.float32), 3 * H, 2, 0, 0, HOP,
                    np.zeros(2), 0.0, np.zeros(0), np.zeros(1, np.int64))  # LPC voices: the synthesis loop
+    _warm_stft()
+
+
+def _warm_stft() -> None:
+    """Mel matching's transforms (:mod:`.stft`) with the types ``MelMatch`` passes them: float64
+    samples, window and bins, int64 positions and offsets. Eight frames inside the segment take
+    the lane path, the eight at its start the frame-by-frame one (reflected)."""
+    plan = stft.RealFFTPlan(16)
+    zr, zi, frames = plan.scratch()
+    hop, width = 4, stft.block_width(8)
+    n = 16 * hop + plan.n
+    x, window = np.zeros(n), np.hanning(plan.n)
+    xr, xi, mag, gain = (np.zeros((plan.m + 1) * width) for _ in range(4))
+    acc, norm = np.zeros(n + 8 * hop + plan.n), np.zeros(n + 8 * hop + plan.n)
+    for k0 in (0, 4):  # frames 0..7 reach before sample 0; 4..11 lie inside
+        stft.analyse(x, 0, n, k0, 8, hop, True, window, *plan.tables, zr, zi, xr, xi, mag, width)
+        stft.synthesise(xr, xi, gain, width, 8, *plan.tables, zr, zi, frames, window, acc, norm, k0 * hop, hop)
 
 
 def _warm_weights(rs: np.random.Generator, H: int, hh: int, nc: int, half: bool) -> None:

@@ -347,6 +347,24 @@ def test_warmup_compiles_everything():
             assert any("uint16" in sig for sig in sigs) and any("uint16" not in sig for sig in sigs), f
 
 
+def test_warmup_compiles_mel_matching_as_a_voice_runs_it():
+    """After warmup(), mel matching (a voice's load, then a request of its own sizes) compiles
+    nothing more: warmup gave the transforms the types MelMatch passes."""
+    from wavern.engine.kernels import stft
+    from wavern.engine.melmatch import MelMatch, MelMatchConfig
+
+    if not hasattr(stft.analyse, "signatures"):
+        pytest.skip("numba JIT disabled")
+    K.warmup()
+    before = [len(f.signatures) for f in (stft.analyse, stft.synthesise)]
+    assert before == [1, 1]
+    mm = MelMatch(MelMatchConfig(iterations=2))
+    mm.load()
+    rng = np.random.default_rng(3)
+    mm.apply((rng.standard_normal(3000) * 3000).astype(np.int16), rng.standard_normal((12, 80)).astype(np.float32))
+    assert [len(f.signatures) for f in (stft.analyse, stft.synthesise)] == before
+
+
 def _import_flag(code: str) -> str:
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_SLP_VECTORIZE"}
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
