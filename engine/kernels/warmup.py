@@ -56,8 +56,9 @@ def warmup(*, half: bool | None = None) -> None:
     Call before a stream opens so the first chunk does not pay the compile. Types match what
     :mod:`wavern.engine.vocoder` passes (block weights and the per-sample input columns float32 or
     float16 bits, see ``Vocoder.half_weights``), so no later call compiles again. ``half``: only the kernels of
-    float16 (True) or float32 (False) block weights, so two processes can fill an empty cache
-    side by side (test.sh does: ~1 min on 2 cores here, against ~2 in one process).
+    float16 (True, with mel matching's transforms) or float32 (False) block weights, so two processes
+    can fill an empty cache side by side (test.sh does: ~1 min on 2 cores here, against ~2 in one
+    process).
     """
     rs = np.random.default_rng(0)
     H, hh, nc = 8, 4, N_CLASSES
@@ -69,7 +70,8 @@ def warmup(*, half: bool | None = None) -> None:
         _warm_weights(rs, H, hh, nc, h)
     _lpc_synthesis(np.zeros(2, np.int16), np.zeros((1, 3 * H + 2), np.float32), 3 * H, 2, 0, 0, HOP,
                    np.zeros(2), 0.0, np.zeros(0), np.zeros(1, np.int64))  # LPC voices: the synthesis loop
-    _warm_stft()
+    if half is not False:  # no block weights: warmed once, with the float16 kernels (test.sh warms the two apart)
+        _warm_stft()
 
 
 def _warm_stft() -> None:
