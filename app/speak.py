@@ -72,7 +72,7 @@ def announce_first_compile(seconds: str = "20-40") -> bool:
     first figure), silent otherwise. True when it said so."""
     from wavern.engine.kernels import cache_status
 
-    where, n = cache_status()
+    where, n = cache_status(at_most=1)
     if where is not None and n == 0:
         print(f"wavern: compiling the engine's kernels (once, about {seconds} s; cached after)", file=sys.stderr)
         return True

@@ -458,10 +458,10 @@ def test_a_fresh_cache_is_announced_once_before_the_first_compile(monkeypatch, c
     from wavern.app import speak
     from wavern.engine import kernels
 
-    monkeypatch.setattr(kernels, "cache_status", lambda: (str(tmp_path), 0))
+    monkeypatch.setattr(kernels, "cache_status", lambda **_: (str(tmp_path), 0))
     speak.announce_first_compile("50-120")
     assert "compiling the engine's kernels (once, about 50-120 s; cached after)" in capsys.readouterr().err
-    monkeypatch.setattr(kernels, "cache_status", lambda: (str(tmp_path), 12))
+    monkeypatch.setattr(kernels, "cache_status", lambda **_: (str(tmp_path), 12))
     speak.announce_first_compile()
     assert capsys.readouterr().err == ""
 
@@ -478,7 +478,7 @@ def test_a_first_compile_is_done_before_the_request_and_changes_nothing_said(tin
     monkeypatch.setattr(Voice, "warmup", lambda self: warmed.append(1) or real(self))
     out = {}
     for n in (12, 0):
-        monkeypatch.setattr(kernels, "cache_status", lambda n=n: (str(tmp_path), n))
+        monkeypatch.setattr(kernels, "cache_status", lambda n=n, **_: (str(tmp_path), n))
         out[n] = tmp_path / f"c{n}.wav"
         assert main(["say", "The same words, twice.", "--voice", str(tiny_voice), "--out", str(out[n])]) == 0
         err = capsys.readouterr().err

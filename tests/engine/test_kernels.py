@@ -438,6 +438,16 @@ def test_cache_status_counts_the_builds_this_process_can_load(tmp_path):
 
 
 
+def test_cache_status_stops_counting_at_at_most():
+    """``wavern say`` only asks whether any build is cached (``at_most=1``): the count stops there."""
+    K.warmup()
+    where, full = K.cache_status()
+    if where is None:
+        pytest.skip("numba's cache is off (no SLP vectoriser)")
+    assert full >= 30  # every kernel warmup compiles, mel matching's transforms among them
+    assert [K.cache_status(at_most=m)[1] for m in (1, 3, full + 5)] == [1, 3, full]
+
+
 def test_a_cached_kernel_is_keyed_to_every_file_of_the_package(tmp_path):
     """A kernel's build holds the kernels it calls from the package's other files, and numba checks
     only its own file: a build made from other sources of the package (here: another digest) is not
