@@ -219,14 +219,15 @@ def _time_matvec(mat: tuple, rows: int, cols: int, runs: int) -> float:
     return float(np.median(res))
 
 
-def _bound_row(name: str, mat: tuple, rows: int, cols: int, runs: int, fma: float, bw: dict) -> dict:
-    """One row of the block tables: effective GFLOP/s, us per matvec, bytes, and the roofline bound."""
+def _bound_row(name: str, mat: tuple, rows: int, cols: int, runs: int, fma: float, bw: dict, widen: float) -> dict:
+    """One row of the block tables: effective GFLOP/s, us per matvec, bytes, and the roofline bound
+    (``widen``: the float16 widening ceiling, for float16 weights)."""
     flops = 2 * mat[0].size
     per_s = _time_matvec(mat, rows, cols, runs)
     nbytes = roofline.matvec_bytes(mat, rows, cols)
     if nbytes not in bw:
         bw[nbytes] = roofline.read_gbps(nbytes, runs)
-    bound, by = roofline.matvec_bound(flops, nbytes, fma, bw[nbytes])
+    bound, by = roofline.matvec_bound(flops, nbytes, fma, bw[nbytes], widen if mat[0].dtype == np.uint16 else None)
     gf = per_s * flops / 1e9
     return {"name": name, "gflops": gf, "us": 1e6 / per_s, "kb": nbytes / 1024, "gbps": bw[nbytes],
             "bound": bound, "by": by, "fraction": gf / bound}
@@ -235,9 +236,10 @@ def _bound_row(name: str, mat: tuple, rows: int, cols: int, runs: int, fma: floa
 def block_table(runs: int) -> dict:
     """Effective GFLOP/s of one 3H x H matvec (H = 512, 10 % of blocks) per engine block shape, with
     float32 and with float16 weights, and of the shipped voice's own matrices as its one stream holds
-    them; each with the core's bound (:mod:`roofline`). ``{"fma": GFLOP/s, "rows": [...], "voice":
+    them; each with the core's bound (:mod:`roofline`). ``{"fma": GFLOP/s, "widen": GFLOP/s, "rows": [...], "voice":
     [...]}``; ``rows[i]["kind"]`` is the engine block kind of the float32 rows."""
     fma = roofline.fma_gflops(runs)
+    widen = roofline.half_fma_gflops(runs)
     bw: dict[int, float] = {}
     rng = np.random.default_rng(0)
     H = 512
@@ -247,7 +249,7 @@ def block_table(runs: int) -> dict:
         m = (rng.standard_normal((3 * H, H)) * 0.05).astype(np.float16).astype(np.float32) \
             * np.kron(keep, np.ones((br, bc), np.float32))
         for half in (False, True):
-            row = _bound_row(f"{br}x{bc}", to_engine(m, kind=kind, half=half), 3 * H, H, runs, fma, bw)
+            row = _bound_row(f"{br}x{bc}", to_engine(m, kind=kind, half=half), 3 * H, H, runs, fma, bw, widen)
             rows.append(dict(row, kind=kind, weights="float16" if half else "float32"))
     voice = []
     if VOICE.is_dir():
@@ -263,11 +265,11 @@ def block_table(runs: int) -> dict:
                          "O4": (K.N_CLASSES, voc.hidden_size // 2)}[name]
                 br, bc = K.BLOCK_SHAPES[mat[3] % K.FLAT]
                 layout = f"{br}x{bc}" + (" flat" if mat[3] >= K.FLAT else "")
-                row = _bound_row(name, mat, *shape, runs, fma, bw)
+                row = _bound_row(name, mat, *shape, runs, fma, bw, widen)
                 density = mat[1].size * br * bc / (shape[0] * shape[1])
                 voice.append(dict(row, layout=layout, shape=f"{shape[0]} x {shape[1]}", density=density,
                                   weights="float16" if mat[0].dtype == np.uint16 else "float32"))
-    return {"fma": fma, "rows": rows, "voice": voice}
+    return {"fma": fma, "widen": widen, "rows": rows, "voice": voice}
 
 
 def block_lines(blocks: dict) -> list[str]:
@@ -578,7 +580,8 @@ def main() -> int:
         return 0
     K.warmup()
     blocks = block_table(runs)
-    print(f"FMA throughput, one core (sgemm 384, one thread): {blocks['fma']:.0f} GFLOP/s", flush=True)
+    print(f"FMA throughput, one core (sgemm 384, one thread): {blocks['fma']:.0f} GFLOP/s; float16 weights "
+          f"widened and multiplied-added from L1: {blocks['widen']:.0f} GFLOP/s", flush=True)
     print("\n".join(block_lines(blocks)), flush=True)
     if args.blocks:
         print(f"load average {load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after")
@@ -673,8 +676,10 @@ def main() -> int:
         "Block-sparse matvec alone (`kernels._spmv`), 3H x H with H = 512, 10 % of blocks kept at random, per "
         "engine block shape, float32 weights and float16 ones (a voice file's; widened as loaded). The float32 "
         "rows feed `kernels.MEASURED_GFLOPS`, which picks the layout at load. The bound is one core's roofline "
-        f"(`bench/roofline.py`): its FMA throughput, {blocks['fma']:.0f} GFLOP/s (numpy's sgemm, one thread), or "
-        "its read bandwidth at the matvec's working set times the matvec's FLOPs per byte, whichever is lower:",
+        f"(`bench/roofline.py`): its FMA throughput, {blocks['fma']:.0f} GFLOP/s (numpy's sgemm, one thread); "
+        "its read bandwidth at the matvec's working set times the matvec's FLOPs per byte; and for float16 "
+        f"weights the rate it widens them at, {blocks['widen']:.0f} GFLOP/s (a loop that only widens float16 "
+        "weights kept in L1 and multiplies-adds them); whichever is lowest:",
         "",
     ]
     lines += block_lines(blocks)
