@@ -204,42 +204,48 @@ def _repeat_spmv(mat, x, y, reps):  # pragma: no cover - compiled
         K._spmv(mat, x, 0, y)  # as the generating loops call it: from compiled code, no Python call between
 
 
-def _time_matvec(mat: tuple, rows: int, cols: int, runs: int) -> float:
-    """Matvecs per CPU-second of the kernel itself (``K._spmv`` called in a compiled loop)."""
+def _time_matvec(mat: tuple, rows: int, cols: int, runs: int, ceiling=None) -> tuple[float, float | None]:
+    """Matvecs per CPU-second of the kernel itself (``K._spmv`` called in a compiled loop), median of
+    ``runs``; with ``ceiling`` (a function that measures once), also its median, measured between
+    the matvec's runs (so both see the core at the same clock: a ceiling measured a minute apart
+    came out 10 % under the matvec)."""
     rng = np.random.default_rng(1)
     x = (rng.standard_normal(cols) * 1e-3).astype(np.float32)  # (y grows by M x a call: it stays small)
     y = np.zeros(rows, np.float32)
     _repeat_spmv(mat, x, y, 1)
     reps = max(1, int(0.05 / (2 * mat[0].size / 20e9)))  # ~50 ms a run at 20 GFLOP/s
-    res = []
+    res, ceil = [], []
     for _ in range(runs):
         t = time.thread_time()
         _repeat_spmv(mat, x, y, reps)
         res.append(reps / (time.thread_time() - t))
-    return float(np.median(res))
+        if ceiling is not None:
+            ceil.append(ceiling())
+    return float(np.median(res)), (float(np.median(ceil)) if ceil else None)
 
 
-def _bound_row(name: str, mat: tuple, rows: int, cols: int, runs: int, fma: float, bw: dict, widen: float) -> dict:
+def _bound_row(name: str, mat: tuple, rows: int, cols: int, runs: int, fma: float, bw: dict) -> dict:
     """One row of the block tables: effective GFLOP/s, us per matvec, bytes, and the roofline bound
-    (``widen``: the float16 widening ceiling, for float16 weights)."""
+    (float16 weights: with the widening ceiling, measured between the matvec's runs)."""
     flops = 2 * mat[0].size
-    per_s = _time_matvec(mat, rows, cols, runs)
+    half = mat[0].dtype == np.uint16
+    per_s, widen = _time_matvec(mat, rows, cols, runs, (lambda: roofline.half_fma_gflops(1)) if half else None)
     nbytes = roofline.matvec_bytes(mat, rows, cols)
     if nbytes not in bw:
         bw[nbytes] = roofline.read_gbps(nbytes, runs)
-    bound, by = roofline.matvec_bound(flops, nbytes, fma, bw[nbytes], widen if mat[0].dtype == np.uint16 else None)
+    bound, by = roofline.matvec_bound(flops, nbytes, fma, bw[nbytes], widen)
     gf = per_s * flops / 1e9
     return {"name": name, "gflops": gf, "us": 1e6 / per_s, "kb": nbytes / 1024, "gbps": bw[nbytes],
-            "bound": bound, "by": by, "fraction": gf / bound}
+            "bound": bound, "by": by, "fraction": gf / bound, "widen": widen}
 
 
 def block_table(runs: int) -> dict:
     """Effective GFLOP/s of one 3H x H matvec (H = 512, 10 % of blocks) per engine block shape, with
     float32 and with float16 weights, and of the shipped voice's own matrices as its one stream holds
-    them; each with the core's bound (:mod:`roofline`). ``{"fma": GFLOP/s, "widen": GFLOP/s, "rows": [...], "voice":
+    them; each with the core's bound (:mod:`roofline`). ``{"fma": GFLOP/s, "widen": GFLOP/s (median over the
+    float16 rows), "rows": [...], "voice":
     [...]}``; ``rows[i]["kind"]`` is the engine block kind of the float32 rows."""
     fma = roofline.fma_gflops(runs)
-    widen = roofline.half_fma_gflops(runs)
     bw: dict[int, float] = {}
     rng = np.random.default_rng(0)
     H = 512
@@ -249,7 +255,7 @@ def block_table(runs: int) -> dict:
         m = (rng.standard_normal((3 * H, H)) * 0.05).astype(np.float16).astype(np.float32) \
             * np.kron(keep, np.ones((br, bc), np.float32))
         for half in (False, True):
-            row = _bound_row(f"{br}x{bc}", to_engine(m, kind=kind, half=half), 3 * H, H, runs, fma, bw, widen)
+            row = _bound_row(f"{br}x{bc}", to_engine(m, kind=kind, half=half), 3 * H, H, runs, fma, bw)
             rows.append(dict(row, kind=kind, weights="float16" if half else "float32"))
     voice = []
     if VOICE.is_dir():
@@ -265,10 +271,11 @@ def block_table(runs: int) -> dict:
                          "O4": (K.N_CLASSES, voc.hidden_size // 2)}[name]
                 br, bc = K.BLOCK_SHAPES[mat[3] % K.FLAT]
                 layout = f"{br}x{bc}" + (" flat" if mat[3] >= K.FLAT else "")
-                row = _bound_row(name, mat, *shape, runs, fma, bw, widen)
+                row = _bound_row(name, mat, *shape, runs, fma, bw)
                 density = mat[1].size * br * bc / (shape[0] * shape[1])
                 voice.append(dict(row, layout=layout, shape=f"{shape[0]} x {shape[1]}", density=density,
                                   weights="float16" if mat[0].dtype == np.uint16 else "float32"))
+    widen = float(np.median([r["widen"] for r in rows + voice if r["widen"] is not None]))
     return {"fma": fma, "widen": widen, "rows": rows, "voice": voice}
 
 
@@ -679,7 +686,8 @@ def main() -> int:
         f"(`bench/roofline.py`): its FMA throughput, {blocks['fma']:.0f} GFLOP/s (numpy's sgemm, one thread); "
         "its read bandwidth at the matvec's working set times the matvec's FLOPs per byte; and for float16 "
         f"weights the rate it widens them at, {blocks['widen']:.0f} GFLOP/s (a loop that only widens float16 "
-        "weights kept in L1 and multiplies-adds them); whichever is lowest:",
+        "weights kept in L1 and multiplies-adds them, run between the matvec's runs; median over the rows); "
+        "whichever is lowest:",
         "",
     ]
     lines += block_lines(blocks)
