@@ -297,7 +297,7 @@ def block_lines(blocks: dict) -> list[str]:
                          f"{r['by']} | {100 * r['fraction']:.0f} % |")
         lines += ["", "A matrix of a few kB sits in L1, where the sum that measures bandwidth is itself bound by its "
                       "loop (so the bound is low, if anything); the output layers' small matvecs, a few dozen blocks "
-                      "each, are bound by neither: their loop's overhead costs more than their FMAs."]
+                      "each, reach none of these ceilings: their loop's overhead costs more than their FMAs."]
     return lines
 
 
