@@ -3,6 +3,7 @@
     .venv/bin/python bench/engine.py             # everything (a few minutes), writes the doc
     .venv/bin/python bench/engine.py --quick     # fewer samples and runs, same tables
     .venv/bin/python bench/engine.py --blocks    # only the block-shape matvec tables, with the roofline (no doc)
+    .venv/bin/python bench/engine.py --avx2 [--against REV]   # only the goal row, native and as AVX2 code (no doc)
 
 Random vocoders (fan-in scaled weights, float16 values as in a voice file, blocks pruned at random
 to the density) stand in for trained ones: speed depends on shapes and density only. Times are CPU time (of the generating
