@@ -82,7 +82,7 @@ def main() -> int:
     ]
     for r in rows:
         lines.append(f"| {r[0]} | {r[1]:.2f} | {r[2]:.0f} | {r[3]:.0f} | {r[4]:.0f} | {r[5]:.3f} | {r[6]:.3f} | {r[7]:.1e} |")
-    lines += ["", "What it means for the vocoder: docs/TRAINING.md ("What was tried": the LPC vocoder).", ""]
+    lines += ["", "What it means for the vocoder: docs/TRAINING.md ('What was tried': the LPC vocoder).", ""]
     args.out.write_text("\n".join(lines))
     print(f"[lpc_gain] wrote {args.out}")
     return 0

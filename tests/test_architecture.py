@@ -237,3 +237,12 @@ def test_speaking_loads_no_teacher_module(tiny_voice):
             "print('TEACHER', bad)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert "TEACHER []" in out.stdout, (out.stdout[-2000:], out.stderr[-2000:])
+
+
+def test_every_bench_script_parses():
+    """``make bench`` runs the scripts in bench/ that no test imports: each must at least be valid
+    Python (bench/lpc_gain.py was not, from 2026-12-06 04:38 to the review that found it)."""
+    import ast
+
+    for path in sorted((ROOT / "bench").glob("*.py")):
+        ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
