@@ -2,7 +2,7 @@
 
 ``export_checkout(rev, dest)`` writes the package folders of ``rev`` under ``dest``, laid out as
 the installed package (``wavern/engine``, ...), and returns the folder to put first on
-``PYTHONPATH``. Run the subprocess from a folder outside the repository: with ``python -c`` or
+``PYTHONPATH``; ``resolve_commit(rev)`` says whether this clone has that commit at all. Run the subprocess from a folder outside the repository: with ``python -c`` or
 ``-m`` the current folder comes first on ``sys.path`` and would shadow the export. Folders left
 out of ``folders`` come from this checkout (the editable install's finder runs last).
 """
@@ -14,6 +14,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE_FOLDERS = ("wavern", "engine", "vocoder", "conditioning", "training", "app", "assets")
+#: The folders a vocoder benchmark needs from another revision (the rest come from this checkout).
+ENGINE_FOLDERS = ("wavern", "engine", "vocoder", "conditioning")
+
+
+def resolve_commit(rev: str) -> str | None:
+    """The full hash of commit ``rev`` in this clone, or None where it has none (a shallow clone
+    lacks old ones)."""
+    res = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
+                         capture_output=True, text=True)
+    return res.stdout.strip() if res.returncode == 0 else None
 
 
 def export_checkout(rev: str, dest: Path, *, folders: tuple[str, ...] = PACKAGE_FOLDERS) -> Path:

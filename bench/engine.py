@@ -43,8 +43,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import machine  # noqa: E402
 import roofline  # noqa: E402
 import sample_pieces  # noqa: E402
-from checkout import export_checkout  # noqa: E402
-from goal_row import COND_BLOCKS, SR, engine_speed, random_mel, random_vocoder  # noqa: E402
+from checkout import ENGINE_FOLDERS, export_checkout, resolve_commit  # noqa: E402
+from goal_row import COND_BLOCKS, SR, engine_speed, goal_vocoder, random_mel, random_vocoder  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -118,9 +118,7 @@ def pieces_table(runs: int) -> dict:
     of 40 + 4 frames of that sentence, each from its own place)."""
     from wavern.engine.voice import Voice
 
-    dense, sparse = random_vocoder(512, 0.1)
-    goal = Vocoder(dense, sparse, cond_blocks=COND_BLOCKS)
-    out = {"goal": sample_pieces.one_stream(goal, goal.frame_inputs(random_mel(400, seed=1)), runs=runs)}
+    out = {"goal": sample_pieces.one_stream(*goal_vocoder(), runs=runs)}
     v = Voice.load(VOICE)
     try:
         voc = v.vocoder
@@ -381,6 +379,15 @@ def batch_costs(runs: int, n_samples: int, render_s: float) -> dict[str, float]:
     return out
 
 
+def _own_cpu_choice(env: dict) -> dict:
+    """``env`` without the NUMBA_CPU_FEATURES this process's wavern import set, so that a child
+    process (this checkout, or an export of a revision older than f246db7, whose import does not
+    know wavern's marker for it) chooses its own vector width."""
+    if env.get("NUMBA_CPU_FEATURES") == wavern.wide_vector_features():
+        del env["NUMBA_CPU_FEATURES"]
+    return env
+
+
 def batch_compare(ref: str, rounds: int, runs: int, n_samples: int, render_s: float
                   ) -> tuple[dict[str, float], dict[str, float]]:
     """:func:`batch_costs` of this checkout and of git revision ``ref``, each in ``rounds`` fresh
@@ -389,9 +396,7 @@ def batch_compare(ref: str, rounds: int, runs: int, n_samples: int, render_s: fl
             "--samples", str(n_samples), "--render-s", str(render_s)]
     results: dict[str, list[dict[str, float]]] = {"this": [], "ref": []}
     with tempfile.TemporaryDirectory() as tmp:
-        env_ref = dict(os.environ, PYTHONPATH=str(export_checkout(ref, Path(tmp), folders=("wavern", "engine", "vocoder", "conditioning"))))
-        if env_ref.get("NUMBA_CPU_FEATURES") == wavern.wide_vector_features():
-            del env_ref["NUMBA_CPU_FEATURES"]  # this checkout's import set it: let the other decide its own
+        env_ref = _own_cpu_choice(dict(os.environ, PYTHONPATH=str(export_checkout(ref, Path(tmp), folders=ENGINE_FOLDERS))))
         for r in range(rounds):
             for which, env in (("ref", env_ref), ("this", dict(os.environ))):
                 res = subprocess.run(args, cwd=tmp, env=env, capture_output=True, text=True, check=True)
@@ -445,9 +450,7 @@ def goal_rtf(target: str | None, runs: int, seconds: float, pythonpath: Path | N
     ``runs``) with the kernels compiled for LLVM CPU ``target`` (NUMBA_CPU_NAME; None: this CPU, as
     wavern compiles by default), in a fresh process with a numba cache of that target's own; with
     ``pythonpath``, the wavern exported there (:func:`checkout.export_checkout`) instead of this one."""
-    env = dict(os.environ)
-    if env.get("NUMBA_CPU_FEATURES") == wavern.wide_vector_features():
-        del env["NUMBA_CPU_FEATURES"]  # this process's import set it: let the child decide its own
+    env = _own_cpu_choice(dict(os.environ))
     if target is not None:
         env.pop("NUMBA_CPU_FEATURES", None)
         env.pop("WAVERN_NUMBA_CPU_FEATURES", None)
@@ -472,15 +475,13 @@ def avx2_rows(rounds: int, seconds: float, against: str | None = None) -> dict:
     sides: list[tuple[str | None, Path | None]] = [(None, None)]
     if against:
         # a path that stays the same from run to run, so numba's cache of the export is reused
-        res = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", f"{against}^{{commit}}"],
-                             capture_output=True, text=True)
-        if res.returncode:
+        sha = resolve_commit(against)
+        if sha is None:
             raise SystemExit(f"--against {against}: not a commit of this clone's history")
-        sha = res.stdout.strip()
         dest = Path(tempfile.gettempdir()) / f"wavern-export-{sha[:12]}"
         if not (dest / "complete").exists():
             shutil.rmtree(dest, ignore_errors=True)
-            export_checkout(sha, dest, folders=("wavern", "engine", "vocoder", "conditioning"))
+            export_checkout(sha, dest, folders=ENGINE_FOLDERS)
             (dest / "complete").touch()
         sides.append((against, dest / "pkg"))
     runs = [(t, side, path) for t in targets for side, path in sides]
@@ -616,8 +617,7 @@ def main() -> int:
         print(f"H={H} density={density}: {sps:,.0f} samples/s RTF {SR / sps:.3f} "
               f"{flops * sps / 1e9:.1f} GFLOP/s | torch {tps:,.0f} samples/s (x{sps / tps:.0f})", flush=True)
     # the AVX2-only CPU's revision, where this clone has it (a shallow clone may not)
-    avx2_ref = AVX2_CPU_RUN[0] if subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{AVX2_CPU_RUN[0]}^{{commit}}"],
-                                                 capture_output=True).returncode == 0 else None
+    avx2_ref = AVX2_CPU_RUN[0] if resolve_commit(AVX2_CPU_RUN[0]) else None
     avx2 = avx2_rows(3 if args.quick else 5, 0.15 if args.quick else 0.4, avx2_ref)
     for (t, side), v in avx2.items():
         print(f"H=512 density=0.1, {t or 'native'} code, {side}: RTF median {statistics.median(v):.3f}", flush=True)

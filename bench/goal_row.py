@@ -80,11 +80,16 @@ def engine_speed(voc: Vocoder, gi: np.ndarray, runs: int, seconds: float) -> flo
     return float(np.median(rates))
 
 
-def goal_rtf(runs: int, seconds: float) -> float:
-    """The goal row's RTF: median of ``runs`` runs of about ``seconds`` of CPU each."""
+def goal_vocoder() -> tuple[Vocoder, np.ndarray]:
+    """The goal shape's random vocoder and its frame inputs for 400 frames of random mel."""
     dense, sparse = random_vocoder(GOAL_H, GOAL_DENSITY)
     voc = Vocoder(dense, sparse, cond_blocks=COND_BLOCKS)
-    return SR / engine_speed(voc, voc.frame_inputs(random_mel(400, seed=1)), runs, seconds)
+    return voc, voc.frame_inputs(random_mel(400, seed=1))
+
+
+def goal_rtf(runs: int, seconds: float) -> float:
+    """The goal row's RTF: median of ``runs`` runs of about ``seconds`` of CPU each."""
+    return SR / engine_speed(*goal_vocoder(), runs, seconds)
 
 
 def main() -> int:

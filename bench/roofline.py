@@ -10,7 +10,7 @@ Waterman, Patterson 2009, with an in-core ceiling).
 - Read bandwidth: a compiled sum over a float32 buffer of the working set's size, read again and
   again: L1, L2 or L3 bandwidth as the size falls, main memory's past the last level.
 - Widening (float16 weights only): a compiled loop that widens float16 weights kept in L1
-  (``kernels._w``, one vcvtph2ps per 8 on x86) and multiplies-adds each into independent partial
+  (``kernels._w``: vcvtph2ps on x86) and multiplies-adds each into independent partial
   sums, as the block products do with no other work: the FLOP rate the widening allows.
 - A matvec reads its blocks, their row offsets and column pointers once, ``x`` (one vector), and
   reads and writes ``y``; it does 2 FLOPs per stored weight. Bound = min(FMA, bandwidth at the

@@ -27,7 +27,8 @@ def cache_status(*, at_most: int | None = None) -> tuple[str | None, int]:
     (CPU name and features: a change of vector width, ``WAVERN_VECTOR_BITS``, compiles anew) and
     for the package's sources as they are (:data:`~.jit.SOURCE_DIGEST`). (None, 0) when nothing is
     cached (no SLP vectoriser). ``at_most``: stop counting there (``wavern say`` asks only whether
-    any build is there: one index file read instead of all 35, ~5 ms of its start)."""
+    any build is there: one index file read instead of one a kernel; 0.42 against 5.6-6.1 ms with
+    35 kernels on 2026-12-06)."""
     path = getattr(getattr(_generate, "_cache", None), "_cache_path", None)
     if not path:
         return None, 0
