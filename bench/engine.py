@@ -445,11 +445,13 @@ AVX2_TARGETS = ("haswell", "znver2")
 AVX2_CPU_RUN = ("58f9e0b", 0.149, "2026-12-02", "an AVX2-only AMD EPYC (Zen 3, family 25 model 1)")
 
 
-def goal_rtf(target: str | None, runs: int, seconds: float, pythonpath: Path | None = None) -> float:
+def goal_rtf(target: str | None, runs: int, seconds: float, pythonpath: Path | None = None, *,
+             int8: bool = False) -> float:
     """RTF of the goal shape (``bench/goal_row.py``: H 512, 10 %, one stream, CPU time, median of
     ``runs``) with the kernels compiled for LLVM CPU ``target`` (NUMBA_CPU_NAME; None: this CPU, as
     wavern compiles by default), in a fresh process with a numba cache of that target's own; with
-    ``pythonpath``, the wavern exported there (:func:`checkout.export_checkout`) instead of this one."""
+    ``pythonpath``, the wavern exported there (:func:`checkout.export_checkout`) instead of this one;
+    with ``int8``, the int8 recurrent product (``goal_row.py --int8``)."""
     env = _own_cpu_choice(dict(os.environ))
     if target is not None:
         env.pop("NUMBA_CPU_FEATURES", None)
@@ -459,7 +461,7 @@ def goal_rtf(target: str | None, runs: int, seconds: float, pythonpath: Path | N
     if pythonpath is not None:
         env["PYTHONPATH"] = str(pythonpath)
     res = subprocess.run([sys.executable, str(Path(__file__).resolve().parent / "goal_row.py"), "--runs", str(runs),
-                          "--seconds", str(seconds)], env=env, capture_output=True, text=True,
+                          "--seconds", str(seconds), *(["--int8"] if int8 else [])], env=env, capture_output=True, text=True,
                          cwd=tempfile.gettempdir())  # not the repository: its folders would shadow an export
     if res.returncode:
         raise RuntimeError(f"goal row for {target}: {res.stderr[-2000:]}")
@@ -469,10 +471,11 @@ def goal_rtf(target: str | None, runs: int, seconds: float, pythonpath: Path | N
 def avx2_rows(rounds: int, seconds: float, against: str | None = None) -> dict:
     """The goal row's RTF natively and for each of :data:`AVX2_TARGETS`, ``rounds`` fresh processes
     each, the targets taking turns (order reversed every round); each process the median of 5 runs.
-    Keys ``(target, "this")`` (target None: native), and with ``against`` (a git revision) also
-    ``(target, against)``: the two checkouts taking turns too."""
+    Keys ``(target, "this")`` (target None: native), ``(target, "int8")`` (this checkout with the
+    int8 recurrent product), and with ``against`` (a git revision) also ``(target, against)``: all
+    taking turns."""
     targets = [None, *AVX2_TARGETS]
-    sides: list[tuple[str | None, Path | None]] = [(None, None)]
+    sides: list[tuple[str | None, Path | None]] = [(None, None), ("int8", None)]
     if against:
         # a path that stays the same from run to run, so numba's cache of the export is reused
         sha = resolve_commit(against)
@@ -485,12 +488,12 @@ def avx2_rows(rounds: int, seconds: float, against: str | None = None) -> dict:
             (dest / "complete").touch()
         sides.append((against, dest / "pkg"))
     runs = [(t, side, path) for t in targets for side, path in sides]
-    for t, _, path in runs:  # compile (or load) each target's kernels once, not timed
-        goal_rtf(t, 1, 0.05, path)
+    for t, side, path in runs:  # compile (or load) each target's kernels once, not timed
+        goal_rtf(t, 1, 0.05, path, int8=side == "int8")
     got: dict = {(t, side or "this"): [] for t, side, _ in runs}
     for i in range(rounds):
         for t, side, path in runs if i % 2 == 0 else runs[::-1]:
-            got[(t, side or "this")].append(goal_rtf(t, 5, seconds, path))
+            got[(t, side or "this")].append(goal_rtf(t, 5, seconds, path, int8=side == "int8"))
     return got
 
 
@@ -519,7 +522,28 @@ def avx2_lines(got: dict, against: str | None) -> list[str]:
         out.append(f"{rev} is the last revision run on an AVX2-only CPU: {cpu} measured {rtf} on {day}. Scaled by "
                    f"the AVX2 code's ratio here ({avx:.2f}, both targets), it would run this checkout's at about "
                    f"{rtf * avx:.3f}: an estimate, not a measurement.")
-    return out
+    return out + int8_lines(got, against)
+
+
+def int8_lines(got: dict, against: str | None) -> list[str]:
+    """The int8 side of :func:`avx2_rows`: its median RTF per target, its round-by-round ratio to
+    this checkout's float16 row, and against :data:`AVX2_CPU_RUN`'s revision what that CPU's figure
+    scales to."""
+    targets = [None, *AVX2_TARGETS]
+    if (None, "int8") not in got:
+        return []
+    q = {t: got[(t, "int8")] for t in targets}
+    ratio = {t: statistics.median(a / b for a, b in zip(q[t], got[(t, "this")])) for t in targets}
+    line = ("The same vocoder with W_hh h as the int8 product (`Vocoder(int8=True)`, int8 weights and the state in "
+            "8 bits), in the same rounds: " + "; ".join(
+                f"{t or 'native'} **{statistics.median(r):.3f}** ({min(r):.3f}-{max(r):.3f}), "
+                f"{ratio[t]:.2f} of the float16 row's time" for t, r in q.items()) + ".")
+    rev, rtf, day, cpu = AVX2_CPU_RUN
+    if against == rev:
+        avx = statistics.median([a / b for t in AVX2_TARGETS for a, b in zip(q[t], got[(t, against)])])
+        line += (f" Over {rev}'s float16 row {avx:.2f} (both AVX2 targets), so that CPU would run it at about "
+                 f"{rtf * avx:.3f}: an estimate, not a measurement.")
+    return [line]
 
 
 # ---- cold / warm start -----------------------------------------------------------------------------

@@ -7,7 +7,7 @@ It imports nothing of wavern's but ``Vocoder`` and ``BlockSparse``, which older 
 so ``bench/engine.py --avx2 --against REV`` can run it against an exported revision
 (``PYTHONPATH``): the same work on both sides.
 
-    python bench/goal_row.py [--runs 5] [--seconds 0.4]   # prints {"rtf": ..., "cpu_name": ...}
+    python bench/goal_row.py [--runs 5] [--seconds 0.4] [--int8]   # prints {"rtf": ..., "cpu_name": ...}
 """
 
 from __future__ import annotations
@@ -80,24 +80,26 @@ def engine_speed(voc: Vocoder, gi: np.ndarray, runs: int, seconds: float) -> flo
     return float(np.median(rates))
 
 
-def goal_vocoder() -> tuple[Vocoder, np.ndarray]:
-    """The goal shape's random vocoder and its frame inputs for 400 frames of random mel."""
+def goal_vocoder(int8: bool = False) -> tuple[Vocoder, np.ndarray]:
+    """The goal shape's random vocoder and its frame inputs for 400 frames of random mel; with
+    ``int8``, its W_hh h as the int8 product (``Vocoder(int8=True)``)."""
     dense, sparse = random_vocoder(GOAL_H, GOAL_DENSITY)
-    voc = Vocoder(dense, sparse, cond_blocks=COND_BLOCKS)
+    voc = Vocoder(dense, sparse, cond_blocks=COND_BLOCKS, **({"int8": True} if int8 else {}))
     return voc, voc.frame_inputs(random_mel(400, seed=1))
 
 
-def goal_rtf(runs: int, seconds: float) -> float:
+def goal_rtf(runs: int, seconds: float, int8: bool = False) -> float:
     """The goal row's RTF: median of ``runs`` runs of about ``seconds`` of CPU each."""
-    return SR / engine_speed(*goal_vocoder(), runs, seconds)
+    return SR / engine_speed(*goal_vocoder(int8), runs, seconds)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--seconds", type=float, default=0.4)
+    ap.add_argument("--int8", action="store_true", help="W_hh h as the int8 product (this checkout's wavern)")
     args = ap.parse_args()
-    print(json.dumps({"rtf": goal_rtf(args.runs, args.seconds), "cpu_name": numba.core.config.CPU_NAME,
+    print(json.dumps({"rtf": goal_rtf(args.runs, args.seconds, args.int8), "cpu_name": numba.core.config.CPU_NAME,
                       "cpu_features": numba.core.config.CPU_FEATURES}))
     return 0
 

@@ -23,6 +23,7 @@ import numpy as np
 from wavern.engine import kernels as K
 from wavern.engine.kernels.blocks import _spmm, _spmv
 from wavern.engine.kernels.gru import _copy, _draw, _gru_half, _relu
+from wavern.engine.kernels.int8 import _recurrent, _recurrent_streams
 from wavern.engine.kernels.jit import _JIT, _ZERO
 
 PIECES = ("W_hh h + b_hh", "GRU update (both halves)", "output layers O1-O4", "two draws")
@@ -41,11 +42,14 @@ def _product(M, X, xoff, Y):
 
 
 @numba.njit(**_J)
-def _t_recurrent(R, b_hh, h, gh, n):
+def _t_recurrent(R, b_hh, h, gh, xw, n):
+    """gh = W_hh h + b_hh as the kernels run it: float (one stream, or four streams a weight load)
+    or int8 (the state's bytes, the product, the dequantisation; stream by stream)."""
     for _ in range(n):
-        for q in range(h.shape[0]):
-            _copy(b_hh, gh[q])
-        _product(R, h, np.int64(0), gh)
+        if h.shape[0] == 1:
+            _recurrent(R, b_hh, h[0], gh[0], xw)
+        else:
+            _recurrent_streams(R, b_hh, h, gh, xw)
 
 
 @numba.njit(**_J)
@@ -109,7 +113,7 @@ def measure(voc, whole, logits: np.ndarray, B: int, *, n: int, runs: int) -> dic
     us = rng.random(4099)
     probs = np.zeros(K.N_CLASSES, np.float32)
     logits = np.ascontiguousarray(logits, np.float32)
-    calls = [(_t_recurrent, (R, b_hh, h, gh)), (_t_gru, (fr, w_in, gh, h)),
+    calls = [(_t_recurrent, (R, b_hh, h, gh, np.zeros(H // 4, np.float32))), (_t_gru, (fr, w_in, gh, h)),
              (_t_outputs, (O1, b1, O2, b2, O3, b3, O4, b4, h, a, lg)), (_t_draws, (logits, us, probs, B))]
     for fn, args in calls:  # compile
         fn(*args, 2)

@@ -34,7 +34,8 @@ from wavern.vocoder.format import MAX_HIDDEN, BlockSparse, load_vocoder_tensors
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Vocoder", "VocoderState", "BatchState", "lane_split", "to_engine", "is_half_exact", "engine_dense", "choose_block_kind",
+__all__ = ["Vocoder", "VocoderState", "BatchState", "lane_split", "to_engine", "to_engine_int8", "int8_rows",
+           "is_half_exact", "engine_dense", "choose_block_kind",
            "fold_frame_inputs", "crossfade_segments", "MAX_RENDER_STREAMS"]
 
 _SPARSE = ("gru.weight_hh", "O1", "O2", "O3", "O4")
@@ -112,6 +113,43 @@ def to_engine(m: BlockSparse | np.ndarray, *, kind: int | None = None, half: boo
             raise ParameterError("half: some weights are not float16 values; keep them float32")
         data = data.astype(np.float16).view(np.uint16)
     return data, rowoff, colptr, int(kind)
+
+
+def int8_rows(dense: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The int8 product's weights (``kernels.int8``): per row ``s = max |w| / 63`` (1 for a row
+    of zeros) and ``q = round(w / s)`` (half to even), in float32. Returns q (rows, cols) int8
+    and s (rows,) float32."""
+    w = np.asarray(dense, dtype=np.float32)
+    s = np.max(np.abs(w), axis=1) / np.float32(K.Q_WEIGHT)
+    s[s == 0] = np.float32(1.0)
+    q = np.clip(np.rint(w / s[:, None]), -K.Q_WEIGHT, K.Q_WEIGHT).astype(np.int8)
+    return q, s.astype(np.float32)
+
+
+def to_engine_int8(m: BlockSparse | np.ndarray) -> tuple:
+    """A file block-sparse (or dense) matrix as the int8 product's
+    ``(data, rowoff, colptr, kind, fix, scale)`` (``kernels.int8``): 16x4 blocks where the
+    matrix's stored blocks are 16 rows tall, else 8x4. The weights are rounded (:func:`int8_rows`):
+    this is another numerical model than the float one, close to it (docs/ARCHITECTURE.md)."""
+    dense = m.to_dense() if isinstance(m, BlockSparse) else np.asarray(m, dtype=np.float32)
+    rows, cols = dense.shape
+    if rows % 8 or cols % 4:
+        raise ParameterError(f"the int8 product needs 8 x 4 blocks: matrix shape {dense.shape} is not a multiple")
+    q, s = int8_rows(dense)
+    nonzero = dense != 0
+    tall = rows % 16 == 0 and np.array_equal(
+        np.any(nonzero.reshape(rows // 16, 16, cols // 4, 4), axis=(1, 3)).repeat(2, axis=0),
+        np.any(nonzero.reshape(rows // 8, 8, cols // 4, 4), axis=(1, 3)))
+    kind = 3 if tall else 0
+    br = K.BLOCK_SHAPES[kind][0]
+    # the blocks that hold a weight, from the float matrix (a weight that rounds to 0 keeps its block)
+    _, rowoff, colptr = _reblock(np.where(nonzero, 1.0, 0.0).astype(np.float32), br, 4)
+    cj = np.repeat(np.arange(colptr.shape[0] - 1), np.diff(colptr.astype(np.int64)))
+    blocks = q.reshape(rows // br, br, cols // 4, 4)[rowoff // br, :, cj, :]  # (nnzb, br, 4): row by row
+    data = np.ascontiguousarray(blocks, dtype=np.int8).reshape(-1)
+    fix = (-K.STATE_OFFSET * q.astype(np.int64).sum(axis=1)).astype(np.int32)
+    scale = (s / np.float32(K.Q_STATE)).astype(np.float32)
+    return data, rowoff, colptr, int(kind), fix, scale
 
 
 def is_half_exact(weights: np.ndarray) -> bool:
@@ -244,7 +282,7 @@ class Vocoder:
 
     def __init__(self, dense: dict[str, np.ndarray], sparse: dict[str, BlockSparse], *, cond_blocks: int,
                  lpc_order: int = 0, excitation: str = "linear", ltp: bool = False, ltp_input: bool = False,
-                 ltp_input_taps: int = 1, phase_input: int = 0):
+                 ltp_input_taps: int = 1, phase_input: int = 0, int8: bool = False):
         if not isinstance(lpc_order, int) or isinstance(lpc_order, bool) or not 0 <= lpc_order <= 64:
             raise VoiceFileError(f"vocoder lpc_order must be an integer in [0, 64], found {lpc_order!r}")
         if excitation not in ("linear", "mulaw") or (excitation == "mulaw" and not lpc_order):
@@ -324,6 +362,11 @@ class Vocoder:
         #: kernels read them as float16 (half the bytes per sample; the same products)
         self.half_weights = all(is_half_exact(sparse[name].data) for name in _SPARSE)
         mats = {name: to_engine(sparse[name], half=self.half_weights) for name in _SPARSE}
+        #: True: W_hh h runs as the int8 product (``kernels.int8``: int8 weights, the state in 8
+        #: bits; another numerical model, close to the float one). The rest stays float.
+        self.int8 = bool(int8)
+        if self.int8:
+            mats["gru.weight_hh"] = to_engine_int8(sparse["gru.weight_hh"])
         self.block_shapes = {name: K.BLOCK_SHAPES[m[3]] for name, m in mats.items()}
         self.nnz_weights = {name: int(m[0].shape[0]) for name, m in mats.items()}
         # The per-sample input columns of W_ih (the samples, the period taps) go as float16 bits
@@ -341,19 +384,21 @@ class Vocoder:
     @classmethod
     def from_tensors(cls, dense: dict[str, np.ndarray], sparse: dict[str, BlockSparse], *,
                      cond_blocks: int, lpc_order: int = 0, excitation: str = "linear", ltp: bool = False,
-                     ltp_input: bool = False, ltp_input_taps: int = 1, phase_input: int = 0) -> "Vocoder":
+                     ltp_input: bool = False, ltp_input_taps: int = 1, phase_input: int = 0,
+                     int8: bool = False) -> "Vocoder":
         return cls(dense, sparse, cond_blocks=cond_blocks, lpc_order=lpc_order, excitation=excitation, ltp=ltp,
-                   ltp_input=ltp_input, ltp_input_taps=ltp_input_taps, phase_input=phase_input)
+                   ltp_input=ltp_input, ltp_input_taps=ltp_input_taps, phase_input=phase_input, int8=int8)
 
     @classmethod
     def load(cls, path: str | os.PathLike, *, cond_blocks: int, hidden_size: int | None = None,
              cond_channels: int | None = None, lpc_order: int = 0, excitation: str = "linear",
              ltp: bool = False, ltp_input: bool = False, ltp_input_taps: int = 1,
-             phase_input: int = 0) -> "Vocoder":
-        """Read a vocoder file; ``hidden_size`` / ``cond_channels``, if given, must match it."""
+             phase_input: int = 0, int8: bool = False) -> "Vocoder":
+        """Read a vocoder file; ``hidden_size`` / ``cond_channels``, if given, must match it.
+        ``int8``: run W_hh h as the int8 product (:attr:`int8`)."""
         dense, sparse = load_vocoder_tensors(path, cond_blocks=cond_blocks)
         voc = cls(dense, sparse, cond_blocks=cond_blocks, lpc_order=lpc_order, excitation=excitation, ltp=ltp,
-                  ltp_input=ltp_input, ltp_input_taps=ltp_input_taps, phase_input=phase_input)
+                  ltp_input=ltp_input, ltp_input_taps=ltp_input_taps, phase_input=phase_input, int8=int8)
         for name, want, got in (("hidden_size", hidden_size, voc.hidden_size),
                                 ("cond_channels", cond_channels, voc.cond_channels)):
             if want is not None and want != got:
@@ -408,7 +453,8 @@ class Vocoder:
         Made again whenever ``_net`` is replaced."""
         if getattr(self, "_stream_net_of", None) is not self._net:
             self._stream_net = tuple(
-                K.flat(m) if i in _MATS and m[1].shape[0] < FLAT_BELOW * (m[2].shape[0] - 1) else m
+                K.flat(m) if i in _MATS and len(m) != K.INT8_LEN and m[1].shape[0] < FLAT_BELOW * (m[2].shape[0] - 1)
+                else m
                 for i, m in enumerate(self._net))
             self._stream_net_of = self._net
         return self._stream_net
@@ -418,8 +464,10 @@ class Vocoder:
         H = self.hidden_size
         rng = K.rng_state(seed) if rng is None else np.array(rng, dtype=np.uint64).reshape(1)
         return VocoderState(h=np.zeros(H, np.float32), prev=np.array([128, 0], np.int64), rng=rng, position=0,
-                            # the one-stream kernel's scratch (_generate_period's: 3H more, the period inputs)
-                            work=np.zeros((6 if self.ltp_input else 3) * H + H // 2 + 2 * K.N_CLASSES, np.float32),
+                            # the one-stream kernel's scratch (_generate_period's: 3H more, the period
+                            # inputs; the int8 product's state bytes: H/4)
+                            work=np.zeros((6 if self.ltp_input else 3) * H + H // 2 + 2 * K.N_CLASSES + H // 4,
+                                          np.float32),
                             lpc_hist=np.zeros(self.lpc_order), ltp_ring=np.zeros(self._ring),
                             ltp_head=np.zeros(1, np.int64))
 
@@ -431,12 +479,13 @@ class Vocoder:
             raise ParameterError("a batch needs at least one stream, found an empty rng array")
         prev = np.zeros((B, 2), np.int64)
         prev[:, 0] = 128
-        nl = 0 if self.ltp_input else lane_split(B)
+        nl = 0 if self.ltp_input or self.int8 else lane_split(B)  # (no int8 product in lanes)
         L = K.lanes(nl) if nl else 0
         ns = B - nl
         return BatchState(h_lanes=np.zeros((H, L), np.float32), h_streams=np.zeros((ns, H), np.float32),
                           prev=prev, rng=rng, position=0, work_lanes=np.zeros(K.lane_work_size(H, L), np.float32),
-                          work_streams=np.zeros(ns * (3 * H + H // 2 + K.N_CLASSES + 2) + K.N_CLASSES, np.float32),
+                          work_streams=np.zeros(ns * (3 * H + H // 2 + K.N_CLASSES + 2) + K.N_CLASSES + H // 4,
+                                                np.float32),
                           lpc_hist=np.zeros((B, self.lpc_order)), ltp_ring=np.zeros((B, self._ring)),
                           ltp_head=np.zeros((B, 1), np.int64),
                           work_period=np.zeros((B, 3 * H if self.ltp_input else 0), np.float32),

@@ -117,6 +117,30 @@ def sample_class(logits: torch.Tensor, u: float, temperature: float) -> int:
     return min(k, N_CLASSES - 1)
 
 
+INT8_WEIGHT_LEVELS = 63  # the engine's int8 product (wavern.engine.kernels.int8): |q| <= 63 a side
+INT8_STATE_LEVELS = 127  # the state's byte: floor(h * 127 + 128.5)
+
+
+def int8_rows(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A weight matrix as the engine's int8 product holds it: per row ``s = max |w| / 63`` (1 for
+    a row of zeros), ``q = round(w / s)`` (half to even), float32 arithmetic. Returns q (rows,
+    cols) as float64 integers and ``d = s / 127`` (rows,) float32, the dequantisation factor."""
+    w = w.detach().float()
+    s = w.abs().amax(dim=1) / INT8_WEIGHT_LEVELS
+    s = torch.where(s == 0, torch.ones_like(s), s)
+    q = torch.round(w / s[:, None]).clamp(-INT8_WEIGHT_LEVELS, INT8_WEIGHT_LEVELS)
+    return q.double(), s / INT8_STATE_LEVELS
+
+
+def int8_product(q: torch.Tensor, d: torch.Tensor, h: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``b + W h`` as the engine's int8 product computes it: the state as bytes
+    ``floor(clamp(h, -1, 1) * 127 + 128.5)`` (each step rounded to float32), the integer sums
+    ``q (u - 128)`` exact, then ``b + d * float32(sum)`` (two float32 roundings)."""
+    u = torch.floor(h.float().clamp(-1.0, 1.0) * INT8_STATE_LEVELS + 128.5)
+    acc = q @ (u.double() - 128.0)  # exact: integers far below 2**53
+    return b.float() + d * acc.float()
+
+
 class WaveRNN(nn.Module):
     """Dual-softmax WaveRNN conditioned on a log-mel spectrogram.
 
@@ -468,7 +492,7 @@ class WaveRNN(nn.Module):
 
     @torch.no_grad()
     def infer(self, mel: torch.Tensor, uniforms, *, temperature: float = 1.0, return_logits: bool = False,
-              ltp_gain_scale: float = 1.0):
+              ltp_gain_scale: float = 1.0, int8_recurrent: bool = False):
         """Generate audio one sample at a time, exactly as docs/ARCHITECTURE.md orders it.
 
         This is the slow reference the engine is checked against, not a fast path.
@@ -480,16 +504,20 @@ class WaveRNN(nn.Module):
             return_logits: also return the (pre-temperature) logits of both heads.
             ltp_gain_scale: with ``config.ltp``, every frame's long-term predictor gain times this
                 (:func:`wavern.dsp.ltp_params`' ``gain_scale``; the engine's ``Vocoder.ltp_gain_scale``).
+            int8_recurrent: ``W_hh h`` as the engine's int8 product (:func:`int8_product`; the
+                engine's ``Vocoder(int8=True)``).
 
         Returns:
             (T * hop,) int16 tensor, or with ``return_logits`` an :class:`InferResult`
             (samples, coarse_logits, fine_logits) — the samples field is the same tensor.
         """
-        result = self._reference_loop(mel, uniforms, temperature=temperature, ltp_gain_scale=ltp_gain_scale)
+        result = self._reference_loop(mel, uniforms, temperature=temperature, ltp_gain_scale=ltp_gain_scale,
+                                      int8_recurrent=int8_recurrent)
         return result[0] if not return_logits else InferResult(*result[:3])
 
     def _reference_loop(self, mel, uniforms=None, *, temperature: float = 1.0,
-                        forced_audio: torch.Tensor | None = None, ltp_gain_scale: float = 1.0):
+                        forced_audio: torch.Tensor | None = None, ltp_gain_scale: float = 1.0,
+                        int8_recurrent: bool = False):
         """The per-sample loop. ``forced_audio`` (n,) replaces sampling (teacher forcing, for tests).
 
         Returns (samples int16 (n,), coarse_logits (n, 256), fine_logits (n, 256), states (n, H)).
@@ -537,6 +565,7 @@ class WaveRNN(nn.Module):
         w_phase = w_ih[:, n_back:len(names)] if n_phase else None
         phi = 0.0  # the generation-time glottal phase (wavern.dsp.phase_step)
         w_hh, b_hh = self.gru.weight_hh_l0, self.gru.bias_hh_l0
+        q_hh, d_hh = int8_rows(w_hh) if int8_recurrent else (None, None)
         rows_c = torch.cat([torch.arange(g * h, g * h + half) for g in range(3)])  # coarse rows of r, z, n
         rows_f = rows_c + half
 
@@ -553,7 +582,8 @@ class WaveRNN(nn.Module):
         logits_f = torch.empty(n, N_CLASSES)
         states = torch.empty(n, h)
         for t in range(n):
-            gh = w_hh @ state + b_hh  # all 3H rows: one matvec
+            # all 3H rows: one matvec
+            gh = int8_product(q_hh, d_hh, state, b_hh) if int8_recurrent else w_hh @ state + b_hh
             prev = _unit(torch.tensor([c_prev, f_prev], device=param.device))
             gi = gi_frames[t // hop] + w_bytes @ prev  # without c_t
             pred = 0.0

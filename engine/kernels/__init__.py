@@ -8,7 +8,8 @@ kernels take arrays and scalars, write into preallocated buffers and never raise
 
 The parts: :mod:`.jit` (how they compile, shared constants; imported first), :mod:`.rng`,
 :mod:`.fastexp`, :mod:`.intrinsics` (LLVM code numba does not write), :mod:`.blocks` (the
-block-sparse products and the engine's matrix layout), :mod:`.gru` (one stream, a few streams),
+block-sparse products and the engine's matrix layout), :mod:`.int8` (the int8 recurrent
+product), :mod:`.gru` (one stream, a few streams),
 :mod:`.lanes` (many streams), :mod:`.conv`, :mod:`.stft` (mel matching's transforms, eight frames
 at a time), :mod:`.warmup` (compile ahead, cache status).
 
@@ -20,11 +21,12 @@ numpy put the buffers.
 
 # jit first: it sets numba's vectoriser flag before numba is imported
 from wavern.engine.kernels.jit import (AMD_CPU, BLOCK_SHAPES, FLAT, HOP, KEEPS_16X4, LANE_MULTIPLE, MEASURED_GFLOPS,  # isort: skip
-                                       N_CLASSES, SLP_ACTIVE, WIDE_VECTORS)
+                                       N_CLASSES, SLP_ACTIVE, TARGET_AVX2, WIDE_VECTORS)
 from wavern.engine.kernels.blocks import flat, spmv
 from wavern.engine.kernels.conv import conv1d, conv1d_taps, conv_taps
 from wavern.engine.kernels.fastexp import vexp
 from wavern.engine.kernels.gru import check_temperature, no_period, sample_class
+from wavern.engine.kernels.int8 import INT8_LEN, Q_STATE, Q_WEIGHT, STATE_OFFSET, spmv_int8, state_bytes
 from wavern.engine.kernels.lanes import lane_spmm, lane_work_size, lanes
 from wavern.engine.kernels.rng import rng_state, rng_states, uniforms
 from wavern.engine.kernels.warmup import cache_status, warmup
@@ -42,4 +44,5 @@ __all__ = [
     "BLOCK_SHAPES", "FLAT", "MEASURED_GFLOPS", "KEEPS_16X4", "SLP_ACTIVE", "WIDE_VECTORS", "AMD_CPU", "HOP", "N_CLASSES", "LANE_MULTIPLE",
     "spmv", "lane_spmm", "lanes", "lane_work_size", "conv1d", "conv_taps", "conv1d_taps", "vexp", "sample_class",
     "rng_state", "rng_states", "uniforms", "warmup", "cache_status", "flat", "check_temperature", "no_period",
+    "TARGET_AVX2", "INT8_LEN", "Q_STATE", "Q_WEIGHT", "STATE_OFFSET", "spmv_int8", "state_bytes",
 ]

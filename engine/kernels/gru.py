@@ -22,6 +22,7 @@ import numpy as np
 
 from wavern.engine.kernels.blocks import _spmm, _spmv
 from wavern.engine.kernels.fastexp import _exp_core, _exp_parts
+from wavern.engine.kernels.int8 import _recurrent, _recurrent_streams
 from wavern.engine.kernels.intrinsics import _f32_bits, _w
 from wavern.engine.kernels.jit import (_BYTE, _FM_ARITH, _FM_REDUCE, _GATE_HI, _GATE_LO, _JIT, _ONE, _PHASE_GAIN, _TWO,
                                        _ZERO, N_CLASSES, U, kernel)
@@ -366,9 +367,9 @@ def _sample_step(fr, net, inv_temp, h, c, f, rng, work, logits, t):
     probs = work[3 * H + hh + nc:3 * H + hh + 2 * nc]
     xc = np.float32(c) / _BYTE - _ONE
     xf = np.float32(f) / _BYTE - _ONE
-    # gh = W_hh h + b_hh, all 3H rows from the old state (one block-sparse matvec)
-    _copy(b_hh, gh)
-    _spmv(R, h, z0, gh)
+    # gh = W_hh h + b_hh, all 3H rows from the old state (one block-sparse matvec, float or int8;
+    # the int8 one keeps the state's bytes in work's last H/4 floats)
+    _recurrent(R, b_hh, h, gh, work[work.shape[0] - H // 4:])
     # coarse half, then P(c_t) = softmax(O2 relu(O1 h_c + b1) + b2)
     _gru_half(fr, w_in, gh, h, z0, hh, xc, xf, _ZERO)
     _copy(b1, a)
@@ -401,7 +402,7 @@ def _generate(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, logits, 
     b2, O3, b3, O4, b4) with R, O* block-sparse tuples. State: h (H) float32, prev (2) int64
     (c_{t-1}, f_{t-1}), rng (1) uint64; all updated in place. out (n) int16. logits: (n, 2, 256)
     float32 to record the logits of every draw, or (0, 2, 256) not to. work float32 of at least
-    3H + H/2 + 2*256.
+    3H + H/2 + 2*256, and H/4 more for an int8 W_hh (:mod:`.int8`; its last H/4 floats).
     """
     c = prev[0]
     f = prev[1]
@@ -426,7 +427,7 @@ def _generate_period(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, l
     harmonics (:func:`_period_inputs`; ``ph`` (1,) float64 the stream's phase, carried across
     calls; no rows: no phase input). The filter columns start
     at 3H in ``gi``; ``hist``, ``ring``, ``head`` as in :func:`_lpc_synthesis`. work float32 of
-    at least 6H + H/2 + 2*256.
+    at least 6H + H/2 + 2*256 (+ H/4 for an int8 W_hh, as :func:`_generate`).
     """
     H = h.shape[0]
     col0 = 3 * H
@@ -454,7 +455,7 @@ def _generate_streams(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, 
 
     Like :func:`_generate` with a stream axis first: gi (B, F, 3H), h (B, H), prev (B, 2),
     rng (B), out (B, n), logits (B, n, 2, 256) or (B, 0, 2, 256). work float32 of at least
-    B (3H + H/2 + 256 + 2) + 256. The block products take four streams per weight load
+    B (3H + H/2 + 256 + 2) + 256 (+ H/4 for an int8 W_hh: its product runs stream by stream). The block products take four streams per weight load
     (:func:`_spmm`), the rest is the one-stream code per stream, so stream s reproduces
     :func:`_generate` on gi[s], h[s], prev[s], rng[s:s+1] exactly. For small batches, where
     lanes (:func:`_generate_lanes`) would be mostly padding.
@@ -494,7 +495,6 @@ def _generate_streams(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, 
         for q in range(B):
             xc[q] = np.float32(prev[q, 0]) / _BYTE - _ONE
             xf[q] = np.float32(prev[q, 1]) / _BYTE - _ONE
-            _copy(b_hh, GH[q])
         # period inputs: the streams with a lag four at a time (any four), the rest one by one
         waiting = 0  # streams with a lag not yet made: q0 (, q1, q2)
         q0 = q1 = q2 = 0
@@ -517,7 +517,7 @@ def _generate_streams(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, 
         for k in range(waiting):  # the one to three left over
             s = q0 if k == 0 else (q1 if k == 1 else q2)
             _period_inputs(gi[s, fi], w_back, back_scale, lag_col, ring[s], head[s, 0], FB[s], w_phase, phase[s])
-        _spmm(R, h, z0, GH)
+        _recurrent_streams(R, b_hh, h, GH, work[work.shape[0] - H // 4:])
         for q in range(B):
             _gru_half(_gate_inputs(gi, q, fi, FB, n_taps, lag_col, w_phase), w_in, GH[q], h[q],
                       z0, hh, xc[q], xf[q], _ZERO)

@@ -100,6 +100,34 @@ FLAT = 4
 WIDE_VECTORS: bool = "-prefer-256-bit" in (numba.core.config.CPU_FEATURES or "")
 
 
+# CPUs (LLVM names) with AVX2, for NUMBA_CPU_NAME: the int8 block product uses AVX2's byte
+# products there (:mod:`.int8`), and portable vector code elsewhere.
+_AVX2_CPU_NAMES = ("haswell", "broadwell", "skylake", "skylake-avx512", "cascadelake", "cooperlake", "cannonlake",
+                   "icelake-client", "icelake-server", "tigerlake", "rocketlake", "alderlake", "raptorlake",
+                   "meteorlake", "arrowlake", "lunarlake", "sapphirerapids", "emeraldrapids", "graniterapids",
+                   "znver1", "znver2", "znver3", "znver4", "znver5", "x86-64-v3", "x86-64-v4", "core-avx2")
+
+
+def _target_has_avx2() -> bool:
+    """Whether the code numba compiles may use AVX2: NUMBA_CPU_FEATURES if set, else the CPU that
+    NUMBA_CPU_NAME names, else this machine's CPU."""
+    features = numba.core.config.CPU_FEATURES
+    if features:
+        return "+avx2" in features.split(",")
+    name = numba.core.config.CPU_NAME
+    if name and name != "host":
+        return name in _AVX2_CPU_NAMES
+    try:
+        import llvmlite.binding as ll
+
+        return bool(ll.get_host_cpu_features().get("avx2"))
+    except Exception:  # noqa: BLE001 - no LLVM to ask (not x86, or a broken library): the portable code
+        return False
+
+
+#: True when the kernels compile for a CPU with AVX2 (the int8 product's vpmaddubsw).
+TARGET_AVX2: bool = _target_has_avx2()
+
 def _amd_cpu() -> bool:
     try:
         with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:

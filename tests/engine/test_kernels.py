@@ -8,11 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from wavern.engine import kernels as K
-from wavern.engine.vocoder import choose_block_kind, engine_dense, is_half_exact, to_engine
-from wavern.errors import ParameterError
+from wavern.engine.vocoder import choose_block_kind, engine_dense, int8_rows, is_half_exact, to_engine, to_engine_int8
 from wavern.vocoder.format import BlockSparse
+
+from wavern.errors import ParameterError
 
 
 def _load_naive():
@@ -62,6 +62,111 @@ def test_spmv_matches_dense_product(kind, density):
         ref = y0.astype(np.float64) + m.astype(np.float64) @ x[xoff:xoff + cols].astype(np.float64)
         np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
 
+
+# ---- the int8 recurrent product (kernels.int8) ------------------------------------------------
+
+def _int8_case(br: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A (96, 64) matrix pruned in br x 4 blocks with a row of zeros and weights that round to 0;
+    a state with values beyond +-1, at 0 and at +-1; a bias."""
+    W = _random_engine_pattern(96, 64, br, 4, 0.3, rng)
+    W[5] = 0.0
+    W[9, W[9] != 0] *= 1e-4
+    W[9, np.flatnonzero(W[9])[:1]] = 3.0  # the rest of row 9 rounds to 0
+    h = np.tanh(rng.standard_normal(64) * 2).astype(np.float32)
+    h[:6] = [1.0, -1.0, 0.0, 1.7, -3.0, 0.5 / 127]
+    return W, h, rng.standard_normal(96).astype(np.float32)
+
+
+@pytest.mark.parametrize("br", [8, 16])
+def test_int8_product_is_the_exact_integer_sums_then_two_roundings(br):
+    """spmv_int8 against the rule written out in numpy (docs/ARCHITECTURE.md, "The int8 recurrent
+    product"): bytes floor(clamp(h) * 127 + 128.5), exact sums of q (u - 128) in int64, then
+    b + d * float32(sum) rounded twice; bit for bit. The block shape follows the matrix's."""
+    rng = np.random.default_rng(br)
+    W, h, b = _int8_case(br, rng)
+    mat = to_engine_int8(W)
+    assert mat[3] == (3 if br == 16 else 0) and mat[0].dtype == np.int8
+    q, s = int8_rows(W)
+    assert s[5] == 1.0 and not q[5].any() and np.count_nonzero(q[9]) == 1
+    assert np.abs(q).max() == K.Q_WEIGHT
+    u = np.floor((np.clip(h, -1, 1) * np.float32(127)).astype(np.float32) + np.float32(128.5)).astype(np.int64)
+    np.testing.assert_array_equal(K.state_bytes(h), u)
+    assert u[0] == 255 and u[1] == 1 and u[2] == 128 and u[3] == 255 and u[4] == 1
+    acc = q.astype(np.int64) @ (u - 128)
+    d = (s / np.float32(127)).astype(np.float32)
+    want = (b + (d * acc.astype(np.float32)).astype(np.float32)).astype(np.float32)
+    np.testing.assert_array_equal(K.spmv_int8(mat, h, b), want)
+    np.testing.assert_allclose(K.spmv_int8(mat, h, b), b + W @ np.clip(h, -1, 1), rtol=0,
+                               atol=0.02 * np.abs(W).sum(axis=1).max())  # close to the float product
+
+
+def test_int8_product_equals_the_torch_references():
+    """The engine's int8 product and the torch reference loop's (wavern.vocoder.model.int8_rows,
+    int8_product: written apart) give the same bits."""
+    torch = pytest.importorskip("torch")
+    from wavern.vocoder.model import int8_product
+    from wavern.vocoder.model import int8_rows as torch_rows
+
+    rng = np.random.default_rng(3)
+    for br in (8, 16):
+        W, h, b = _int8_case(br, rng)
+        q, d = torch_rows(torch.from_numpy(W))
+        eq, es = int8_rows(W)
+        np.testing.assert_array_equal(q.numpy(), eq)
+        np.testing.assert_array_equal(d.numpy(), (es / np.float32(127)).astype(np.float32))
+        got = int8_product(q, d, torch.from_numpy(h), torch.from_numpy(b)).numpy()
+        np.testing.assert_array_equal(K.spmv_int8(to_engine_int8(W), h, b), got)
+
+
+def test_int8_block_portable_code_equals_avx2s():
+    """The int8 block product in portable LLVM vector code and with AVX2's byte products
+    (vpmaddubsw, vpmaddwd) give the same sums, and they are the integer ones."""
+    import numba
+    from wavern.engine.kernels.intrinsics import _q8_block
+
+    if numba.config.DISABLE_JIT:
+        pytest.skip("the intrinsics compile only under numba")
+    variants = [False] + ([True] if K.TARGET_AVX2 else [])
+    rng = np.random.default_rng(4)
+    w = rng.integers(-63, 64, size=3 * 64).astype(np.int8)
+    w[:64] = 63  # the largest pair sums: 2 * 255 * 63
+    x = np.full(4, 255, np.uint8)
+    for rows in (8, 16):
+        k = w.shape[0] // (rows * 4)
+        sums = []
+        for avx2 in variants:
+            block = _q8_block(rows, avx2)
+
+            @numba.njit
+            def run(acc, w, xw, n, block=block):
+                for j in range(n):
+                    block(acc, np.int64(0), w, np.int64(j), xw)
+
+            acc = np.zeros(rows, np.float32)
+            run(acc, w, np.int32(x.view(np.int32)[0]), k)
+            sums.append(acc.view(np.int32).copy())
+        ref = sum(w[rows * 4 * j:rows * 4 * (j + 1)].reshape(rows, 4).astype(np.int64) @ x.astype(np.int64)
+                  for j in range(k))
+        for got in sums:
+            np.testing.assert_array_equal(got, ref)
+
+
+def test_int8_product_validates():
+    rng = np.random.default_rng(5)
+    W, h, b = _int8_case(8, rng)
+    mat = to_engine_int8(W)
+    with pytest.raises(ParameterError, match="6-tuple"):
+        K.spmv_int8(to_engine(W, kind=0), h, b)
+    bad = (mat[0].copy(), *mat[1:])
+    bad[0][0] = 64
+    with pytest.raises(ParameterError, match="saturate"):
+        K.spmv_int8(bad, h, b)
+    with pytest.raises(ParameterError, match="columns"):
+        K.spmv_int8(mat, h[:60], b)
+    with pytest.raises(ParameterError, match="rows of the output"):
+        K.spmv_int8(mat, h, b[:90])
+    with pytest.raises(ParameterError, match="8 x 4 blocks"):
+        to_engine_int8(np.ones((12, 8), np.float32))
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("n_lanes", [8, 13, 16, 24, 40, 72])

@@ -471,6 +471,110 @@ def test_engine_equals_torch_reference_loop(tmp_path):
     assert len(np.unique(out)) > 100
 
 
+# ---- the int8 recurrent product (kernels.int8) ---------------------------------------------------
+
+def _state_bytes(h: np.ndarray) -> np.ndarray:
+    """floor(clamp(h, -1, 1) * 127 + 128.5), each step rounded to float32 (kernels.int8's rule)."""
+    return np.floor((np.clip(h, -1, 1).astype(np.float32) * np.float32(127)).astype(np.float32) + np.float32(128.5))
+
+
+def _int8_against_reference(tmp_path, *, frames: int = 24, **kw) -> np.ndarray:
+    """Vocoder(int8=True) against the torch reference loop doing the same integer arithmetic
+    (``WaveRNN.infer(int8_recurrent=True)``, written apart from the kernels), same uniforms.
+
+    The two loops' states differ by float rounding (their exps differ), and where a state value
+    lies that close to a rounding boundary its byte ``floor(h * 127 + 128.5)`` differs between
+    them; from there on they are two runs of the int8 model, not one (a draw whose uniform falls
+    in the logits' rounding gap parts them too). So, running the engine a sample per call: samples
+    identical, logits to float32 rounding and every state byte equal up to the first step where
+    they part, which must be one of those two cases and come after 1000 samples; and over the
+    whole run (without a long-term predictor, whose samples give back their codes), the reference
+    teacher-forced with the engine's samples gives its logits to within the quantisation's noise."""
+    torch, cfg, model = _torch_model(seed=kw.pop("model_seed"), lpc_order=kw.get("lpc_order", 0),
+                                     ltp=kw.get("ltp", False), ltp_input=kw.get("ltp_input", False),
+                                     taps=kw.get("taps", 1))
+    torch.set_num_threads(1)
+    path = tmp_path / "vocoder.safetensors"
+    model = _export(cfg, model, path)
+    voc = Vocoder.load(path, cond_blocks=cfg.cond_blocks, hidden_size=cfg.hidden_size,
+                       lpc_order=kw.get("lpc_order", 0), ltp=kw.get("ltp", False), ltp_input=kw.get("ltp_input", False),
+                       ltp_input_taps=kw.get("taps", 1), int8=True)
+    n = frames * 256
+    mel = naive.random_mel(frames, seed=kw["mel_seed"])
+    if kw.get("ltp"):
+        pitch = np.stack([np.full(frames, np.log2(110 / 120)), np.linspace(0.99, 0.4, frames)], axis=1)
+        mel = np.ascontiguousarray(np.concatenate([mel, pitch.astype(np.float32)], axis=1))
+    u = K.uniforms(K.rng_state(kw["rng_seed"]), n)
+    with torch.no_grad():
+        ref, lc, lf, ref_h = (t.numpy() for t in model._reference_loop(torch.from_numpy(mel), u, int8_recurrent=True))
+    ref_logits = np.stack([lc, lf], axis=1)
+    gi = voc.frame_inputs(mel)
+    st = voc.new_state(seed=kw["rng_seed"])
+    out, logits, h = np.empty(n, np.int16), np.zeros((n, 2, 256), np.float32), np.empty_like(ref_h)
+    for t in range(n):
+        voc.generate(gi, st, 1, out=out[t:t + 1], logits_out=logits[t:t + 1])
+        h[t] = st.h
+    np.testing.assert_array_equal(out, voc.generate(gi, voc.new_state(seed=kw["rng_seed"]), n))  # = one call
+    tol = 1e-4 * np.abs(ref_logits).max()
+    parted = (out != ref) | (_state_bytes(h) != _state_bytes(ref_h)).any(axis=1)
+    first = int(np.argmax(parted)) if parted.any() else n
+    assert first >= 1000, f"the engine and the reference part at sample {first}: pick other seeds"
+    np.testing.assert_array_equal(out[:first], ref[:first])
+    np.testing.assert_allclose(logits[:first], ref_logits[:first], rtol=0, atol=tol)
+    if first < n:  # the parting step's logits, those drawn before the two parted
+        heads = 2 if (int(out[first]) + 32768) >> 8 == (int(ref[first]) + 32768) >> 8 else 1
+        np.testing.assert_allclose(logits[first, :heads], ref_logits[first, :heads], rtol=0, atol=tol)
+    if first < n and out[first] == ref[first]:  # a byte: the two values straddle a boundary, float rounding apart
+        flip = _state_bytes(h[first]) != _state_bytes(ref_h[first])
+        assert np.abs(h[first] - ref_h[first])[flip].max() < 1e-5
+    if not kw.get("ltp"):  # (a long-term predictor's sample does not give back its code exactly)
+        with torch.no_grad():
+            _, fc, ff, _ = model._reference_loop(torch.from_numpy(mel), forced_audio=torch.from_numpy(out),
+                                                 int8_recurrent=True)
+        forced = np.stack([fc.numpy(), ff.numpy()], axis=1)
+        np.testing.assert_allclose(logits, forced, rtol=0, atol=0.02 * np.abs(forced).max())
+    return out
+
+
+def test_int8_engine_equals_the_torch_loop_with_the_int8_product(tmp_path):
+    out = _int8_against_reference(tmp_path, model_seed=3, mel_seed=4, rng_seed=21)
+    assert len(np.unique(out)) > 100
+
+
+def test_int8_period_input_engine_equals_the_torch_loop(tmp_path):
+    """The shipped voice's kind (LPC, long-term predictor, five period taps) in int8: the period
+    kernel (_generate_period) against the torch loop."""
+    _int8_against_reference(tmp_path, model_seed=7, mel_seed=9, rng_seed=3, lpc_order=10, ltp=True,
+                            ltp_input=True, taps=5)
+
+
+@pytest.mark.parametrize("period", [False, True])
+def test_int8_batches_and_chunks_equal_one_stream(small, tmp_path, period):
+    """An int8 vocoder's batches (stream by stream products, no lanes; with the period input, the
+    stream-major period kernel) give what one stream gives, bit for bit."""
+    if period:
+        _, cfg, model = _torch_model(seed=7, lpc_order=10, ltp=True, ltp_input=True, taps=5)
+        _export(cfg, model, tmp_path / "vocoder.safetensors")
+        voc = Vocoder.load(tmp_path / "vocoder.safetensors", cond_blocks=cfg.cond_blocks, lpc_order=10, ltp=True,
+                           ltp_input=True, ltp_input_taps=5, int8=True)
+    else:
+        voc = Vocoder(*small[:2], cond_blocks=2, int8=True)
+    assert voc.int8 and len(voc._net[2]) == K.INT8_LEN
+    n = 3 * 256
+    mels = [naive.random_mel(3, seed=s) for s in range(30)]
+    if period:
+        pitch = np.stack([np.full(3, np.log2(110 / 120)), np.full(3, 0.9)], axis=1).astype(np.float32)
+        mels = [np.ascontiguousarray(np.concatenate([m, pitch], axis=1)) for m in mels]
+    gis = np.stack([voc.frame_inputs(m) for m in mels])
+    rngs = K.rng_states(5, len(mels))
+    st = voc.new_batch_state(rngs)
+    assert st.n_lanes == 0
+    batch = np.concatenate([voc.generate_batch(gis, st, 300), voc.generate_batch(gis, st, n - 300)], axis=1)
+    for s in (0, 13, len(mels) - 1):
+        np.testing.assert_array_equal(batch[s], voc.generate(gis[s], voc.new_state(rng=rngs[s]), n))
+    assert len(np.unique(batch)) > 100
+
+
 # ---- LPC vocoders (the net makes the excitation, generation adds the mel's prediction back) -----
 
 @pytest.fixture(scope="module")

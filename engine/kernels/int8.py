@@ -1,0 +1,195 @@
+"""The int8 recurrent product: ``gh = W_hh h + b_hh`` with W_hh in int8 and the state in 8 bits.
+
+A float16 weight costs a widening and a multiply-add, and on AVX2 the float16 block products run
+at the widening's rate (docs/bench/engine.md, "Block shapes against the roofline"). Integer
+products do 32 weights in two instructions (vpmaddubsw, vpmaddwd): the recurrent product of the
+H 512 / 10 % vocoder takes about 0.55 of the float16 product's time, natively and as AVX2 code.
+
+The arithmetic (docs/ARCHITECTURE.md, "The int8 recurrent product"):
+
+- weights, per row i: ``s_i = max_c |w_ic| / 63`` and ``q_ic = round(w_ic / s_i)`` (half to
+  even), float32 arithmetic; a row of zeros has ``s_i = 1``. 63 levels a side, not 127, so that
+  vpmaddubsw's pair sums (at most 2 * 255 * 63) never saturate.
+- the state: ``u_j = floor(clamp(h_j, -1, 1) * 127 + 128.5)``, a byte in [1, 255] (the product
+  and the sum each rounded to float32, as the torch reference does them).
+- ``acc_i = sum_c q_ic (u_c - 128)``, exact in int32: the products add ``q_ic u_c`` and start
+  from ``-128 sum_c q_ic`` (the matrix's ``fix``).
+- ``gh_i = b_i + d_i * float32(acc_i)`` with ``d_i = s_i / 127``: a product and a sum, each
+  rounded to float32 (no fused multiply-add), so the torch reference loop
+  (``WaveRNN.infer(..., int8_recurrent=True)``) gets the same bits.
+
+The engine matrix is a 6-tuple ``(data, rowoff, colptr, kind, fix, scale)``: ``data`` int8,
+block ``k`` at ``data[k*br*4 : (k+1)*br*4]`` row by row (row i's four weights side by side);
+``rowoff``, ``colptr`` as the float layout's (:mod:`.blocks`); ``kind`` 0 (8x4 blocks) or 3
+(16x4); ``fix`` int32 (rows); ``scale`` float32 (rows) the ``d_i``. Made by
+``wavern.engine.vocoder.to_engine_int8``.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba import types
+from numba.extending import overload
+
+from wavern.engine.kernels.blocks import _spmm, _spmv
+from wavern.engine.kernels.intrinsics import _f32_bits, _i32_bits, _q8_block
+from wavern.engine.kernels.jit import _JIT, TARGET_AVX2, U, kernel
+from wavern.errors import ParameterError
+
+__all__ = ["Q_WEIGHT", "Q_STATE", "STATE_OFFSET", "INT8_LEN", "spmv_int8", "state_bytes"]
+
+#: Weight levels a side (|q| <= 63: vpmaddubsw's pair sums stay below 2**15).
+Q_WEIGHT = 63
+#: State levels a side: u = floor(h * 127 + 128.5).
+Q_STATE = 127
+#: The byte of h = 0.
+STATE_OFFSET = 128
+#: Length of an int8 engine matrix tuple (a float one has 4).
+INT8_LEN = 6
+
+_Q = np.float32(Q_STATE)
+_ROUND = np.float32(STATE_OFFSET + 0.5)
+_LO = np.float32(-1.0)
+_HI = np.float32(1.0)
+
+_BLOCK_8 = _q8_block(8, TARGET_AVX2)
+_BLOCK_16 = _q8_block(16, TARGET_AVX2)
+
+
+@kernel(**_JIT)  # no fast-math: the product and the sum rounded apart, as the torch reference does
+def _state_bytes(h, xq):
+    """xq[j] = floor(clamp(h[j], -1, 1) * 127 + 128.5): the state as bytes in [1, 255]."""
+    for j in range(U(h.shape[0])):
+        v = min(max(h[j], _LO), _HI)
+        xq[j] = np.uint8(np.int32(v * _Q + _ROUND))
+
+
+@kernel(**_JIT)
+def _spmv_int8(mat, xw, acc):
+    """acc (float32 memory, int32 bits) = fix + sum over the blocks of q u: the exact integer
+    sums. ``xw`` int32, the state bytes four to a word (block column j's four in ``xw[j]``)."""
+    data, rowoff, colptr, kind, fix, _scale = mat
+    for i in range(U(fix.shape[0])):
+        acc[i] = _f32_bits(fix[i])
+    if kind == 3:
+        for j in range(U(colptr.shape[0] - 1)):
+            x = xw[j]
+            for k in range(U(colptr[j]), U(colptr[j + U(1)])):
+                _BLOCK_16(acc, U(rowoff[k]), data, k, x)
+    else:
+        for j in range(U(colptr.shape[0] - 1)):
+            x = xw[j]
+            for k in range(U(colptr[j]), U(colptr[j + U(1)])):
+                _BLOCK_8(acc, U(rowoff[k]), data, k, x)
+
+
+@kernel(**_JIT)  # no fast-math: b + d * acc as two roundings (no FMA), as the torch reference
+def _dequantise(acc, b, scale):
+    """acc[i] <- b[i] + scale[i] * float32(acc[i]'s int32 bits), in place."""
+    for i in range(U(acc.shape[0])):
+        acc[i] = b[i] + scale[i] * np.float32(_i32_bits(acc[i]))
+
+
+def _recurrent(R, b_hh, h, gh, xw):
+    """gh = W_hh h + b_hh for one stream: the float block product (``R`` a 4-tuple, :mod:`.blocks`)
+    or the int8 one (a 6-tuple; ``xw`` float32 scratch of H / 4, the state's bytes).
+    Compiled: the overload below picks the product by R's type."""
+    if len(R) == INT8_LEN:
+        _state_bytes(h, xw.view(np.uint8))
+        _spmv_int8(R, xw.view(np.int32), gh)
+        _dequantise(gh, b_hh, R[5])
+    else:
+        gh[:] = b_hh
+        _spmv(R, h, np.int64(0), gh)
+
+
+def _recurrent_streams(R, b_hh, h, GH, xw):
+    """:func:`_recurrent` for streams h (B, H) into GH (B, 3H): the float product four streams a
+    weight load (:func:`~.blocks._spmm`), the int8 one stream by stream (the same sums)."""
+    if len(R) == INT8_LEN:
+        for q in range(h.shape[0]):
+            _recurrent(R, b_hh, h[q], GH[q], xw)
+    else:
+        GH[:] = b_hh
+        _spmm(R, h, np.int64(0), GH)
+
+
+if not numba.config.DISABLE_JIT:
+    def _is_int8(R) -> bool:
+        return isinstance(R, types.BaseTuple) and len(R) == INT8_LEN
+
+    @overload(_recurrent, inline="always")
+    def _recurrent_compiled(R, b_hh, h, gh, xw):
+        if _is_int8(R):
+            def int8(R, b_hh, h, gh, xw):
+                _state_bytes(h, xw.view(np.uint8))
+                _spmv_int8(R, xw.view(np.int32), gh)
+                _dequantise(gh, b_hh, R[5])
+            return int8
+
+        def float_(R, b_hh, h, gh, xw):
+            for i in range(U(gh.shape[0])):
+                gh[i] = b_hh[i]
+            _spmv(R, h, np.int64(0), gh)
+        return float_
+
+    @overload(_recurrent_streams, inline="always")
+    def _recurrent_streams_compiled(R, b_hh, h, GH, xw):
+        if _is_int8(R):
+            def int8(R, b_hh, h, GH, xw):
+                for q in range(h.shape[0]):
+                    _recurrent(R, b_hh, h[q], GH[q], xw)
+            return int8
+
+        def float_(R, b_hh, h, GH, xw):
+            for q in range(h.shape[0]):
+                for i in range(U(GH.shape[1])):
+                    GH[q, i] = b_hh[i]
+            _spmm(R, h, np.int64(0), GH)
+        return float_
+
+
+def _check_int8(mat: tuple, x_len: int, y_len: int) -> None:
+    if not (isinstance(mat, tuple) and len(mat) == INT8_LEN):
+        raise ParameterError(f"an int8 matrix is a {INT8_LEN}-tuple (data, rowoff, colptr, kind, fix, scale), "
+                             f"found {type(mat).__name__} of length {len(mat) if isinstance(mat, tuple) else '?'}")
+    data, rowoff, colptr, kind, fix, scale = mat
+    if kind not in (0, 3):
+        raise ParameterError(f"int8 blocks are 8x4 (kind 0) or 16x4 (kind 3), found kind {kind}")
+    br = 16 if kind == 3 else 8
+    if data.dtype != np.int8 or data.shape != (rowoff.shape[0] * br * 4,):
+        raise ParameterError(f"int8 matrix data must be int8 of {br * 4} per block, found {data.dtype} {data.shape}")
+    if rowoff.dtype != np.uint32 or colptr.dtype != np.uint32:
+        raise ParameterError("int8 matrix rowoff and colptr must be uint32")
+    if fix.dtype != np.int32 or scale.dtype != np.float32 or fix.shape != (y_len,) or scale.shape != (y_len,):
+        raise ParameterError(f"int8 matrix fix (int32) and scale (float32) must have the {y_len} rows of the output")
+    if 4 * (colptr.shape[0] - 1) != x_len or x_len % 4:
+        raise ParameterError(f"int8 matrix has {4 * (colptr.shape[0] - 1)} columns, the state {x_len}")
+    if rowoff.shape[0] and (int(rowoff.max()) + br > y_len or int(colptr[-1]) != rowoff.shape[0]):
+        raise ParameterError("int8 matrix blocks reach past its rows or colptr does not end at the block count")
+    if data.size and int(np.abs(data.astype(np.int16)).max()) > Q_WEIGHT:
+        raise ParameterError(f"int8 weights must lie in [-{Q_WEIGHT}, {Q_WEIGHT}] (the byte products would saturate)")
+
+
+def state_bytes(h: np.ndarray) -> np.ndarray:
+    """The state's bytes as the int8 product reads them (uint8, same length as ``h``)."""
+    h = np.ascontiguousarray(h, dtype=np.float32)
+    if h.ndim != 1:
+        raise ParameterError(f"h must be 1-D, found shape {h.shape}")
+    out = np.empty(h.shape[0], np.uint8)
+    _state_bytes(h, out)
+    return out
+
+
+def spmv_int8(mat: tuple, h: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``b + W h`` with the int8 product (validated; a new float32 array)."""
+    h = np.ascontiguousarray(h, dtype=np.float32)
+    b = np.ascontiguousarray(b, dtype=np.float32)
+    if h.ndim != 1 or b.ndim != 1:
+        raise ParameterError(f"h and b must be 1-D, found shapes {h.shape} and {b.shape}")
+    _check_int8(mat, h.shape[0], b.shape[0])
+    gh = np.empty(b.shape[0], np.float32)
+    xw = np.zeros(h.shape[0] // 4, np.float32)
+    _recurrent(mat, b, h, gh, xw)
+    return gh
