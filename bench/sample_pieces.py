@@ -23,7 +23,7 @@ import numpy as np
 from wavern.engine import kernels as K
 from wavern.engine.kernels.blocks import _spmm, _spmv
 from wavern.engine.kernels.gru import _copy, _draw, _gru_half, _relu
-from wavern.engine.kernels.int8 import _recurrent, _recurrent_streams
+from wavern.engine.kernels.int8 import _affine, _affine_streams
 from wavern.engine.kernels.jit import _JIT, _ZERO
 
 PIECES = ("W_hh h + b_hh", "GRU update (both halves)", "output layers O1-O4", "two draws")
@@ -47,9 +47,9 @@ def _t_recurrent(R, b_hh, h, gh, xw, n):
     or int8 (the state's bytes, the product, the dequantisation; stream by stream)."""
     for _ in range(n):
         if h.shape[0] == 1:
-            _recurrent(R, b_hh, h[0], gh[0], xw)
+            _affine(R, b_hh, h[0], np.int64(0), gh[0], xw)
         else:
-            _recurrent_streams(R, b_hh, h, gh, xw)
+            _affine_streams(R, b_hh, h, np.int64(0), gh, xw)
 
 
 @numba.njit(**_J)
@@ -64,11 +64,13 @@ def _t_gru(fr, w_in, gh, h, n):
 
 
 @numba.njit(inline="always", **_J)
-def _head(Oa, ba, Ob, bb, h, xoff, a, lg):
-    """One softmax's logits for every stream: a = relu(Oa h[:, xoff:] + ba), lg = Ob a + bb."""
-    for q in range(h.shape[0]):
-        _copy(ba, a[q])
-    _product(Oa, h, xoff, a)
+def _head(Oa, ba, Ob, bb, h, xoff, a, lg, xw):
+    """One softmax's logits for every stream: a = relu(Oa h[:, xoff:] + ba) (float or int8, as the
+    kernels run it), lg = Ob a + bb."""
+    if h.shape[0] == 1:
+        _affine(Oa, ba, h[0], xoff, a[0], xw)
+    else:
+        _affine_streams(Oa, ba, h, xoff, a, xw)
     for q in range(h.shape[0]):
         _relu(a[q])
         _copy(bb, lg[q])
@@ -76,11 +78,11 @@ def _head(Oa, ba, Ob, bb, h, xoff, a, lg):
 
 
 @numba.njit(**_J)
-def _t_outputs(O1, b1, O2, b2, O3, b3, O4, b4, h, a, lg, n):
+def _t_outputs(O1, b1, O2, b2, O3, b3, O4, b4, h, a, lg, xw, n):
     hh = np.int64(h.shape[1] // 2)
     for _ in range(n):
-        _head(O1, b1, O2, b2, h, np.int64(0), a, lg)
-        _head(O3, b3, O4, b4, h, hh, a, lg)
+        _head(O1, b1, O2, b2, h, np.int64(0), a, lg, xw)
+        _head(O3, b3, O4, b4, h, hh, a, lg, xw)
 
 
 @numba.njit(**_J)
@@ -105,7 +107,7 @@ def measure(voc, whole, logits: np.ndarray, B: int, *, n: int, runs: int) -> dic
     w_in, b_hh, R, O1, b1, O2, b2, O3, b3, O4, b4 = net
     H = voc.hidden_size
     rng = np.random.default_rng(0)
-    h = (rng.standard_normal((B, H)) * 0.5).astype(np.float32)
+    h = np.tanh(rng.standard_normal((B, H)) * 0.5).astype(np.float32)  # a state: in (-1, 1)
     gh = np.zeros((B, 3 * H), np.float32)
     fr = (rng.standard_normal((B, 3 * H)) * 0.5).astype(np.float32)
     a = np.zeros((B, H // 2), np.float32)
@@ -114,7 +116,7 @@ def measure(voc, whole, logits: np.ndarray, B: int, *, n: int, runs: int) -> dic
     probs = np.zeros(K.N_CLASSES, np.float32)
     logits = np.ascontiguousarray(logits, np.float32)
     calls = [(_t_recurrent, (R, b_hh, h, gh, np.zeros(H // 4, np.float32))), (_t_gru, (fr, w_in, gh, h)),
-             (_t_outputs, (O1, b1, O2, b2, O3, b3, O4, b4, h, a, lg)), (_t_draws, (logits, us, probs, B))]
+             (_t_outputs, (O1, b1, O2, b2, O3, b3, O4, b4, h, a, lg, np.zeros(H // 4, np.float32))), (_t_draws, (logits, us, probs, B))]
     for fn, args in calls:  # compile
         fn(*args, 2)
     got: dict[str, list[float]] = {k: [] for k in (*PIECES, "whole")}

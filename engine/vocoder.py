@@ -39,6 +39,7 @@ __all__ = ["Vocoder", "VocoderState", "BatchState", "lane_split", "to_engine", "
            "fold_frame_inputs", "crossfade_segments", "MAX_RENDER_STREAMS"]
 
 _SPARSE = ("gru.weight_hh", "O1", "O2", "O3", "O4")
+_INT8 = ("gru.weight_hh", "O1", "O3")  # the products on the state, which Vocoder(int8=True) runs in int8
 
 #: Most streams one :meth:`Vocoder.render_many` batch call holds (about 200 KB of frame inputs
 #: per stream at H = 384); larger item groups take several calls.
@@ -362,11 +363,12 @@ class Vocoder:
         #: kernels read them as float16 (half the bytes per sample; the same products)
         self.half_weights = all(is_half_exact(sparse[name].data) for name in _SPARSE)
         mats = {name: to_engine(sparse[name], half=self.half_weights) for name in _SPARSE}
-        #: True: W_hh h runs as the int8 product (``kernels.int8``: int8 weights, the state in 8
-        #: bits; another numerical model, close to the float one). The rest stays float.
+        #: True: the products that read the state (W_hh h, and O1, O3 on its halves) run as int8
+        #: products (``kernels.int8``: int8 weights, the state in 8 bits; another numerical model,
+        #: close to the float one). O2, O4 (on ReLU outputs) stay float.
         self.int8 = bool(int8)
-        if self.int8:
-            mats["gru.weight_hh"] = to_engine_int8(sparse["gru.weight_hh"])
+        for name in _INT8 if self.int8 else ():
+            mats[name] = to_engine_int8(sparse[name])
         self.block_shapes = {name: K.BLOCK_SHAPES[m[3]] for name, m in mats.items()}
         self.nnz_weights = {name: int(m[0].shape[0]) for name, m in mats.items()}
         # The per-sample input columns of W_ih (the samples, the period taps) go as float16 bits
@@ -395,7 +397,7 @@ class Vocoder:
              ltp: bool = False, ltp_input: bool = False, ltp_input_taps: int = 1,
              phase_input: int = 0, int8: bool = False) -> "Vocoder":
         """Read a vocoder file; ``hidden_size`` / ``cond_channels``, if given, must match it.
-        ``int8``: run W_hh h as the int8 product (:attr:`int8`)."""
+        ``int8``: run the products on the state as int8 products (:attr:`int8`)."""
         dense, sparse = load_vocoder_tensors(path, cond_blocks=cond_blocks)
         voc = cls(dense, sparse, cond_blocks=cond_blocks, lpc_order=lpc_order, excitation=excitation, ltp=ltp,
                   ltp_input=ltp_input, ltp_input_taps=ltp_input_taps, phase_input=phase_input, int8=int8)

@@ -492,7 +492,7 @@ class WaveRNN(nn.Module):
 
     @torch.no_grad()
     def infer(self, mel: torch.Tensor, uniforms, *, temperature: float = 1.0, return_logits: bool = False,
-              ltp_gain_scale: float = 1.0, int8_recurrent: bool = False):
+              ltp_gain_scale: float = 1.0, int8: bool = False):
         """Generate audio one sample at a time, exactly as docs/ARCHITECTURE.md orders it.
 
         This is the slow reference the engine is checked against, not a fast path.
@@ -504,20 +504,20 @@ class WaveRNN(nn.Module):
             return_logits: also return the (pre-temperature) logits of both heads.
             ltp_gain_scale: with ``config.ltp``, every frame's long-term predictor gain times this
                 (:func:`wavern.dsp.ltp_params`' ``gain_scale``; the engine's ``Vocoder.ltp_gain_scale``).
-            int8_recurrent: ``W_hh h`` as the engine's int8 product (:func:`int8_product`; the
-                engine's ``Vocoder(int8=True)``).
+            int8: the products on the state (``W_hh h``, O1 and O3 on its halves) as the engine's
+                int8 products (:func:`int8_product`; the engine's ``Vocoder(int8=True)``).
 
         Returns:
             (T * hop,) int16 tensor, or with ``return_logits`` an :class:`InferResult`
             (samples, coarse_logits, fine_logits) — the samples field is the same tensor.
         """
         result = self._reference_loop(mel, uniforms, temperature=temperature, ltp_gain_scale=ltp_gain_scale,
-                                      int8_recurrent=int8_recurrent)
+                                      int8=int8)
         return result[0] if not return_logits else InferResult(*result[:3])
 
     def _reference_loop(self, mel, uniforms=None, *, temperature: float = 1.0,
                         forced_audio: torch.Tensor | None = None, ltp_gain_scale: float = 1.0,
-                        int8_recurrent: bool = False):
+                        int8: bool = False):
         """The per-sample loop. ``forced_audio`` (n,) replaces sampling (teacher forcing, for tests).
 
         Returns (samples int16 (n,), coarse_logits (n, 256), fine_logits (n, 256), states (n, H)).
@@ -565,7 +565,15 @@ class WaveRNN(nn.Module):
         w_phase = w_ih[:, n_back:len(names)] if n_phase else None
         phi = 0.0  # the generation-time glottal phase (wavern.dsp.phase_step)
         w_hh, b_hh = self.gru.weight_hh_l0, self.gru.bias_hh_l0
-        q_hh, d_hh = int8_rows(w_hh) if int8_recurrent else (None, None)
+        if int8:  # the products on the state as the engine's int8 ones; O2, O4 stay float
+            q_hh, d_hh = int8_rows(w_hh)
+            q1, d1 = int8_rows(self.O1.weight)
+            q3, d3 = int8_rows(self.O3.weight)
+            head_c = lambda x: self.O2(F.relu(int8_product(q1, d1, x, self.O1.bias)))  # noqa: E731
+            head_f = lambda x: self.O4(F.relu(int8_product(q3, d3, x, self.O3.bias)))  # noqa: E731
+        else:
+            head_c = lambda x: self.O2(F.relu(self.O1(x)))  # noqa: E731
+            head_f = lambda x: self.O4(F.relu(self.O3(x)))  # noqa: E731
         rows_c = torch.cat([torch.arange(g * h, g * h + half) for g in range(3)])  # coarse rows of r, z, n
         rows_f = rows_c + half
 
@@ -583,7 +591,7 @@ class WaveRNN(nn.Module):
         states = torch.empty(n, h)
         for t in range(n):
             # all 3H rows: one matvec
-            gh = int8_product(q_hh, d_hh, state, b_hh) if int8_recurrent else w_hh @ state + b_hh
+            gh = int8_product(q_hh, d_hh, state, b_hh) if int8 else w_hh @ state + b_hh
             prev = _unit(torch.tensor([c_prev, f_prev], device=param.device))
             gi = gi_frames[t // hop] + w_bytes @ prev  # without c_t
             pred = 0.0
@@ -619,11 +627,11 @@ class WaveRNN(nn.Module):
                     code = min(max(forced[t] - int(pred), -32768), 32767)
                 forced_c, forced_f = divmod(code + 32768, 256)
             hc = gate_half(gi[rows_c], gh[rows_c], state[:half])
-            lc = self.O2(F.relu(self.O1(hc)))
+            lc = head_c(hc)
             c_t = forced_c if forced_audio is not None else sample_class(lc, u[t][0], temperature)
             gi_f = gi[rows_f] + w_cur[rows_f] * _unit(torch.tensor(c_t, device=param.device))
             hf = gate_half(gi_f, gh[rows_f], state[half:])
-            lf = self.O4(F.relu(self.O3(hf)))
+            lf = head_f(hf)
             f_t = forced_f if forced_audio is not None else sample_class(lf, u[t][1], temperature)
             state = torch.cat([hc, hf])
             value = c_t * 256 + f_t - 32768

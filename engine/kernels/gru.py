@@ -22,7 +22,7 @@ import numpy as np
 
 from wavern.engine.kernels.blocks import _spmm, _spmv
 from wavern.engine.kernels.fastexp import _exp_core, _exp_parts
-from wavern.engine.kernels.int8 import _recurrent, _recurrent_streams
+from wavern.engine.kernels.int8 import _affine, _affine_streams
 from wavern.engine.kernels.intrinsics import _f32_bits, _w
 from wavern.engine.kernels.jit import (_BYTE, _FM_ARITH, _FM_REDUCE, _GATE_HI, _GATE_LO, _JIT, _ONE, _PHASE_GAIN, _TWO,
                                        _ZERO, N_CLASSES, U, kernel)
@@ -368,12 +368,12 @@ def _sample_step(fr, net, inv_temp, h, c, f, rng, work, logits, t):
     xc = np.float32(c) / _BYTE - _ONE
     xf = np.float32(f) / _BYTE - _ONE
     # gh = W_hh h + b_hh, all 3H rows from the old state (one block-sparse matvec, float or int8;
-    # the int8 one keeps the state's bytes in work's last H/4 floats)
-    _recurrent(R, b_hh, h, gh, work[work.shape[0] - H // 4:])
+    # the int8 products keep the state's bytes in work's last H/4 floats)
+    xw = work[work.shape[0] - H // 4:]
+    _affine(R, b_hh, h, z0, gh, xw)
     # coarse half, then P(c_t) = softmax(O2 relu(O1 h_c + b1) + b2)
     _gru_half(fr, w_in, gh, h, z0, hh, xc, xf, _ZERO)
-    _copy(b1, a)
-    _spmv(O1, h, z0, a)
+    _affine(O1, b1, h, z0, a, xw)
     _relu(a)
     _copy(b2, lg)
     _spmv(O2, a, z0, lg)
@@ -383,8 +383,7 @@ def _sample_step(fr, net, inv_temp, h, c, f, rng, work, logits, t):
     # fine half with c_t in its input, then P(f_t) from O3, O4
     xct = np.float32(c) / _BYTE - _ONE
     _gru_half(fr, w_in, gh, h, hh, H, xc, xf, xct)
-    _copy(b3, a)
-    _spmv(O3, h, hh, a)
+    _affine(O3, b3, h, hh, a, xw)
     _relu(a)
     _copy(b4, lg)
     _spmv(O4, a, z0, lg)
@@ -517,12 +516,12 @@ def _generate_streams(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, 
         for k in range(waiting):  # the one to three left over
             s = q0 if k == 0 else (q1 if k == 1 else q2)
             _period_inputs(gi[s, fi], w_back, back_scale, lag_col, ring[s], head[s, 0], FB[s], w_phase, phase[s])
-        _recurrent_streams(R, b_hh, h, GH, work[work.shape[0] - H // 4:])
+        xw = work[work.shape[0] - H // 4:]
+        _affine_streams(R, b_hh, h, z0, GH, xw)
         for q in range(B):
             _gru_half(_gate_inputs(gi, q, fi, FB, n_taps, lag_col, w_phase), w_in, GH[q], h[q],
                       z0, hh, xc[q], xf[q], _ZERO)
-            _copy(b1, A[q])
-        _spmm(O1, h, z0, A)
+        _affine_streams(O1, b1, h, z0, A, xw)
         for q in range(B):
             _relu(A[q])
             _copy(b2, LG[q])
@@ -535,8 +534,7 @@ def _generate_streams(gi, frame0, start, hop, net, inv_temp, h, prev, rng, out, 
             xct = np.float32(c) / _BYTE - _ONE
             _gru_half(_gate_inputs(gi, q, fi, FB, n_taps, lag_col, w_phase), w_in, GH[q], h[q],
                       hh, H, xc[q], xf[q], xct)
-            _copy(b3, A[q])
-        _spmm(O3, h, hh, A)
+        _affine_streams(O3, b3, h, hh, A, xw)
         for q in range(B):
             _relu(A[q])
             _copy(b4, LG[q])

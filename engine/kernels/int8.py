@@ -16,7 +16,7 @@ The arithmetic (docs/ARCHITECTURE.md, "The int8 recurrent product"):
   from ``-128 sum_c q_ic`` (the matrix's ``fix``).
 - ``gh_i = b_i + d_i * float32(acc_i)`` with ``d_i = s_i / 127``: a product and a sum, each
   rounded to float32 (no fused multiply-add), so the torch reference loop
-  (``WaveRNN.infer(..., int8_recurrent=True)``) gets the same bits.
+  (``WaveRNN.infer(..., int8=True)``) gets the same bits.
 
 The engine matrix is a 6-tuple ``(data, rowoff, colptr, kind, fix, scale)``: ``data`` int8,
 block ``k`` at ``data[k*br*4 : (k+1)*br*4]`` row by row (row i's four weights side by side);
@@ -91,62 +91,65 @@ def _dequantise(acc, b, scale):
         acc[i] = b[i] + scale[i] * np.float32(_i32_bits(acc[i]))
 
 
-def _recurrent(R, b_hh, h, gh, xw):
-    """gh = W_hh h + b_hh for one stream: the float block product (``R`` a 4-tuple, :mod:`.blocks`)
-    or the int8 one (a 6-tuple; ``xw`` float32 scratch of H / 4, the state's bytes).
-    Compiled: the overload below picks the product by R's type."""
-    if len(R) == INT8_LEN:
-        _state_bytes(h, xw.view(np.uint8))
-        _spmv_int8(R, xw.view(np.int32), gh)
-        _dequantise(gh, b_hh, R[5])
+def _affine(M, b, x, xoff, y, xw):
+    """y = M x[xoff : xoff + cols] + b for one stream: the float block product (``M`` a 4-tuple,
+    :mod:`.blocks`) or the int8 one (a 6-tuple: ``x`` a state, in [-1, 1]; ``xw`` float32 scratch of
+    at least cols / 4, which receives x's bytes). Compiled: the overload below picks the product
+    by M's type."""
+    if len(M) == INT8_LEN:
+        cols = 4 * (M[2].shape[0] - 1)
+        _state_bytes(x[xoff:xoff + cols], xw.view(np.uint8))
+        _spmv_int8(M, xw.view(np.int32), y)
+        _dequantise(y, b, M[5])
     else:
-        gh[:] = b_hh
-        _spmv(R, h, np.int64(0), gh)
+        y[:] = b
+        _spmv(M, x, np.int64(xoff), y)
 
 
-def _recurrent_streams(R, b_hh, h, GH, xw):
-    """:func:`_recurrent` for streams h (B, H) into GH (B, 3H): the float product four streams a
+def _affine_streams(M, b, X, xoff, Y, xw):
+    """:func:`_affine` for streams X (B, ...) into Y (B, rows): the float product four streams a
     weight load (:func:`~.blocks._spmm`), the int8 one stream by stream (the same sums)."""
-    if len(R) == INT8_LEN:
-        for q in range(h.shape[0]):
-            _recurrent(R, b_hh, h[q], GH[q], xw)
+    if len(M) == INT8_LEN:
+        for q in range(X.shape[0]):
+            _affine(M, b, X[q], xoff, Y[q], xw)
     else:
-        GH[:] = b_hh
-        _spmm(R, h, np.int64(0), GH)
+        Y[:] = b
+        _spmm(M, X, np.int64(xoff), Y)
 
 
 if not numba.config.DISABLE_JIT:
-    def _is_int8(R) -> bool:
-        return isinstance(R, types.BaseTuple) and len(R) == INT8_LEN
+    def _is_int8(M) -> bool:
+        return isinstance(M, types.BaseTuple) and len(M) == INT8_LEN
 
-    @overload(_recurrent, inline="always")
-    def _recurrent_compiled(R, b_hh, h, gh, xw):
-        if _is_int8(R):
-            def int8(R, b_hh, h, gh, xw):
-                _state_bytes(h, xw.view(np.uint8))
-                _spmv_int8(R, xw.view(np.int32), gh)
-                _dequantise(gh, b_hh, R[5])
+    @overload(_affine, inline="always")
+    def _affine_compiled(M, b, x, xoff, y, xw):
+        if _is_int8(M):
+            def int8(M, b, x, xoff, y, xw):
+                cols = U(4) * U(M[2].shape[0] - 1)
+                _state_bytes(x[U(xoff):U(xoff) + cols], xw.view(np.uint8))
+                _spmv_int8(M, xw.view(np.int32), y)
+                _dequantise(y, b, M[5])
             return int8
 
-        def float_(R, b_hh, h, gh, xw):
-            for i in range(U(gh.shape[0])):
-                gh[i] = b_hh[i]
-            _spmv(R, h, np.int64(0), gh)
+        def float_(M, b, x, xoff, y, xw):
+            for i in range(U(y.shape[0])):
+                y[i] = b[i]
+            _spmv(M, x, xoff, y)
         return float_
 
-    @overload(_recurrent_streams, inline="always")
-    def _recurrent_streams_compiled(R, b_hh, h, GH, xw):
-        if _is_int8(R):
-            def int8(R, b_hh, h, GH, xw):
-                for q in range(h.shape[0]):
-                    _recurrent(R, b_hh, h[q], GH[q], xw)
+    @overload(_affine_streams, inline="always")
+    def _affine_streams_compiled(M, b, X, xoff, Y, xw):
+        if _is_int8(M):
+            def int8(M, b, X, xoff, Y, xw):
+                for q in range(X.shape[0]):
+                    _affine(M, b, X[q], xoff, Y[q], xw)
             return int8
 
-        def float_(R, b_hh, h, GH, xw):
-            for q in range(h.shape[0]):
-                for i in range(U(GH.shape[1])):
-                    GH[q, i] = b_hh[i]
-            _spmm(R, h, np.int64(0), GH)
+        def float_(M, b, X, xoff, Y, xw):
+            for q in range(X.shape[0]):
+                for i in range(U(Y.shape[1])):
+                    Y[q, i] = b[i]
+            _spmm(M, X, xoff, Y)
         return float_
 
 
@@ -191,5 +194,5 @@ def spmv_int8(mat: tuple, h: np.ndarray, b: np.ndarray) -> np.ndarray:
     _check_int8(mat, h.shape[0], b.shape[0])
     gh = np.empty(b.shape[0], np.float32)
     xw = np.zeros(h.shape[0] // 4, np.float32)
-    _recurrent(mat, b, h, gh, xw)
+    _affine(mat, b, h, 0, gh, xw)
     return gh
