@@ -451,7 +451,7 @@ def goal_rtf(target: str | None, runs: int, seconds: float, pythonpath: Path | N
     ``runs``) with the kernels compiled for LLVM CPU ``target`` (NUMBA_CPU_NAME; None: this CPU, as
     wavern compiles by default), in a fresh process with a numba cache of that target's own; with
     ``pythonpath``, the wavern exported there (:func:`checkout.export_checkout`) instead of this one;
-    with ``int8``, the int8 recurrent product (``goal_row.py --int8``)."""
+    with ``int8``, the int8 products (``goal_row.py --int8``)."""
     env = _own_cpu_choice(dict(os.environ))
     if target is not None:
         env.pop("NUMBA_CPU_FEATURES", None)
@@ -472,7 +472,7 @@ def avx2_rows(rounds: int, seconds: float, against: str | None = None) -> dict:
     """The goal row's RTF natively and for each of :data:`AVX2_TARGETS`, ``rounds`` fresh processes
     each, the targets taking turns (order reversed every round); each process the median of 5 runs.
     Keys ``(target, "this")`` (target None: native), ``(target, "int8")`` (this checkout with the
-    int8 recurrent product), and with ``against`` (a git revision) also ``(target, against)``: all
+    int8 products), and with ``against`` (a git revision) also ``(target, against)``: all
     taking turns."""
     targets = [None, *AVX2_TARGETS]
     sides: list[tuple[str | None, Path | None]] = [(None, None), ("int8", None)]
@@ -534,8 +534,8 @@ def int8_lines(got: dict, against: str | None) -> list[str]:
         return []
     q = {t: got[(t, "int8")] for t in targets}
     ratio = {t: statistics.median(a / b for a, b in zip(q[t], got[(t, "this")])) for t in targets}
-    line = ("The same vocoder with W_hh h as the int8 product (`Vocoder(int8=True)`, int8 weights and the state in "
-            "8 bits), in the same rounds: " + "; ".join(
+    line = ("The same vocoder with int8 products on the state (`Vocoder(int8=True)`: W_hh, O1 and O3 in int8, the "
+            "state in 8 bits), in the same rounds: " + "; ".join(
                 f"{t or 'native'} **{statistics.median(r):.3f}** ({min(r):.3f}-{max(r):.3f}), "
                 f"{ratio[t]:.2f} of the float16 row's time" for t, r in q.items()) + ".")
     rev, rtf, day, cpu = AVX2_CPU_RUN

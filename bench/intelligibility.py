@@ -46,7 +46,8 @@ def f0_rmse_dtw(reference: np.ndarray, test: np.ndarray) -> float:
     return float(np.sqrt(np.mean((fa[i][both] - fb[j][both]) ** 2))) if both.any() else float("nan")
 
 
-def measure(voice_dir: str, corpus_dir: str, n_utts: int, *, compare: list[str], seed: int = 0) -> dict:
+def measure(voice_dir: str, corpus_dir: str, n_utts: int, *, compare: list[str], seed: int = 0,
+            int8: bool = False) -> dict:
     from eval_voice import held_out_records
 
     from wavern.dsp import int16_to_float
@@ -58,7 +59,7 @@ def measure(voice_dir: str, corpus_dir: str, n_utts: int, *, compare: list[str],
     refs = [r.spoken for r in records]
     teacher_audio = [int16_to_float(r.audio()) for r in records]
     rec = Recognizer()
-    voice = Voice.load(voice_dir)
+    voice = Voice.load(voice_dir, int8=False)
     rows: dict[str, dict] = {}
 
     def wer_of(audios) -> tuple[float, list[str]]:
@@ -67,16 +68,21 @@ def measure(voice_dir: str, corpus_dir: str, n_utts: int, *, compare: list[str],
 
     t0 = time.perf_counter()
     rows["teacher"] = {"wer": wer_of(teacher_audio)[0]}
-    e2e = [voice.synthesize(r.text, seed=seed) for r in records]
-    wer, hyps = wer_of(e2e)
-    rows["end_to_end"] = {
-        "wer": wer,
-        "mcd_dtw_db": float(np.mean([mcd_dtw(t, a) for t, a in zip(teacher_audio, e2e)])),
-        "f0_rmse_hz": float(np.nanmean([f0_rmse_dtw(t, a) for t, a in zip(teacher_audio, e2e)])),
-        "duration_ratio": float(sum(a.size for a in e2e) / sum(t.size for t in teacher_audio)),
-    }
-    rows["copy_synthesis"] = {"wer": wer_of([voice.vocode(t, seed=seed) for t in teacher_audio])[0]}
-    rows["wavernn_alone"] = {"wer": wer_of([voice.vocode(t, seed=seed, postfilter=False) for t in teacher_audio])[0]}
+    voices = [("", voice)] + ([("_int8", Voice.load(voice_dir, int8=True))] if int8 else [])
+    for tag, v in voices:  # the voice as it ships, then (--int8) with the int8 products on the state
+        e2e = [v.synthesize(r.text, seed=seed) for r in records]
+        wer, e2e_hyps = wer_of(e2e)
+        if not tag:  # the examples: the voice as it ships
+            hyps = e2e_hyps
+        rows["end_to_end" + tag] = {
+            "wer": wer,
+            "mcd_dtw_db": float(np.mean([mcd_dtw(t, a) for t, a in zip(teacher_audio, e2e)])),
+            "f0_rmse_hz": float(np.nanmean([f0_rmse_dtw(t, a) for t, a in zip(teacher_audio, e2e)])),
+            "duration_ratio": float(sum(a.size for a in e2e) / sum(t.size for t in teacher_audio)),
+        }
+        rows["copy_synthesis" + tag] = {"wer": wer_of([v.vocode(t, seed=seed) for t in teacher_audio])[0]}
+        rows["wavernn_alone" + tag] = {"wer": wer_of([v.vocode(t, seed=seed, postfilter=False)
+                                                     for t in teacher_audio])[0]}
     for other in compare:
         v = Voice.load(other)
         audios = [v.synthesize(r.text, seed=seed) for r in records]
@@ -86,8 +92,10 @@ def measure(voice_dir: str, corpus_dir: str, n_utts: int, *, compare: list[str],
         }
     t = rows["teacher"]["wer"]
     for key, margin in GOALS.items():
-        rows[key]["goal"] = f"<= {t + margin:.3f}"
-        rows[key]["met"] = bool(rows[key]["wer"] <= t + margin + 1e-12)
+        for k in (key, key + "_int8"):
+            if k in rows:
+                rows[k]["goal"] = f"<= {t + margin:.3f}"
+                rows[k]["met"] = bool(rows[k]["wer"] <= t + margin + 1e-12)
     words = sum(len(r.split()) for r in refs)
     return {"rows": rows, "n_utts": len(records), "words": words, "wall_s": time.perf_counter() - t0,
             "examples": [{"text": r, "wavern": h} for r, h in list(zip(refs, hyps))[:5]]}
@@ -136,6 +144,8 @@ def write_doc(out: Path, result: dict, cmd: str, voice_dir: str, corpus_dir: str
     names = {"teacher": "the teacher (its own audio)", "end_to_end": "wavern end to end (text → audio)",
              "copy_synthesis": "copy synthesis: the voice's waveform stage", "wavernn_alone":
              "copy synthesis: the WaveRNN alone"}
+    names |= {k + "_int8": v.replace("wavern", "wavern, int8 products,", 1) if k == "end_to_end" else v + ", int8 products"
+              for k, v in list(names.items())[1:]}
     lines = [
         "# Intelligibility against the teacher",
         "",
@@ -179,13 +189,15 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--compare", action="append", default=[], help="another voice folder, end to end")
     ap.add_argument("--out", default=str(ROOT / "docs" / "bench" / "intelligibility.md"))
+    ap.add_argument("--int8", action="store_true", help="also the voice with the int8 products on the vocoder's "
+                    "state (Voice.load(int8=True)), on the same sentences")
     ap.add_argument("--examples", default=None, help="write 3 example WAVs (teacher / wavern) and a spectrogram "
                     "here, e.g. docs/voice")
     args = ap.parse_args()
     import torch
 
     torch.set_num_threads(1)
-    result = measure(args.voice, args.corpus, args.n_utts, compare=args.compare, seed=args.seed)
+    result = measure(args.voice, args.corpus, args.n_utts, compare=args.compare, seed=args.seed, int8=args.int8)
     if args.examples:
         result["example_texts"] = write_examples(Path(args.examples), args.voice, args.corpus, seed=args.seed)
     cmd = "python bench/intelligibility.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])

@@ -17,6 +17,7 @@ import concurrent.futures
 import dataclasses
 import difflib
 import logging
+import os
 import re
 import time
 from pathlib import Path
@@ -24,6 +25,7 @@ from typing import AsyncIterator, Iterator
 
 import numpy as np
 
+from wavern import INT8_ENV
 from wavern.dsp import DEFAULT_MEL, copy_features, int16_to_float, soft_limit
 from wavern.engine.blas_threads import PROCESS_THREADS, use_threads
 from wavern.engine.chunk import AudioChunk, SpeakConfig
@@ -154,7 +156,7 @@ class Voice:
 
     # ------------------------------------------------------------------ loading
     @classmethod
-    def load(cls, path: str | Path, *, threads: int | None = 1) -> "Voice":
+    def load(cls, path: str | Path, *, threads: int | None = 1, int8: bool | None = None) -> "Voice":
         """Load a voice folder; refuses anything malformed with :class:`VoiceFileError`.
 
         ``threads``: BLAS threads for the acoustic model and the conditioning net
@@ -163,6 +165,10 @@ class Voice:
         first audio when another process holds a core (a two-thread BLAS pool spin-waits for a
         thread whose core another process holds: 50-110 ms per small product on a shared 2-core
         machine). None leaves the process's settings alone.
+
+        ``int8``: the vocoder's products on its state in int8 (``Vocoder(int8=True)``; faster, and
+        another numerical model, close to the float one: docs/VOICE.md); None: as the environment
+        says (``WAVERN_INT8=1``, which ``wavern --int8`` sets).
         """
         from wavern.conditioning.config import AcousticConfig
         from wavern.conditioning.runtime import load_runtime
@@ -209,7 +215,8 @@ class Voice:
         vocoder = Vocoder.load(path / "vocoder.safetensors", cond_blocks=voc["cond_blocks"],
                                hidden_size=voc["hidden_size"], cond_channels=voc["cond_channels"],
                                lpc_order=lpc_order, excitation=excitation, ltp=ltp, ltp_input=ltp_input,
-                               ltp_input_taps=taps, phase_input=voc.get("phase_input", 0))
+                               ltp_input_taps=taps, phase_input=voc.get("phase_input", 0),
+                               int8=os.environ.get(INT8_ENV, "") not in ("", "0") if int8 is None else bool(int8))
         try:
             table = SymbolTable(meta["symbols"])
         except Exception as e:  # noqa: BLE001 - any rejection of the table is a voice file problem

@@ -18,6 +18,10 @@ _os.environ.setdefault("NUMBA_SLP_VECTORIZE", "1")
 
 _OURS = "WAVERN_NUMBA_CPU_FEATURES"  # what wavern set NUMBA_CPU_FEATURES to (children tell it from a user's)
 
+#: Set to 1, voices load with the vocoder's products on its state in int8 (``Voice.load``'s
+#: ``int8``; ``wavern --int8`` sets it, so the processes a command starts do the same).
+INT8_ENV = "WAVERN_INT8"
+
 
 def wide_vector_features() -> str | None:
     """The NUMBA_CPU_FEATURES that let numba's LLVM use 512-bit vectors here, or None where the CPU

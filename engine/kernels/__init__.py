@@ -8,7 +8,7 @@ kernels take arrays and scalars, write into preallocated buffers and never raise
 
 The parts: :mod:`.jit` (how they compile, shared constants; imported first), :mod:`.rng`,
 :mod:`.fastexp`, :mod:`.intrinsics` (LLVM code numba does not write), :mod:`.blocks` (the
-block-sparse products and the engine's matrix layout), :mod:`.int8` (the int8 recurrent
+block-sparse products and the engine's matrix layout), :mod:`.int8` (the int8 products on the
 product), :mod:`.gru` (one stream, a few streams),
 :mod:`.lanes` (many streams), :mod:`.conv`, :mod:`.stft` (mel matching's transforms, eight frames
 at a time), :mod:`.warmup` (compile ahead, cache status).

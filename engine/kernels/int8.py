@@ -1,11 +1,12 @@
-"""The int8 recurrent product: ``gh = W_hh h + b_hh`` with W_hh in int8 and the state in 8 bits.
+"""The int8 products on the state: ``W_hh h + b_hh``, and O1, O3 on its halves, with int8 weights and
+the state in 8 bits (``Vocoder(int8=True)``).
 
 A float16 weight costs a widening and a multiply-add, and on AVX2 the float16 block products run
 at the widening's rate (docs/bench/engine.md, "Block shapes against the roofline"). Integer
 products do 32 weights in two instructions (vpmaddubsw, vpmaddwd): the recurrent product of the
 H 512 / 10 % vocoder takes about 0.55 of the float16 product's time, natively and as AVX2 code.
 
-The arithmetic (docs/ARCHITECTURE.md, "The int8 recurrent product"):
+The arithmetic (docs/ARCHITECTURE.md, "The int8 products"):
 
 - weights, per row i: ``s_i = max_c |w_ic| / 63`` and ``q_ic = round(w_ic / s_i)`` (half to
   even), float32 arithmetic; a row of zeros has ``s_i = 1``. 63 levels a side, not 127, so that

@@ -63,7 +63,7 @@ def test_spmv_matches_dense_product(kind, density):
         np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
 
 
-# ---- the int8 recurrent product (kernels.int8) ------------------------------------------------
+# ---- the int8 products (kernels.int8) ----------------------------------------------------------
 
 def _int8_case(br: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A (96, 64) matrix pruned in br x 4 blocks with a row of zeros and weights that round to 0;
@@ -79,8 +79,8 @@ def _int8_case(br: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarra
 
 @pytest.mark.parametrize("br", [8, 16])
 def test_int8_product_is_the_exact_integer_sums_then_two_roundings(br):
-    """spmv_int8 against the rule written out in numpy (docs/ARCHITECTURE.md, "The int8 recurrent
-    product"): bytes floor(clamp(h) * 127 + 128.5), exact sums of q (u - 128) in int64, then
+    """spmv_int8 against the rule written out in numpy (docs/ARCHITECTURE.md, "The int8
+    products"): bytes floor(clamp(h) * 127 + 128.5), exact sums of q (u - 128) in int64, then
     b + d * float32(sum) rounded twice; bit for bit. The block shape follows the matrix's."""
     rng = np.random.default_rng(br)
     W, h, b = _int8_case(br, rng)

@@ -78,3 +78,23 @@ def test_word_timings_and_stop_on_the_default_voice(default_voice):
         got.append(c)
         control.stop()
     assert len(got) == 1 and got[0].samples.size < total  # nothing after a stop
+
+
+def test_the_default_voice_in_int8_sounds_like_itself(default_voice, monkeypatch):
+    """Voice.load(int8=True) (or WAVERN_INT8=1) runs the vocoder's products on its state in int8:
+    other samples than the float voice's with the same seed, but a spectrum as close to the float
+    voice's as two float renderings with different seeds are to each other."""
+    from wavern.dsp import log_mel
+
+    monkeypatch.setenv("WAVERN_INT8", "1")
+    with Voice.load(VOICES / "default") as v8:
+        assert v8.vocoder.int8 and not default_voice.vocoder.int8
+        cfg = SpeakConfig(postfilter=False)  # the vocoder's own output
+        a8 = v8.synthesize(TEXT, cfg, seed=1)
+    assert not Voice.load(VOICES / "default", int8=False).vocoder.int8
+    af, af2 = (default_voice.synthesize(TEXT, cfg, seed=s) for s in (1, 2))
+    assert a8.shape == af.shape and not np.array_equal(a8, af)
+    m8, mf, mf2 = (log_mel(a) for a in (a8, af, af2))
+    gap = float(np.mean(np.abs(m8 - mf)))
+    seeds = float(np.mean(np.abs(mf2 - mf)))
+    assert gap < 1.5 * seeds, (gap, seeds)

@@ -471,7 +471,7 @@ def test_engine_equals_torch_reference_loop(tmp_path):
     assert len(np.unique(out)) > 100
 
 
-# ---- the int8 recurrent product (kernels.int8) ---------------------------------------------------
+# ---- the int8 products (kernels.int8) ------------------------------------------------------------
 
 def _state_bytes(h: np.ndarray) -> np.ndarray:
     """floor(clamp(h, -1, 1) * 127 + 128.5), each step rounded to float32 (kernels.int8's rule)."""
