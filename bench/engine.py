@@ -71,10 +71,12 @@ def voice_speed(runs: int, seconds: float | None = None) -> dict:
     stage (that audio then ``Voice.apply_postfilter``: the post-filter and mel matching, as
     rendering runs them). Each run makes the whole sentence (``seconds``: only its first
     ``seconds`` of audio); the rows alternate, run by run, so that a noisy neighbour slows them
-    alike. Medians of ``runs``, with the slowest and fastest."""
+    alike. Medians of ``runs``, with the slowest and fastest. Keys ``full_int8``, ``stage_int8``:
+    the same voice with the int8 products on its state (``Voice.load(int8=True)``), in the same runs."""
     from wavern.engine.voice import Voice
 
-    v = Voice.load(VOICE)
+    v = Voice.load(VOICE, int8=False)
+    v8 = Voice.load(VOICE, int8=True)
     try:
         mel = voice_text_mel(v)
         voc = v.vocoder
@@ -82,24 +84,30 @@ def voice_speed(runs: int, seconds: float | None = None) -> dict:
         g3 = np.ascontiguousarray(gi[:, :3 * voc.hidden_size])
         n = gi.shape[0] * voc.hop if seconds is None else min(gi.shape[0] * voc.hop, int(seconds * SR))
         none = np.zeros((0, 2, K.N_CLASSES), np.float32)
-        rates: dict[str, list[float]] = {"full": [], "net": [], "stage": []}
-        for r in range(runs + 1):
-            st = voc.new_state(seed=1)
+        rates: dict[str, list[float]] = {"full": [], "net": [], "stage": [], "full_int8": [], "stage_int8": []}
+
+        def waveform(voice) -> tuple[float, float]:
+            """samples per CPU-second of ``generate``, and of it with the post-filter and mel matching"""
+            st = voice.vocoder.new_state(seed=1)
             t = time.thread_time()
-            audio = voc.generate(gi, st, n)
+            audio = voice.vocoder.generate(gi, st, n)
             gen_s = time.thread_time() - t
-            full = n / gen_s
             t = time.thread_time()
-            v.apply_postfilter(audio, mel[:-(-n // voc.hop)])  # the voice's post-filter and mel matching
-            stage = n / (gen_s + time.thread_time() - t)
+            voice.apply_postfilter(audio, mel[:-(-n // voc.hop)])  # the voice's post-filter and mel matching
+            return n / gen_s, n / (gen_s + time.thread_time() - t)
+
+        for r in range(runs + 1):
+            full, stage = waveform(v)
             st = voc.new_state(seed=1)
             out = np.zeros(n, np.int16)
             t = time.thread_time()
             K._generate(g3, 0, 0, voc.hop, voc.stream_net, np.float32(1.0), st.h, st.prev, st.rng, out, none, st.work)
+            net = n / (time.thread_time() - t)
+            full8, stage8 = waveform(v8)
             if r:  # the first round warms the caches
-                rates["full"].append(full)
-                rates["stage"].append(stage)
-                rates["net"].append(n / (time.thread_time() - t))
+                for key, value in (("full", full), ("stage", stage), ("net", net), ("full_int8", full8),
+                                   ("stage_int8", stage8)):
+                    rates[key].append(value)
         out = {k: float(np.median(x)) for k, x in rates.items()}
         out.update({f"{k}_range": (float(min(x)), float(max(x))) for k, x in rates.items()})
         out.update({"hidden": voc.hidden_size, "weights": voc.flops_per_sample / 2, "lpc": voc.lpc_order,
@@ -108,18 +116,20 @@ def voice_speed(runs: int, seconds: float | None = None) -> dict:
         return out
     finally:
         v.close()
+        v8.close()
 
 
 # ---- where a sample's time goes ---------------------------------------------------------------------
 
 def pieces_table(runs: int) -> dict:
-    """``sample_pieces`` for the goal row (H 512, 10 %, one stream), the shipped voice as one stream
-    (on :data:`VOICE_TEXT`'s mel) and as 16 streams stream-major, as rendering runs it (16 segments
-    of 40 + 4 frames of that sentence, each from its own place)."""
+    """``sample_pieces`` for the goal row (H 512, 10 %, one stream; and with the int8 products), the
+    shipped voice as one stream (on :data:`VOICE_TEXT`'s mel) and as 16 streams stream-major, as
+    rendering runs it (16 segments of 40 + 4 frames of that sentence, each from its own place)."""
     from wavern.engine.voice import Voice
 
-    out = {"goal": sample_pieces.one_stream(*goal_vocoder(), runs=runs)}
-    v = Voice.load(VOICE)
+    out = {"goal": sample_pieces.one_stream(*goal_vocoder(), runs=runs),
+           "goal_int8": sample_pieces.one_stream(*goal_vocoder(int8=True), runs=runs)}
+    v = Voice.load(VOICE, int8=False)
     try:
         voc = v.vocoder
         gi = voc.frame_inputs(voice_text_mel(v))
@@ -135,7 +145,8 @@ def pieces_table(runs: int) -> dict:
 
 
 def pieces_lines(pc: dict) -> list[str]:
-    cols = (("goal", "H 512 / 10 %, one stream"), ("voice", f"shipped voice (H {pc['hidden']}), one stream"),
+    cols = (("goal", "H 512 / 10 %, one stream"), ("goal_int8", "the same, int8 products"),
+            ("voice", f"shipped voice (H {pc['hidden']}), one stream"),
             ("batch", "shipped voice, 16 streams stream-major, per stream"))
     lines = ["| piece | " + " | ".join(label for _, label in cols) + " |", "|---|" + "---:|" * len(cols)]
     for name in (*sample_pieces.PIECES, "rest", "whole"):
@@ -260,7 +271,7 @@ def block_table(runs: int) -> dict:
     if VOICE.is_dir():
         from wavern.engine.voice import Voice
 
-        with Voice.load(VOICE) as v:
+        with Voice.load(VOICE, int8=False) as v:
             voc = v.vocoder
             names = dict(zip(_MAT_PLACES, ("W_hh", "O1", "O2", "O3", "O4")))
             for i, name in names.items():
@@ -609,7 +620,8 @@ def main() -> int:
         return 0
     if args.voice:
         vs = voice_speed(3 if args.quick else 11, 1.0 if args.quick else None)
-        for key, label in (("full", "Vocoder.generate"), ("net", "network alone"), ("stage", "waveform stage")):
+        for key, label in (("full", "Vocoder.generate"), ("net", "network alone"), ("stage", "waveform stage"),
+                           ("full_int8", "Vocoder.generate, int8"), ("stage_int8", "waveform stage, int8")):
             lo, hi = (SR / r for r in vs[f"{key}_range"][::-1])  # the fastest run's RTF first
             print(f"shipped voice, {label}: {vs[key]:,.0f} samples/s RTF {SR / vs[key]:.3f} ({lo:.3f}-{hi:.3f})")
         print(f"load average {load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after")
@@ -691,6 +703,11 @@ def main() -> int:
         f"| the whole waveform stage: that, its post-filter and {vs['passes']} mel-matching passes "
         f"(`Voice.apply_postfilter`) | {vs['stage']:,.0f} | **{SR / vs['stage']:.3f}** | "
         f"{SR / vs['stage_range'][1]:.3f}-{SR / vs['stage_range'][0]:.3f} |",
+        f"| `Vocoder.generate` with the int8 products on its state (`Voice.load(int8=True)`) | "
+        f"{vs['full_int8']:,.0f} | **{SR / vs['full_int8']:.3f}** | "
+        f"{SR / vs['full_int8_range'][1]:.3f}-{SR / vs['full_int8_range'][0]:.3f} |",
+        f"| the whole waveform stage, int8 products | {vs['stage_int8']:,.0f} | **{SR / vs['stage_int8']:.3f}** | "
+        f"{SR / vs['stage_int8_range'][1]:.3f}-{SR / vs['stage_int8_range'][0]:.3f} |",
         "",
     ]
     lines += [
