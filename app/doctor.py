@@ -72,6 +72,8 @@ def _cpu() -> Check:
 
     detail += "; engine vectors: " + (("512-bit" if kernels.WIDE_VECTORS else "256-bit")
                                       + (" (16x4 blocks)" if kernels.KEEPS_16X4 else ""))
+    detail += "; int8 products (--int8): " + ("AVX2 byte products" if kernels.TARGET_AVX2
+                                              else "portable vector code (no AVX2: slower than float16)")
     return Check("cpu", True, detail)
 
 

@@ -113,8 +113,12 @@ def test_cpu_features_are_the_flags_of_proc_cpuinfo():
     from wavern.engine import kernels
 
     assert not kernels.WIDE_VECTORS or "avx512f" in flags
-    assert doctor._cpu().detail.endswith("engine vectors: " + (("512-bit" if kernels.WIDE_VECTORS else "256-bit")
-                                                               + (" (16x4 blocks)" if kernels.KEEPS_16X4 else "")))
+    assert kernels.TARGET_AVX2 == ("avx2" in flags)  # the tests compile for this CPU
+    detail = doctor._cpu().detail
+    assert ("engine vectors: " + (("512-bit" if kernels.WIDE_VECTORS else "256-bit")
+                                  + (" (16x4 blocks)" if kernels.KEEPS_16X4 else ""))) in detail
+    assert detail.endswith("int8 products (--int8): " + ("AVX2 byte products" if kernels.TARGET_AVX2
+                                                         else "portable vector code (no AVX2: slower than float16)"))
 
 
 def test_a_probe_that_raises_is_reported_not_raised(monkeypatch):
