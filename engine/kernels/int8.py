@@ -1,10 +1,13 @@
 """The int8 products on the state: ``W_hh h + b_hh``, and O1, O3 on its halves, with int8 weights and
 the state in 8 bits (``Vocoder(int8=True)``).
 
-A float16 weight costs a widening and a multiply-add, and on AVX2 the float16 block products run
-at the widening's rate (docs/bench/engine.md, "Block shapes against the roofline"). Integer
-products do 32 weights in two instructions (vpmaddubsw, vpmaddwd): the recurrent product of the
-H 512 / 10 % vocoder takes about 0.55 of the float16 product's time, natively and as AVX2 code.
+A float16 weight costs a widening and a multiply-add, and the block loops are bound by their
+instructions (docs/bench/engine.md, "Block shapes against the roofline"). Integer products do 32
+weights in two instructions (vpmaddubsw, vpmaddwd): the recurrent product of the H 512 / 10 %
+vocoder took 0.55-0.57 of the float16 product's time, natively and as haswell and znver2 code (a
+scratch loop, 2026-12-06, Zen 4), and the whole goal row 0.74-0.86 of its time as AVX2 code
+(``bench/engine.py --avx2``). The products are compiled at first use (about 10 s), not by
+:func:`~.warmup.warmup`.
 
 The arithmetic (docs/ARCHITECTURE.md, "The int8 products"):
 
