@@ -446,9 +446,10 @@ def batch_lines(this: dict[str, float], ref: dict[str, float] | None, ref_name: 
 # ---- the goal row as AVX2 code ---------------------------------------------------------------------
 
 #: LLVM CPU targets without AVX-512, for the goal row compiled as an AVX2-only CPU gets it:
-#: Intel's Haswell (AVX2, FMA) and AMD's Zen 2. They run on this CPU: the code is the AVX2 code
-#: such a CPU runs, its caches and clock are this CPU's.
-AVX2_TARGETS = ("haswell", "znver2")
+#: Intel's Haswell (AVX2, FMA), AMD's Zen 2 and Zen 3 (what numba compiles for on the Zen 3 of
+#: :data:`AVX2_CPU_RUN`). They run on this CPU: the code is the AVX2 code such a CPU runs, its
+#: caches and clock are this CPU's.
+AVX2_TARGETS = ("haswell", "znver2", "znver3")
 
 
 #: The last run of the goal row on an AVX2-only CPU: (revision, RTF, date, CPU). ``--avx2 --against``
@@ -515,7 +516,7 @@ def avx2_lines(got: dict, against: str | None) -> list[str]:
     scales to."""
     targets = [None, *AVX2_TARGETS]
     this = {t: got[(t, "this")] for t in targets}
-    head = (f"The goal row natively and as AVX2-only code (`--avx2`: LLVM targets {' and '.join(AVX2_TARGETS)}, on "
+    head = (f"The goal row natively and as AVX2-only code (`--avx2`: LLVM targets {', '.join(AVX2_TARGETS)}, on "
             f"this CPU), {len(this[None])} rounds of fresh processes taking turns, median RTF (fastest-slowest)")
     goal = "Goal (issue 41): <= 0.12 on AVX2-only CPUs as well as AVX-512 ones."
     if not against:
@@ -531,7 +532,7 @@ def avx2_lines(got: dict, against: str | None) -> list[str]:
     if against == rev:
         avx = statistics.median([a / b for t in AVX2_TARGETS for a, b in zip(this[t], got[(t, against)])])
         out.append(f"{rev} is the last revision run on an AVX2-only CPU: {cpu} measured {rtf} on {day}. Scaled by "
-                   f"the AVX2 code's ratio here ({avx:.2f}, both targets), it would run this checkout's at about "
+                   f"the AVX2 code's ratio here ({avx:.2f}, all {len(AVX2_TARGETS)} targets), it would run this checkout's at about "
                    f"{rtf * avx:.3f}: an estimate, not a measurement.")
     return out + int8_lines(got, against)
 
@@ -552,8 +553,11 @@ def int8_lines(got: dict, against: str | None) -> list[str]:
     rev, rtf, day, cpu = AVX2_CPU_RUN
     if against == rev:
         avx = statistics.median([a / b for t in AVX2_TARGETS for a, b in zip(q[t], got[(t, against)])])
-        line += (f" Over {rev}'s float16 row {avx:.2f} (both AVX2 targets), so that CPU would run it at about "
-                 f"{rtf * avx:.3f}: an estimate, not a measurement.")
+        by = {t: statistics.median(a / b for a, b in zip(q[t], got[(t, against)])) for t in AVX2_TARGETS}
+        line += (f" Over {rev}'s float16 row {avx:.2f} (all {len(AVX2_TARGETS)} AVX2 targets; "
+                 + ", ".join(f"{t} {r:.2f}" for t, r in by.items()) + "), so that CPU would run it at about "
+                 f"{rtf * avx:.3f} (by target " + ", ".join(f"{rtf * r:.3f}" for r in by.values())
+                 + "): an estimate, not a measurement.")
     return [line]
 
 

@@ -129,7 +129,7 @@ def int8_rows(dense: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def to_engine_int8(m: BlockSparse | np.ndarray) -> tuple:
     """A file block-sparse (or dense) matrix as the int8 product's
-    ``(data, rowoff, colptr, kind, fix, scale)`` (``kernels.int8``): 16x4 blocks where the
+    ``(data, colidx, rowptr, kind, fix, scale)`` (``kernels.int8``, by row groups): 16x4 blocks where the
     matrix's stored blocks are 16 rows tall, else 8x4. The weights are rounded (:func:`int8_rows`):
     this is another numerical model than the float one, close to it (docs/ARCHITECTURE.md)."""
     dense = m.to_dense() if isinstance(m, BlockSparse) else np.asarray(m, dtype=np.float32)
@@ -143,14 +143,17 @@ def to_engine_int8(m: BlockSparse | np.ndarray) -> tuple:
         np.any(nonzero.reshape(rows // 8, 8, cols // 4, 4), axis=(1, 3)))
     kind = 3 if tall else 0
     br = K.BLOCK_SHAPES[kind][0]
-    # the blocks that hold a weight, from the float matrix (a weight that rounds to 0 keeps its block)
-    _, rowoff, colptr = _reblock(np.where(nonzero, 1.0, 0.0).astype(np.float32), br, 4)
-    cj = np.repeat(np.arange(colptr.shape[0] - 1), np.diff(colptr.astype(np.int64)))
-    blocks = q.reshape(rows // br, br, cols // 4, 4)[rowoff // br, :, cj, :]  # (nnzb, br, 4): row by row
+    # the blocks that hold a weight, from the float matrix (a weight that rounds to 0 keeps its
+    # block), by row group and within it by column
+    gi, cj = np.nonzero(np.any(nonzero.reshape(rows // br, br, cols // 4, 4), axis=(1, 3)))
+    blocks = q.reshape(rows // br, br, cols // 4, 4)[gi, :, cj, :]  # (nnzb, br, 4): row by row
     data = np.ascontiguousarray(blocks, dtype=np.int8).reshape(-1)
+    colidx = cj.astype(np.uint32)
+    rowptr = np.zeros(rows // br + 1, np.uint32)
+    rowptr[1:] = np.cumsum(np.bincount(gi, minlength=rows // br))
     fix = (-K.STATE_OFFSET * q.astype(np.int64).sum(axis=1)).astype(np.int32)
     scale = (s / np.float32(K.Q_STATE)).astype(np.float32)
-    return data, rowoff, colptr, int(kind), fix, scale
+    return data, colidx, rowptr, int(kind), fix, scale
 
 
 def is_half_exact(weights: np.ndarray) -> bool:

@@ -5,7 +5,7 @@ A float16 weight costs a widening and a multiply-add, and the block loops are bo
 instructions (docs/bench/engine.md, "Block shapes against the roofline"). Integer products do 32
 weights in two instructions (vpmaddubsw, vpmaddwd): the recurrent product of the H 512 / 10 %
 vocoder took 0.55-0.57 of the float16 product's time, natively and as haswell and znver2 code (a
-scratch loop, 2026-12-06, Zen 4), and the whole goal row 0.74-0.86 of its time as AVX2 code
+scratch loop, 2026-12-06, Zen 4), and the whole goal row 0.75-0.80 of the float16 row's time as AVX2 code
 (``bench/engine.py --avx2``). The products are compiled at first use (about 10 s), not by
 :func:`~.warmup.warmup`.
 
@@ -22,11 +22,14 @@ The arithmetic (docs/ARCHITECTURE.md, "The int8 products"):
   rounded to float32 (no fused multiply-add), so the torch reference loop
   (``WaveRNN.infer(..., int8=True)``) gets the same bits.
 
-The engine matrix is a 6-tuple ``(data, rowoff, colptr, kind, fix, scale)``: ``data`` int8,
-block ``k`` at ``data[k*br*4 : (k+1)*br*4]`` row by row (row i's four weights side by side);
-``rowoff``, ``colptr`` as the float layout's (:mod:`.blocks`); ``kind`` 0 (8x4 blocks) or 3
-(16x4); ``fix`` int32 (rows); ``scale`` float32 (rows) the ``d_i``. Made by
-``wavern.engine.vocoder.to_engine_int8``.
+The engine matrix is a 6-tuple ``(data, colidx, rowptr, kind, fix, scale)``, by row groups (not
+by block columns as the float layout, :mod:`.blocks`): the blocks of row group g are
+``rowptr[g] : rowptr[g+1]`` (uint32), block k's column group ``colidx[k]`` (uint32) and its
+weights ``data[k*br*4 : (k+1)*br*4]`` (int8) row by row (row i's four weights side by side);
+``kind`` 0 (8x4 blocks, groups of 8 rows) or 3 (16x4, 16); ``fix`` int32 (rows); ``scale``
+float32 (rows) the ``d_i``. A group's sums stay in registers over its blocks (an integer add's
+chain is one cycle a block): 0.56-0.87 of the time of the column order with a store per block
+(a scratch loop, 2026-12-06). Made by ``wavern.engine.vocoder.to_engine_int8``.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from numba import types
 from numba.extending import overload
 
 from wavern.engine.kernels.blocks import _spmm, _spmv
-from wavern.engine.kernels.intrinsics import _f32_bits, _i32_bits, _q8_block
+from wavern.engine.kernels.intrinsics import _i32_bits, _q8_group
 from wavern.engine.kernels.jit import _JIT, TARGET_AVX2, U, kernel
 from wavern.errors import ParameterError
 
@@ -57,8 +60,8 @@ _ROUND = np.float32(STATE_OFFSET + 0.5)
 _LO = np.float32(-1.0)
 _HI = np.float32(1.0)
 
-_BLOCK_8 = _q8_block(8, TARGET_AVX2)
-_BLOCK_16 = _q8_block(16, TARGET_AVX2)
+_GROUP_8 = _q8_group(8, TARGET_AVX2)
+_GROUP_16 = _q8_group(16, TARGET_AVX2)
 
 
 @kernel(**_JIT)  # no fast-math: the product and the sum rounded apart, as the torch reference does
@@ -72,20 +75,15 @@ def _state_bytes(h, xq):
 @kernel(**_JIT)
 def _spmv_int8(mat, xw, acc):
     """acc (float32 memory, int32 bits) = fix + sum over the blocks of q u: the exact integer
-    sums. ``xw`` int32, the state bytes four to a word (block column j's four in ``xw[j]``)."""
-    data, rowoff, colptr, kind, fix, _scale = mat
-    for i in range(U(fix.shape[0])):
-        acc[i] = _f32_bits(fix[i])
+    sums, a row group at a time. ``xw`` int32, the state bytes four to a word (block column j's
+    four in ``xw[j]``)."""
+    data, colidx, rowptr, kind, fix, _scale = mat
     if kind == 3:
-        for j in range(U(colptr.shape[0] - 1)):
-            x = xw[j]
-            for k in range(U(colptr[j]), U(colptr[j + U(1)])):
-                _BLOCK_16(acc, U(rowoff[k]), data, k, x)
+        for g in range(U(rowptr.shape[0] - 1)):
+            _GROUP_16(acc, g * U(16), data, colidx, xw, U(rowptr[g]), U(rowptr[g + U(1)]), fix)
     else:
-        for j in range(U(colptr.shape[0] - 1)):
-            x = xw[j]
-            for k in range(U(colptr[j]), U(colptr[j + U(1)])):
-                _BLOCK_8(acc, U(rowoff[k]), data, k, x)
+        for g in range(U(rowptr.shape[0] - 1)):
+            _GROUP_8(acc, g * U(8), data, colidx, xw, U(rowptr[g]), U(rowptr[g + U(1)]), fix)
 
 
 @kernel(**_JIT)  # no fast-math: b + d * acc as two roundings (no FMA), as the torch reference
@@ -98,11 +96,10 @@ def _dequantise(acc, b, scale):
 def _affine(M, b, x, xoff, y, xw):
     """y = M x[xoff : xoff + cols] + b for one stream: the float block product (``M`` a 4-tuple,
     :mod:`.blocks`) or the int8 one (a 6-tuple: ``x`` a state, in [-1, 1]; ``xw`` float32 scratch of
-    at least cols / 4, which receives x's bytes). Compiled: the overload below picks the product
-    by M's type."""
+    at least (len(x) - xoff) / 4 that receives x's bytes from xoff on). Compiled: the overload
+    below picks the product by M's type."""
     if len(M) == INT8_LEN:
-        cols = 4 * (M[2].shape[0] - 1)
-        _state_bytes(x[xoff:xoff + cols], xw.view(np.uint8))
+        _state_bytes(x[xoff:], xw.view(np.uint8))  # (all of x from xoff: the columns the blocks name)
         _spmv_int8(M, xw.view(np.int32), y)
         _dequantise(y, b, M[5])
     else:
@@ -129,8 +126,7 @@ if not numba.config.DISABLE_JIT:
     def _affine_compiled(M, b, x, xoff, y, xw):
         if _is_int8(M):
             def int8(M, b, x, xoff, y, xw):
-                cols = U(4) * U(M[2].shape[0] - 1)
-                _state_bytes(x[U(xoff):U(xoff) + cols], xw.view(np.uint8))
+                _state_bytes(x[U(xoff):], xw.view(np.uint8))
                 _spmv_int8(M, xw.view(np.int32), y)
                 _dequantise(y, b, M[5])
             return int8
@@ -159,22 +155,23 @@ if not numba.config.DISABLE_JIT:
 
 def _check_int8(mat: tuple, x_len: int, y_len: int) -> None:
     if not (isinstance(mat, tuple) and len(mat) == INT8_LEN):
-        raise ParameterError(f"an int8 matrix is a {INT8_LEN}-tuple (data, rowoff, colptr, kind, fix, scale), "
+        raise ParameterError(f"an int8 matrix is a {INT8_LEN}-tuple (data, colidx, rowptr, kind, fix, scale), "
                              f"found {type(mat).__name__} of length {len(mat) if isinstance(mat, tuple) else '?'}")
-    data, rowoff, colptr, kind, fix, scale = mat
+    data, colidx, rowptr, kind, fix, scale = mat
     if kind not in (0, 3):
         raise ParameterError(f"int8 blocks are 8x4 (kind 0) or 16x4 (kind 3), found kind {kind}")
     br = 16 if kind == 3 else 8
-    if data.dtype != np.int8 or data.shape != (rowoff.shape[0] * br * 4,):
+    if data.dtype != np.int8 or data.shape != (colidx.shape[0] * br * 4,):
         raise ParameterError(f"int8 matrix data must be int8 of {br * 4} per block, found {data.dtype} {data.shape}")
-    if rowoff.dtype != np.uint32 or colptr.dtype != np.uint32:
-        raise ParameterError("int8 matrix rowoff and colptr must be uint32")
+    if colidx.dtype != np.uint32 or rowptr.dtype != np.uint32:
+        raise ParameterError("int8 matrix colidx and rowptr must be uint32")
     if fix.dtype != np.int32 or scale.dtype != np.float32 or fix.shape != (y_len,) or scale.shape != (y_len,):
         raise ParameterError(f"int8 matrix fix (int32) and scale (float32) must have the {y_len} rows of the output")
-    if 4 * (colptr.shape[0] - 1) != x_len or x_len % 4:
-        raise ParameterError(f"int8 matrix has {4 * (colptr.shape[0] - 1)} columns, the state {x_len}")
-    if rowoff.shape[0] and (int(rowoff.max()) + br > y_len or int(colptr[-1]) != rowoff.shape[0]):
-        raise ParameterError("int8 matrix blocks reach past its rows or colptr does not end at the block count")
+    if rowptr.shape != (y_len // br + 1,) or y_len % br or int(rowptr[-1]) != colidx.shape[0] \
+            or np.any(np.diff(rowptr.astype(np.int64)) < 0):
+        raise ParameterError(f"int8 matrix rowptr must run over the {y_len // br} groups of {br} rows to the block count")
+    if x_len % 4 or (colidx.size and int(colidx.max()) >= x_len // 4):
+        raise ParameterError(f"int8 matrix blocks name columns past the state's {x_len}")
     if data.size and int(np.abs(data.astype(np.int16)).max()) > Q_WEIGHT:
         raise ParameterError(f"int8 weights must lie in [-{Q_WEIGHT}, {Q_WEIGHT}] (the byte products would saturate)")
 

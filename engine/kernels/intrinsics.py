@@ -189,9 +189,10 @@ _LANE_1x1 = _lane_fma(1, 1)
 
 
 # --------------------------------------------------------------------------------------------
-# The int8 block product (:mod:`.int8`): 8 rows x 4 columns of int8 weights times 4 bytes of the
-# quantised state, added to 8 int32 sums. The sums live in a float32 array's memory as their bits
-# (the one-stream kernel's gh, which the dequantisation then overwrites in place with floats).
+# The int8 block product (:mod:`.int8`): a group of 8 or 16 rows, its blocks of 4 columns of int8
+# weights times 4 bytes of the quantised state each, summed in int32. The sums land in a float32
+# array's memory as their bits (the one-stream kernel's gh, which the dequantisation then
+# overwrites in place with floats).
 
 if numba.config.DISABLE_JIT:
     def _i32_bits(x):
@@ -210,73 +211,91 @@ else:
         return types.int32(types.float32), codegen
 
 
-def _q8_block(rows: int, avx2: bool):
-    """The int8 product of one ``rows`` x 4 block, as a numba intrinsic.
+def _q8_group(rows: int, avx2: bool):
+    """The int8 product of one group of ``rows`` rows, as a numba intrinsic.
 
-    ``f(acc, r, w, k, xw)``: for i < rows, the int32 in ``acc[r + i]``'s bits gains
-    ``sum_c w[rows*4*k + 4i + c] * byte_c(xw)``, where ``w`` is int8 (row i's four weights
-    side by side, |w| <= 63), ``xw`` an int32 holding the block column's four state bytes
-    (uint8, little-endian) and ``acc`` a float32 array. With ``avx2`` the product is vpmaddubsw
-    (bytes x weights, adjacent pairs summed into int16) then vpmaddwd by ones (pairs into int32):
-    exact, since |w| <= 63 keeps each pair within 2 * 255 * 63 = 32130 (no saturation). Without
-    it, the same sums in portable LLVM vector code (about 2x slower on x86).
+    ``f(acc, r, w, colidx, xw, k0, k1, fix)``: for i < rows, the int32 in ``acc[r + i]``'s bits
+    becomes ``fix[r + i] + sum_{k0 <= k < k1} sum_c w[rows*4*k + 4i + c] * byte_c(xw[colidx[k]])``:
+    blocks k0..k1-1 of the group, ``w`` int8 (row i's four weights side by side, |w| <= 63), ``xw``
+    int32 words of four state bytes (uint8, little-endian), ``colidx`` uint32, ``fix`` int32,
+    ``acc`` float32. The sums stay in registers over the group's blocks and are stored once. With
+    ``avx2`` each eight rows are vpmaddubsw (bytes x weights, adjacent pairs summed into int16)
+    then vpmaddwd by ones (pairs into int32): exact, since |w| <= 63 keeps each pair within
+    2 * 255 * 63 = 32130 (no saturation). Without it, the same sums in portable LLVM vector code
+    (about 2x slower on x86).
     """
     if numba.config.DISABLE_JIT:
-        def q8_block(acc, r, w, k, xw):
-            r, k = int(r), int(k)
-            x = np.array(xw, np.int32).reshape(1).view(np.uint8).astype(np.int32)
-            W = w[rows * 4 * k:rows * 4 * (k + 1)].reshape(rows, 4).astype(np.int32)
-            a = acc[r:r + rows].view(np.int32)
-            a += W @ x
-        return q8_block
+        def q8_group(acc, r, w, colidx, xw, k0, k1, fix):
+            r = int(r)
+            total = fix[r:r + rows].astype(np.int64)
+            for k in range(int(k0), int(k1)):
+                x = np.array(xw[int(colidx[k])], np.int32).reshape(1).view(np.uint8).astype(np.int64)
+                total += w[rows * 4 * k:rows * 4 * (k + 1)].reshape(rows, 4).astype(np.int64) @ x
+            acc[r:r + rows].view(np.int32)[:] = total.astype(np.int32)
+        return q8_group
 
     @intrinsic
-    def q8_block(typingctx, acc, r, w, k, xw):
+    def q8_group(typingctx, acc, r, w, colidx, xw, k0, k1, fix):
         if not (isinstance(acc, types.Array) and acc.dtype == types.float32 and acc.ndim == 1):
             return None
         if not (isinstance(w, types.Array) and w.dtype == types.int8 and w.ndim == 1):
             return None
-        sig = types.void(acc, r, w, k, xw)
+        if not all(isinstance(a, types.Array) and a.ndim == 1 for a in (colidx, xw, fix)) or \
+                xw.dtype != types.int32 or fix.dtype != types.int32 or colidx.dtype != types.uint32:
+            return None
+        sig = types.void(acc, r, w, colidx, xw, k0, k1, fix)
 
         def codegen(context, builder, signature, args):
             st = signature.args
             i8, i16, i32, i64 = (llir.IntType(n) for n in (8, 16, 32, 64))
             v32i8, v16i16, v8i32 = llir.VectorType(i8, 32), llir.VectorType(i16, 16), llir.VectorType(i32, 8)
             r_ = context.cast(builder, args[1], st[1], types.int64)
-            k_ = context.cast(builder, args[3], st[3], types.int64)
-            x_ = context.cast(builder, args[4], st[4], types.int32)
-            acc_ptr = builder.bitcast(context.make_array(st[0])(context, builder, args[0]).data, i32.as_pointer())
-            w_ptr = context.make_array(st[2])(context, builder, args[2]).data
-            xs = builder.insert_element(llir.Constant(v8i32, llir.Undefined), x_, llir.Constant(i32, 0))
-            xv = builder.bitcast(builder.shuffle_vector(xs, xs, llir.Constant(v8i32, [0] * 8)), v32i8)
-            base = builder.mul(k_, llir.Constant(i64, rows * 4))
+            k0_ = context.cast(builder, args[5], st[5], types.int64)
+            k1_ = context.cast(builder, args[6], st[6], types.int64)
+            ptr = lambda k: context.make_array(st[k])(context, builder, args[k]).data  # noqa: E731
+            acc_ptr, w_ptr, c_ptr, x_ptr, f_ptr = builder.bitcast(ptr(0), i32.as_pointer()), ptr(2), ptr(3), ptr(4), ptr(7)
+
+            def rows8(base, g):  # the int32 vector of rows r + 8g .. r + 8g + 7 at base
+                return builder.bitcast(builder.gep(base, [builder.add(r_, llir.Constant(i64, 8 * g))]),
+                                       v8i32.as_pointer())
+
             if avx2:
                 mod = builder.module
                 maddubs = mod.declare_intrinsic("llvm.x86.avx2.pmadd.ub.sw", fnty=llir.FunctionType(v16i16, [v32i8, v32i8]))
                 maddwd = mod.declare_intrinsic("llvm.x86.avx2.pmadd.wd", fnty=llir.FunctionType(v8i32, [v16i16, v16i16]))
             else:
                 v32i16, v16i32 = llir.VectorType(i16, 32), llir.VectorType(i32, 16)
-                xw16 = builder.zext(xv, v32i16)
 
                 def pairs(v, n):  # adjacent lanes summed: (n,) -> (n / 2,)
                     idx = llir.VectorType(i32, n // 2)
                     even = builder.shuffle_vector(v, v, llir.Constant(idx, list(range(0, n, 2))))
                     odd = builder.shuffle_vector(v, v, llir.Constant(idx, list(range(1, n, 2))))
                     return builder.add(even, odd)
-            for g in range(rows // 8):  # eight rows (32 weights) at a time
-                wp = builder.bitcast(builder.gep(w_ptr, [builder.add(base, llir.Constant(i64, 32 * g))]),
-                                     v32i8.as_pointer())
-                wv = builder.load(wp, align=1)
-                if avx2:
-                    sums = builder.call(maddwd, [builder.call(maddubs, [xv, wv]), llir.Constant(v16i16, [1] * 16)])
-                else:
-                    p16 = pairs(builder.mul(xw16, builder.sext(wv, v32i16)), 32)  # |pair| <= 32130: no overflow
-                    sums = pairs(builder.sext(p16, v16i32), 16)
-                ap = builder.bitcast(builder.gep(acc_ptr, [builder.add(r_, llir.Constant(i64, 8 * g))]),
-                                     v8i32.as_pointer())
-                builder.store(builder.add(builder.load(ap, align=4), sums), ap, align=4)
+            sums = [cgutils.alloca_once(builder, v8i32) for _ in range(rows // 8)]
+            for g, sp in enumerate(sums):
+                builder.store(builder.load(rows8(f_ptr, g), align=4), sp)
+            with cgutils.for_range(builder, builder.sub(k1_, k0_)) as loop:
+                k = builder.add(k0_, loop.index)
+                x = builder.load(builder.gep(x_ptr, [builder.zext(builder.load(builder.gep(c_ptr, [k])), i64)]))
+                xs = builder.insert_element(llir.Constant(v8i32, llir.Undefined), x, llir.Constant(i32, 0))
+                xv = builder.bitcast(builder.shuffle_vector(xs, xs, llir.Constant(v8i32, [0] * 8)), v32i8)
+                if not avx2:
+                    xw16 = builder.zext(xv, v32i16)
+                base = builder.mul(k, llir.Constant(i64, rows * 4))
+                for g, sp in enumerate(sums):  # eight rows (32 weights) at a time
+                    wp = builder.bitcast(builder.gep(w_ptr, [builder.add(base, llir.Constant(i64, 32 * g))]),
+                                         v32i8.as_pointer())
+                    wv = builder.load(wp, align=1)
+                    if avx2:
+                        part = builder.call(maddwd, [builder.call(maddubs, [xv, wv]), llir.Constant(v16i16, [1] * 16)])
+                    else:
+                        p16 = pairs(builder.mul(xw16, builder.sext(wv, v32i16)), 32)  # |pair| <= 32130: no overflow
+                        part = pairs(builder.sext(p16, v16i32), 16)
+                    builder.store(builder.add(builder.load(sp), part), sp)
+            for g, sp in enumerate(sums):
+                builder.store(builder.load(sp), rows8(acc_ptr, g), align=4)
             return context.get_dummy_value()
 
         return sig, codegen
 
-    return q8_block
+    return q8_group

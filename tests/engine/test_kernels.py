@@ -119,36 +119,37 @@ def test_int8_product_equals_the_torch_references():
 
 
 def test_int8_block_portable_code_equals_avx2s():
-    """The int8 block product in portable LLVM vector code and with AVX2's byte products
-    (vpmaddubsw, vpmaddwd) give the same sums, and they are the integer ones."""
+    """The int8 row-group product in portable LLVM vector code and with AVX2's byte products
+    (vpmaddubsw, vpmaddwd) give the same sums, and they are the integer ones (fix included)."""
     import numba
-    from wavern.engine.kernels.intrinsics import _q8_block
+
+    from wavern.engine.kernels.intrinsics import _q8_group
 
     if numba.config.DISABLE_JIT:
         pytest.skip("the intrinsics compile only under numba")
     variants = [False] + ([True] if K.TARGET_AVX2 else [])
     rng = np.random.default_rng(4)
-    w = rng.integers(-63, 64, size=3 * 64).astype(np.int8)
+    w = rng.integers(-63, 64, size=6 * 64).astype(np.int8)
     w[:64] = 63  # the largest pair sums: 2 * 255 * 63
-    x = np.full(4, 255, np.uint8)
+    xw = rng.integers(-2**31, 2**31, size=5).astype(np.int32)
+    xw[0] = -1  # four bytes of 255
+    colidx = np.array([0, 3, 1, 4, 2, 0, 1, 1, 3, 2, 4, 0], np.uint32)  # a column twice in a row too
     for rows in (8, 16):
         k = w.shape[0] // (rows * 4)
-        sums = []
+        fix = rng.integers(-1000, 1000, size=rows).astype(np.int32)
+        ref = fix.astype(np.int64) + sum(
+            w[rows * 4 * j:rows * 4 * (j + 1)].reshape(rows, 4).astype(np.int64)
+            @ xw[colidx[j]:colidx[j] + 1].view(np.uint8).astype(np.int64) for j in range(k))
         for avx2 in variants:
-            block = _q8_block(rows, avx2)
+            group = _q8_group(rows, avx2)
 
             @numba.njit
-            def run(acc, w, xw, n, block=block):
-                for j in range(n):
-                    block(acc, np.int64(0), w, np.int64(j), xw)
+            def run(acc, w, colidx, xw, n, fix, group=group):
+                group(acc, np.int64(0), w, colidx, xw, np.int64(0), np.int64(n), fix)
 
             acc = np.zeros(rows, np.float32)
-            run(acc, w, np.int32(x.view(np.int32)[0]), k)
-            sums.append(acc.view(np.int32).copy())
-        ref = sum(w[rows * 4 * j:rows * 4 * (j + 1)].reshape(rows, 4).astype(np.int64) @ x.astype(np.int64)
-                  for j in range(k))
-        for got in sums:
-            np.testing.assert_array_equal(got, ref)
+            run(acc, w, colidx[:k], xw, k, fix)
+            np.testing.assert_array_equal(acc.view(np.int32), ref)
 
 
 def test_int8_product_validates():
@@ -161,7 +162,7 @@ def test_int8_product_validates():
     bad[0][0] = 64
     with pytest.raises(ParameterError, match="saturate"):
         K.spmv_int8(bad, h, b)
-    with pytest.raises(ParameterError, match="columns"):
+    with pytest.raises(ParameterError, match="columns past"):
         K.spmv_int8(mat, h[:60], b)
     with pytest.raises(ParameterError, match="rows of the output"):
         K.spmv_int8(mat, h, b[:90])
