@@ -190,8 +190,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
     p.add_argument("--version", action="version", version=f"wavern {wavern.__version__} ({Path(wavern.__file__).parent})")
     p.add_argument("--int8", action="store_true",
-                   help="run the vocoder's products on its state in int8 (about a quarter less vocoder time on "
-                        "AVX2 CPUs; another numerical model, close to the float one: docs/VOICE.md); the same as "
+                   help="run the vocoder's products on its state in int8 (a third less vocoder time for a large "
+                        "vocoder on AVX2 CPUs; another numerical model, close to the float one: docs/VOICE.md); the same as "
                         f"{INT8_ENV}=1, which it sets for every process the command starts")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
