@@ -6,8 +6,8 @@ instructions (docs/bench/engine.md, "Block shapes against the roofline"). Intege
 weights in two instructions (vpmaddubsw, vpmaddwd): the recurrent product of the H 512 / 10 %
 vocoder took 0.55-0.57 of the float16 product's time, natively and as haswell and znver2 code (a
 scratch loop, 2026-12-06, Zen 4); by row groups (below) the whole goal row took 0.64-0.66 of
-the float16 row's time as AVX2 code and 0.74 natively (``bench/engine.py --avx2``). The products are compiled at first use (about 10 s), not by
-:func:`~.warmup.warmup`.
+the float16 row's time as AVX2 code and 0.74 natively (``bench/engine.py --avx2``). The products
+are compiled at first use (about 10 s), not by :func:`~.warmup.warmup`.
 
 The arithmetic (docs/ARCHITECTURE.md, "The int8 products"):
 
