@@ -42,7 +42,6 @@ import wavern  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import machine  # noqa: E402
 import roofline  # noqa: E402
-import sample_pieces  # noqa: E402
 from checkout import ENGINE_FOLDERS, export_checkout, resolve_commit  # noqa: E402
 from goal_row import COND_BLOCKS, SR, engine_speed, goal_vocoder, random_mel, random_vocoder  # noqa: E402
 
@@ -125,6 +124,8 @@ def pieces_table(runs: int) -> dict:
     """``sample_pieces`` for the goal row (H 512, 10 %, one stream; and with the int8 products), the
     shipped voice as one stream (on :data:`VOICE_TEXT`'s mel) and as 16 streams stream-major, as
     rendering runs it (16 segments of 40 + 4 frames of that sentence, each from its own place)."""
+    import sample_pieces  # here: it needs this checkout's kernels, and --batch-json runs against older ones
+
     from wavern.engine.voice import Voice
 
     out = {"goal": sample_pieces.one_stream(*goal_vocoder(), runs=runs),
@@ -149,7 +150,9 @@ def pieces_lines(pc: dict) -> list[str]:
             ("voice", f"shipped voice (H {pc['hidden']}), one stream"),
             ("batch", "shipped voice, 16 streams stream-major, per stream"))
     lines = ["| piece | " + " | ".join(label for _, label in cols) + " |", "|---|" + "---:|" * len(cols)]
-    for name in (*sample_pieces.PIECES, "rest", "whole"):
+    from sample_pieces import PIECES
+
+    for name in (*PIECES, "rest", "whole"):
         cells = [f"{pc[k][name]:.2f} us ({100 * pc[k][name] / pc[k]['whole']:.0f} %)" if name != "whole"
                  else f"**{pc[k][name]:.2f} us**" for k, _ in cols]
         label = {"rest": "the rest (period inputs, synthesis, the loop itself)", "whole": "the whole loop"}.get(name, name)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from wavern.engine.kernels.blocks import _spmm, _spmv
+from wavern.engine.kernels.blocks import _copy, _spmm, _spmv
 from wavern.engine.kernels.fastexp import _exp_core, _exp_parts
 from wavern.engine.kernels.int8 import _affine, _affine_streams
 from wavern.engine.kernels.intrinsics import _f32_bits, _w
@@ -113,13 +113,6 @@ def _sum8(x):
         s6 += x[i + U(6)]
         s7 += x[i + U(7)]
     return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
-
-
-@kernel(fastmath=_FM_ARITH, **_JIT)
-def _copy(src, dst):
-    """dst[:] = src (same length), as a loop LLVM vectorises."""
-    for i in range(U(dst.shape[0])):
-        dst[i] = src[i]
 
 
 @kernel(fastmath=_FM_ARITH, **_JIT)

@@ -39,7 +39,7 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
-from wavern.engine.kernels.blocks import _spmm, _spmv
+from wavern.engine.kernels.blocks import _copy, _spmm, _spmv
 from wavern.engine.kernels.intrinsics import _i32_bits, _q8_group
 from wavern.engine.kernels.jit import _JIT, TARGET_AVX2, U, kernel
 from wavern.errors import ParameterError
@@ -132,8 +132,7 @@ if not numba.config.DISABLE_JIT:
             return int8
 
         def float_(M, b, x, xoff, y, xw):
-            for i in range(U(y.shape[0])):
-                y[i] = b[i]
+            _copy(b, y)
             _spmv(M, x, xoff, y)
         return float_
 
@@ -147,8 +146,7 @@ if not numba.config.DISABLE_JIT:
 
         def float_(M, b, X, xoff, Y, xw):
             for q in range(X.shape[0]):
-                for i in range(U(Y.shape[1])):
-                    Y[q, i] = b[i]
+                _copy(b, Y[q])
             _spmm(M, X, xoff, Y)
         return float_
 
