@@ -365,13 +365,12 @@ class Vocoder:
         #: True: the block-sparse weights are all float16 values (a voice file's are), so the
         #: kernels read them as float16 (half the bytes per sample; the same products)
         self.half_weights = all(is_half_exact(sparse[name].data) for name in _SPARSE)
-        mats = {name: to_engine(sparse[name], half=self.half_weights) for name in _SPARSE}
         #: True: the products that read the state (W_hh h, and O1, O3 on its halves) run as int8
         #: products (``kernels.int8``: int8 weights, the state in 8 bits; another numerical model,
         #: close to the float one). O2, O4 (on ReLU outputs) stay float.
         self.int8 = bool(int8)
-        for name in _INT8 if self.int8 else ():
-            mats[name] = to_engine_int8(sparse[name])
+        mats = {name: to_engine_int8(sparse[name]) if self.int8 and name in _INT8
+                else to_engine(sparse[name], half=self.half_weights) for name in _SPARSE}
         self.block_shapes = {name: K.BLOCK_SHAPES[m[3]] for name, m in mats.items()}
         self.nnz_weights = {name: int(m[0].shape[0]) for name, m in mats.items()}
         # The per-sample input columns of W_ih (the samples, the period taps) go as float16 bits
